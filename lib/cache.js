@@ -1,0 +1,44 @@
+// A byte-bounded LRU of tiles plus in-flight de-duplication, so a burst of requests for one cold tile reads it once.
+import { LRUCache } from 'lru-cache'
+
+export class TileCache {
+  /** @param {number} maxBytes 0 turns storage off (de-duplication still applies) */
+  constructor (maxBytes) {
+    this.maxBytes = maxBytes
+    this.lru = maxBytes > 0
+      ? new LRUCache({ maxSize: maxBytes, sizeCalculation: (record) => record.size })
+      : null
+    this.inflight = new Map()
+  }
+
+  get (key) {
+    return this.lru === null ? undefined : this.lru.get(key)
+  }
+
+  /** Stores (or re-stores, after the record grew) a record that has a `size` in bytes. */
+  set (key, record) {
+    if (this.lru !== null && record.size <= this.maxBytes) this.lru.set(key, record)
+  }
+
+  /** Runs `load` once for all concurrent callers of `key`. */
+  dedupe (key, load) {
+    let pending = this.inflight.get(key)
+    if (pending === undefined) {
+      pending = load().finally(() => this.inflight.delete(key))
+      this.inflight.set(key, pending)
+    }
+    return pending
+  }
+
+  /** Drops every record whose key starts with `prefix` (a set that was reloaded or removed). */
+  purge (prefix) {
+    if (this.lru === null) return
+    for (const key of this.lru.keys()) if (key.startsWith(prefix)) this.lru.delete(key)
+  }
+
+  get stats () {
+    return this.lru === null
+      ? { maxBytes: 0, bytes: 0, entries: 0 }
+      : { maxBytes: this.maxBytes, bytes: this.lru.calculatedSize, entries: this.lru.size }
+  }
+}

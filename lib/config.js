@@ -1,0 +1,217 @@
+// Configuration: defaults ← config file (JSON or YAML) ← environment (TILE_CANNON_*) ← command-line flags.
+// Validated once with a JSON schema and frozen.
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, extname, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import Ajv from 'ajv'
+import YAML from 'yaml'
+
+export const DEFAULTS = {
+  port: 3000,
+  host: '0.0.0.0',
+  paths: [],
+  publicUrl: null,
+  cacheMB: 256,
+  cacheControl: 'public, max-age=3600',
+  cors: '*',
+  logLevel: 'info',
+  logRequests: false,
+  watch: true,
+  watchDebounceMs: 300,
+  demo: true,
+  sets: {},
+}
+
+const schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    port: { type: 'integer', minimum: 0, maximum: 65535 },
+    host: { type: 'string', minLength: 1 },
+    paths: { type: 'array', items: { type: 'string', minLength: 1 } },
+    publicUrl: { type: ['string', 'null'], pattern: '^https?://' },
+    cacheMB: { type: 'number', minimum: 0 },
+    cacheControl: { type: 'string' },
+    cors: {
+      anyOf: [
+        { type: 'boolean' },
+        { type: 'string', minLength: 1 },
+        { type: 'array', items: { type: 'string', minLength: 1 } },
+      ],
+    },
+    logLevel: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
+    logRequests: { type: 'boolean' },
+    watch: { type: 'boolean' },
+    watchDebounceMs: { type: 'integer', minimum: 0 },
+    demo: { type: 'boolean' },
+    sets: {
+      type: 'object',
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          path: { type: 'string', minLength: 1 },
+          url: { type: 'string', pattern: '^https?://' },
+          missingStatus: { enum: [204, 404] },
+          cacheControl: { type: 'string' },
+        },
+      },
+    },
+  },
+}
+
+const ajv = new Ajv({ allErrors: true, coerceTypes: true, useDefaults: false })
+const validate = ajv.compile(schema)
+
+// Environment variable → config key; values are strings, coerced by the schema.
+const ENV = {
+  TILE_CANNON_PORT: 'port',
+  TILE_CANNON_HOST: 'host',
+  TILE_CANNON_PATHS: 'paths',
+  TILE_CANNON_PUBLIC_URL: 'publicUrl',
+  TILE_CANNON_CACHE_MB: 'cacheMB',
+  TILE_CANNON_CACHE_CONTROL: 'cacheControl',
+  TILE_CANNON_CORS: 'cors',
+  TILE_CANNON_LOG_LEVEL: 'logLevel',
+  TILE_CANNON_LOG_REQUESTS: 'logRequests',
+  TILE_CANNON_WATCH: 'watch',
+  TILE_CANNON_DEMO: 'demo',
+}
+
+const FLAGS = {
+  port: { type: 'string', short: 'p' },
+  host: { type: 'string' },
+  config: { type: 'string', short: 'c' },
+  'public-url': { type: 'string' },
+  'cache-mb': { type: 'string' },
+  'cache-control': { type: 'string' },
+  cors: { type: 'string' },
+  'log-level': { type: 'string' },
+  'log-requests': { type: 'boolean' },
+  'no-watch': { type: 'boolean' },
+  'no-demo': { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+}
+
+export const USAGE = `Usage: tile-cannon [options] [path|url ...]
+
+Serves every .mbtiles and .pmtiles file in the given folders, the given files, and remote .pmtiles URLs.
+With no path: ./tiles if it exists, else a built-in demo set.
+
+Options:
+  -p, --port N            port to listen on (default 3000; env TILE_CANNON_PORT)
+      --host ADDR         address to listen on (default 0.0.0.0; env TILE_CANNON_HOST)
+  -c, --config FILE       JSON or YAML config file (env TILE_CANNON_CONFIG)
+      --public-url URL    base URL for TileJSON links, e.g. https://tiles.example.com (env TILE_CANNON_PUBLIC_URL)
+      --cache-mb N        tile cache size in MiB, 0 turns it off (default 256; env TILE_CANNON_CACHE_MB)
+      --cache-control V   Cache-Control for tiles (default "public, max-age=3600"; env TILE_CANNON_CACHE_CONTROL)
+      --cors ORIGINS      "*", "false", or comma-separated origins (default "*"; env TILE_CANNON_CORS)
+      --log-level LEVEL   fatal|error|warn|info|debug|trace|silent (default info; env TILE_CANNON_LOG_LEVEL)
+      --log-requests      log every request (off by default: it costs throughput)
+      --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads)
+      --no-demo           serve nothing rather than the demo when no tilesets are found
+  -h, --help              this help
+
+Precedence: flags > environment > config file > defaults.`
+
+export class ConfigError extends Error {}
+
+function readConfigFile (file) {
+  let text
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch {
+    throw new ConfigError(`cannot read config file ${file}`)
+  }
+  let data
+  try {
+    data = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : YAML.parse(text)
+  } catch (err) {
+    throw new ConfigError(`config file ${file} is not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${err.message.split('\n')[0]}`)
+  }
+  if (data === null || data === undefined) return {}
+  if (typeof data !== 'object' || Array.isArray(data)) throw new ConfigError(`config file ${file} must hold an object`)
+  // Paths in a config file are relative to the file.
+  const base = dirname(resolve(file))
+  const isUrl = (p) => /^[a-z][a-z0-9+.-]*:\/\//i.test(p)
+  if (Array.isArray(data.paths)) data.paths = data.paths.map((p) => (typeof p === 'string' && !isUrl(p) ? resolve(base, p) : p))
+  if (data.sets && typeof data.sets === 'object') {
+    for (const set of Object.values(data.sets)) if (set && typeof set.path === 'string') set.path = resolve(base, set.path)
+  }
+  return data
+}
+
+function fromEnv (env) {
+  const out = {}
+  for (const [name, key] of Object.entries(ENV)) {
+    const value = env[name]
+    if (value === undefined || value === '') continue
+    out[key] = key === 'paths' ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+  }
+  return out
+}
+
+function fromFlags (values, positionals) {
+  const out = {}
+  if (values.port !== undefined) out.port = values.port
+  if (values.host !== undefined) out.host = values.host
+  if (values['public-url'] !== undefined) out.publicUrl = values['public-url']
+  if (values['cache-mb'] !== undefined) out.cacheMB = values['cache-mb']
+  if (values['cache-control'] !== undefined) out.cacheControl = values['cache-control']
+  if (values.cors !== undefined) out.cors = values.cors
+  if (values['log-level'] !== undefined) out.logLevel = values['log-level']
+  if (values['log-requests']) out.logRequests = true
+  if (values['no-watch']) out.watch = false
+  if (values['no-demo']) out.demo = false
+  if (positionals.length > 0) out.paths = positionals
+  return out
+}
+
+// "*", "false"/"true", or a comma-separated list of origins.
+function normalizeCors (cors) {
+  if (typeof cors !== 'string') return cors
+  if (cors === 'false') return false
+  if (cors === 'true' || cors === '*') return '*'
+  const origins = cors.split(',').map((s) => s.trim()).filter(Boolean)
+  return origins.length === 1 ? origins[0] : origins
+}
+
+/**
+ * Builds the configuration from every layer. `overrides` (an object in config-file shape) sits above the flags;
+ * tests and the bench use it.
+ * @returns {{ config: object, help: boolean }}
+ */
+export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), overrides = {} } = {}) {
+  let parsed
+  try {
+    parsed = parseArgs({ args: argv, options: FLAGS, allowPositionals: true, strict: true })
+  } catch (err) {
+    throw new ConfigError(err.message)
+  }
+  const { values, positionals } = parsed
+  if (values.help) return { config: null, help: true }
+  const file = values.config ?? env.TILE_CANNON_CONFIG
+  const layers = [DEFAULTS, file ? readConfigFile(resolve(cwd, file)) : {}, fromEnv(env), fromFlags(values, positionals), overrides]
+  const merged = Object.assign({}, ...layers.map((l) => structuredClone(l)))
+  if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)
+  if (!validate(merged)) {
+    const problems = validate.errors.map((e) => `${e.instancePath.slice(1) || 'config'} ${e.message}`)
+    throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)
+  }
+  if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors) // "false" may arrive via coercion
+  if (typeof merged.publicUrl === 'string') merged.publicUrl = merged.publicUrl.replace(/\/+$/, '')
+  merged.paths = merged.paths.map((p) => (/^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(cwd, p)))
+  // No path anywhere: ./tiles when it exists (else the catalog falls back to the demo).
+  if (merged.paths.length === 0 && Object.keys(merged.sets).length === 0 && existsSync(resolve(cwd, 'tiles'))) {
+    merged.paths = [resolve(cwd, 'tiles')]
+  }
+  return { config: deepFreeze(merged), help: false }
+}
+
+function deepFreeze (value) {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v)
+    Object.freeze(value)
+  }
+  return value
+}

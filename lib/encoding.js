@@ -1,0 +1,87 @@
+// Accept-Encoding negotiation for a stored tile: pass the stored bytes through, decode them, or compress them.
+import { promisify } from 'node:util'
+import zlib from 'node:zlib'
+
+export const GZIP = 1
+export const BR = 2
+export const DEFLATE = 4
+export const ZSTD = 8
+const BIT = { gzip: GZIP, br: BR, deflate: DEFLATE, zstd: ZSTD, identity: 0 }
+
+// Parsed Accept-Encoding headers. Clients send few distinct values, so a small memo keeps parsing off the hot path.
+const maskMemo = new Map()
+
+/** Accept-Encoding header → bitmask of acceptable content codings (q=0 refuses; `*` accepts all). */
+export function acceptMask (header) {
+  if (!header) return 0
+  let mask = maskMemo.get(header)
+  if (mask !== undefined) return mask
+  mask = 0
+  for (const part of header.split(',')) {
+    const [name, ...params] = part.trim().toLowerCase().split(';')
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='))
+    if (q && !(Number(q.slice(2)) > 0)) continue
+    if (name === '*') mask |= GZIP | BR | DEFLATE | ZSTD
+    else if (name === 'x-gzip') mask |= GZIP
+    else mask |= BIT[name] ?? 0
+  }
+  if (maskMemo.size > 500) maskMemo.clear()
+  maskMemo.set(header, mask)
+  return mask
+}
+
+/**
+ * Which coding to answer with. Stored compressed bytes pass through untouched when the client takes them;
+ * compressible content is gzipped (cheap, universal) or brotli'd for clients that take only that; images as they are.
+ */
+export function chooseEncoding (stored, compressible, mask) {
+  if (stored !== 'identity' && (mask & BIT[stored])) return stored
+  if (!compressible) return 'identity'
+  if (mask & GZIP) return 'gzip'
+  if (mask & BR) return 'br'
+  return 'identity'
+}
+
+const gunzip = promisify(zlib.gunzip)
+const inflate = promisify(zlib.inflate)
+const brotliDecompress = promisify(zlib.brotliDecompress)
+const zstdDecompress = zlib.zstdDecompress ? promisify(zlib.zstdDecompress) : null
+const gzip = promisify(zlib.gzip)
+const deflate = promisify(zlib.deflate)
+const brotliCompress = promisify(zlib.brotliCompress)
+// Quality 5 is close to gzip's speed with a smaller result; 11 (the default) is far too slow per tile.
+const BROTLI_OPTS = { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } }
+
+export class UnsupportedEncodingError extends Error {}
+
+/** Decodes stored bytes (on libuv's thread pool, not the event loop). */
+export function decode (buf, encoding) {
+  switch (encoding) {
+    case 'identity': return Promise.resolve(buf)
+    case 'gzip': return gunzip(buf)
+    case 'deflate': return inflate(buf)
+    case 'br': return brotliDecompress(buf)
+    case 'zstd':
+      if (zstdDecompress) return zstdDecompress(buf)
+      return Promise.reject(new UnsupportedEncodingError('zstd tiles need a client that accepts zstd on this Node version'))
+    default: return Promise.reject(new UnsupportedEncodingError(`unknown content encoding ${encoding}`))
+  }
+}
+
+/** Compresses raw bytes for a client. */
+export function encode (buf, encoding) {
+  switch (encoding) {
+    case 'identity': return Promise.resolve(buf)
+    case 'gzip': return gzip(buf)
+    case 'deflate': return deflate(buf)
+    case 'br': return brotliCompress(buf, BROTLI_OPTS)
+    default: return Promise.reject(new UnsupportedEncodingError(`cannot encode ${encoding}`))
+  }
+}
+
+/** Bytes of a stored tile in the wanted coding. */
+export async function transcode (stored, from, to) {
+  if (from === to) return stored
+  const raw = await decode(stored, from)
+  return encode(raw, to)
+}

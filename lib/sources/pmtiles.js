@@ -1,0 +1,167 @@
+// PMTiles v3 source, local (a kept file descriptor) or remote (HTTP range requests). The pmtiles library parses and
+// caches the header and directories; the tile read itself is ours because the library's getZxy decompresses tile data,
+// and we want the stored bytes so a gzip tile reaches a gzip-accepting client untouched.
+import { open as openFile } from 'node:fs/promises'
+import { promisify } from 'node:util'
+import zlib from 'node:zlib'
+import { basename } from 'node:path'
+import { Compression, FetchSource, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
+import { buildTileJson, normalizeFormat } from './tilejson.js'
+
+export const kind = 'pmtiles'
+export const extensions = ['.pmtiles']
+export const matchesUrl = (url) => /^https?:\/\//i.test(url) && /\.pmtiles(\?|$)/i.test(url)
+
+const HEADER_BYTES = 127
+const MAGIC = 'PMTiles'
+const TYPE_FORMAT = { [TileType.Mvt]: 'pbf', [TileType.Png]: 'png', [TileType.Jpeg]: 'jpg', [TileType.Webp]: 'webp', [TileType.Avif]: 'avif', [TileType.Mlt]: 'mlt' }
+const COMPRESSION = { [Compression.None]: 'identity', [Compression.Gzip]: 'gzip', [Compression.Brotli]: 'br', [Compression.Zstd]: 'zstd' }
+
+const gunzip = promisify(zlib.gunzip)
+const brotliDecompress = promisify(zlib.brotliDecompress)
+const zstdDecompress = zlib.zstdDecompress ? promisify(zlib.zstdDecompress) : null
+
+/** Directory and metadata decompression for the pmtiles library, on Node's zlib (thread pool). */
+async function decompressInternal (buf, compression) {
+  const data = Buffer.from(buf)
+  let out
+  if (compression === Compression.None || compression === Compression.Unknown) return buf
+  if (compression === Compression.Gzip) out = await gunzip(data)
+  else if (compression === Compression.Brotli) out = await brotliDecompress(data)
+  else if (compression === Compression.Zstd && zstdDecompress) out = await zstdDecompress(data)
+  else throw new Error(`unsupported internal compression ${COMPRESSION[compression] ?? compression}`)
+  return out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength)
+}
+
+/** A local archive read through one kept file handle. */
+class FileRangeSource {
+  constructor (handle, key) {
+    this.handle = handle
+    this.key = key
+  }
+
+  getKey () { return this.key }
+
+  async read (offset, length) {
+    const buf = Buffer.allocUnsafeSlow(length)
+    const { bytesRead } = await this.handle.read(buf, 0, length, offset)
+    return bytesRead === length ? buf : buf.subarray(0, bytesRead)
+  }
+
+  async getBytes (offset, length) {
+    const buf = await this.read(offset, length)
+    return { data: buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length) }
+  }
+
+  close () { return this.handle.close() }
+}
+
+/** A remote archive: the library's FetchSource, with reads returned as Buffers. */
+class HttpRangeSource extends FetchSource {
+  async read (offset, length) {
+    return Buffer.from((await this.getBytes(offset, length)).data)
+  }
+
+  close () {}
+}
+
+function checkHeader (bytes, size) {
+  if (bytes.length < HEADER_BYTES) throw new Error(`too short to be a PMTiles archive (${bytes.length} bytes)`)
+  if (bytes.toString('latin1', 0, 7) !== MAGIC) throw new Error('not a PMTiles archive (bad magic number)')
+  const version = bytes[7]
+  if (version !== 3) throw new Error(`unsupported PMTiles spec version ${version} (only version 3 is read)`)
+  if (size !== undefined) {
+    const end = Number(bytes.readBigUInt64LE(56) + bytes.readBigUInt64LE(64))
+    if (end > size) {
+      const err = new Error(`incomplete PMTiles archive: ${size} bytes of ${end} (still being written, or truncated)`)
+      err.incomplete = true
+      throw err
+    }
+  }
+}
+
+export async function open (spec) {
+  let source
+  let size
+  if (spec.url) {
+    source = new HttpRangeSource(spec.url)
+  } else {
+    const handle = await openFile(spec.path, 'r')
+    source = new FileRangeSource(handle, spec.path)
+    size = (await handle.stat()).size
+  }
+  try {
+    checkHeader(await source.read(0, HEADER_BYTES), size)
+    // A private directory cache per archive: a reload or a removed file drops it with the source.
+    const cache = new ResolvedValueCache(256, false, decompressInternal)
+    const archive = new PMTiles(source, cache, decompressInternal)
+    const header = await archive.getHeader()
+    let json = {}
+    try {
+      const parsed = header.jsonMetadataLength > 0 ? await archive.getMetadata() : {}
+      if (parsed && typeof parsed === 'object') json = parsed
+    } catch {
+      json = {} // unreadable JSON metadata is not worth refusing the tiles for
+    }
+    const format = TYPE_FORMAT[header.tileType] ?? normalizeFormat(json.format)
+    const compression = COMPRESSION[header.tileCompression]
+    const { etag, ...headerFields } = header
+    const metadata = {
+      ...json,
+      header: { ...headerFields, tileType: TileType[header.tileType] ?? header.tileType, tileCompression: compression, internalCompression: COMPRESSION[header.internalCompression] },
+    }
+    const bounds = header.minLon < header.maxLon && header.minLat < header.maxLat
+      ? [header.minLon, header.minLat, header.maxLon, header.maxLat]
+      : undefined
+    const tileDataOffset = header.tileDataOffset
+    const leafDirectoryOffset = header.leafDirectoryOffset
+
+    let closed = false
+    return {
+      id: spec.id,
+      kind,
+      format,
+      hints: { format, compression },
+      metadata,
+      tilejson: buildTileJson({
+        name: json.name ?? spec.id,
+        description: json.description,
+        attribution: json.attribution,
+        version: json.version,
+        minzoom: header.minZoom,
+        maxzoom: header.maxZoom,
+        bounds,
+        center: bounds ? [header.centerLon, header.centerLat, header.centerZoom] : undefined,
+        vectorLayers: json.vector_layers,
+        format,
+      }),
+      async getTile (z, x, y) {
+        const tileId = zxyToTileId(z, x, y)
+        let offset = header.rootDirectoryOffset
+        let length = header.rootDirectoryLength
+        for (let depth = 0; depth <= 3; depth++) {
+          const entry = findTile(await cache.getDirectory(source, offset, length, header), tileId)
+          if (entry === null) return null
+          if (entry.runLength > 0) {
+            const data = await source.read(tileDataOffset + entry.offset, entry.length)
+            if (data.length !== entry.length) throw new Error('tile data lies beyond the end of the archive')
+            return data
+          }
+          offset = leafDirectoryOffset + entry.offset
+          length = entry.length
+        }
+        throw new Error('directory deeper than the spec allows')
+      },
+      close () {
+        if (closed) return
+        closed = true
+        return source.close()
+      },
+    }
+  } catch (err) {
+    await source.close()
+    if (spec.path) err.message = String(err.message).replaceAll(spec.path, basename(spec.path))
+    throw err
+  }
+}
+

@@ -1,0 +1,61 @@
+// z/x/y validation, the TMS flip and tile ↔ lon/lat math (spherical Mercator, XYZ scheme).
+
+export const MAX_ZOOM = 30
+export const WORLD_BOUNDS = [-180, -85.05112877980659, 180, 85.05112877980659]
+
+/** True when x and y are inside the 2^z grid. */
+export const inGrid = (z, x, y) => x < 2 ** z && y < 2 ** z
+
+/** XYZ row ↔ TMS row (MBTiles stores TMS). */
+export const flipY = (z, y) => 2 ** z - 1 - y
+
+const SCALE = /^@([1-4])x/
+const EXTENSION = /^\.[A-Za-z0-9]{1,8}$/
+
+/** Parses the last path segment of a tile URL: `12`, `12.pbf`, `12@2x.png` → { y, scale, ext } or null. */
+export function parseTileY (segment) {
+  let end = 0
+  while (end < segment.length && segment.charCodeAt(end) >= 48 && segment.charCodeAt(end) <= 57) end++
+  if (end === 0 || end > 10) return null
+  const y = Number(segment.slice(0, end))
+  let scale = 1
+  let rest = segment.slice(end)
+  if (rest.startsWith('@')) {
+    const m = SCALE.exec(rest)
+    if (!m) return null
+    scale = Number(m[1])
+    rest = rest.slice(m[0].length)
+  }
+  if (rest !== '' && !EXTENSION.test(rest)) return null
+  return { y, scale, ext: rest.slice(1) }
+}
+
+export function lonLatToTile (lon, lat, z) {
+  const n = 2 ** z
+  const clampedLat = Math.max(Math.min(lat, WORLD_BOUNDS[3]), WORLD_BOUNDS[1])
+  const x = Math.floor(((lon + 180) / 360) * n)
+  const rad = (clampedLat * Math.PI) / 180
+  const y = Math.floor(((1 - Math.log(Math.tan(rad) + 1 / Math.cos(rad)) / Math.PI) / 2) * n)
+  return [Math.min(Math.max(x, 0), n - 1), Math.min(Math.max(y, 0), n - 1)]
+}
+
+export function tileToLonLat (z, x, y) {
+  const n = 2 ** z
+  const lon = (x / n) * 360 - 180
+  const lat = (Math.atan(Math.sinh(Math.PI * (1 - (2 * y) / n))) * 180) / Math.PI
+  return [lon, lat]
+}
+
+/** [west, south, east, north] of a tile. */
+export function tileBounds (z, x, y) {
+  const [w, n] = tileToLonLat(z, x, y)
+  const [e, s] = tileToLonLat(z, x + 1, y + 1)
+  return [w, s, e, n]
+}
+
+/** The tile range [minX, minY, maxX, maxY] that covers bounds at zoom z. */
+export function tileRange (bounds, z) {
+  const [minX, minY] = lonLatToTile(bounds[0], bounds[3], z)
+  const [maxX, maxY] = lonLatToTile(bounds[2], bounds[1], z)
+  return [minX, minY, maxX, maxY]
+}

@@ -1,0 +1,81 @@
+// The tile pipeline between a route and a source: cache → source.getTile → tiletype → encoding → headers.
+// Kept out of the route so every kind of source goes through the same steps.
+import { hash } from 'node:crypto'
+import { describeTile, isCompressible } from './tiletype.js'
+import { chooseEncoding, transcode } from './encoding.js'
+
+/** A tile the set does not have (cached too, so repeated misses cost nothing). */
+export const ABSENT = Object.freeze({ absent: true, size: 64 })
+const RECORD_OVERHEAD = 512 // bytes of bookkeeping per cached record, roughly
+
+export class TileService {
+  constructor ({ catalog, cache }) {
+    this.catalog = catalog
+    this.cache = cache
+  }
+
+  /** The stored tile and what it is, from the cache or the source. */
+  record (entry, z, x, y) {
+    const key = entry.key + z + '/' + x + '/' + y
+    const hit = this.cache.get(key)
+    if (hit !== undefined) return hit
+    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key))
+  }
+
+  async load (entry, z, x, y, key) {
+    const stored = await this.catalog.readTile(entry, z, x, y)
+    let record = ABSENT
+    if (stored !== null && stored.length > 0) {
+      const info = describeTile(stored, entry.source.hints)
+      const compressible = isCompressible(info.format)
+      record = {
+        key,
+        stored,
+        info,
+        // Strong validator from the stored bytes; each coding gets its own suffix, so ETags differ per encoding.
+        tag: hash('sha1', stored, 'base64url').slice(0, 20),
+        vary: compressible || info.encoding !== 'identity',
+        compressible,
+        cacheControl: entry.cacheControl,
+        variants: {},
+        size: stored.length + RECORD_OVERHEAD,
+      }
+    }
+    if (!entry.retired) this.cache.set(key, record)
+    return record
+  }
+
+  /** The bytes and headers to answer with, for a client whose Accept-Encoding gave `mask`. */
+  variant (record, mask) {
+    const encoding = chooseEncoding(record.info.encoding, record.compressible, mask)
+    return record.variants[encoding] ?? this.makeVariant(record, encoding)
+  }
+
+  async makeVariant (record, encoding) {
+    const body = await transcode(record.stored, record.info.encoding, encoding)
+    const headers = {
+      'content-type': record.info.contentType,
+      etag: `"${record.tag}-${encoding}"`,
+      'cache-control': record.cacheControl,
+    }
+    if (encoding !== 'identity') headers['content-encoding'] = encoding
+    if (record.vary) headers.vary = 'Accept-Encoding'
+    const variant = { body, headers, etag: headers.etag }
+    record.variants[encoding] = variant
+    if (body !== record.stored) {
+      record.size += body.length
+      if (this.cache.get(record.key) === record) this.cache.set(record.key, record) // re-weigh: it grew
+    }
+    return variant
+  }
+}
+
+/** If-None-Match against a strong ETag: exact, a list, or `*`. */
+export function etagMatches (header, etag) {
+  if (header === etag || header === '*') return true
+  if (header.indexOf(',') === -1) return header === 'W/' + etag
+  return header.split(',').some((t) => {
+    const tag = t.trim()
+    return tag === etag || tag === 'W/' + etag || tag === '*'
+  })
+}

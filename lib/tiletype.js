@@ -1,0 +1,82 @@
+// Tile bytes → { format, contentType, encoding }. Decided from magic numbers, never from the URL; the archive's
+// declared compression and format are hints only for what bytes cannot say (brotli has no magic, MLT has none).
+import { gunzipSync, inflateSync, constants as zc } from 'node:zlib'
+
+export const CONTENT_TYPES = {
+  pbf: 'application/x-protobuf',
+  mlt: 'application/vnd.maplibre-vector-tile',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+  avif: 'image/avif',
+  json: 'application/json',
+  bin: 'application/octet-stream',
+}
+
+// Formats a client may want compressed; images are never compressed again.
+const COMPRESSIBLE = new Set(['pbf', 'mlt', 'json', 'bin'])
+export const isCompressible = (format) => COMPRESSIBLE.has(format)
+export const isVector = (format) => format === 'pbf' || format === 'mlt'
+
+const PARTIAL = { finishFlush: zc.Z_SYNC_FLUSH }
+
+/** Format of uncompressed bytes. `hint` is the archive's declared format, used only when bytes are ambiguous. */
+export function sniffFormat (buf, hint) {
+  const n = buf.length
+  if (n >= 8 && buf[0] === 0x89 && buf[1] === 0x50 && buf[2] === 0x4e && buf[3] === 0x47) return 'png'
+  // JPEG: SOI + marker; the end (FFD9) is not required, some encoders leave it out.
+  if (n >= 3 && buf[0] === 0xff && buf[1] === 0xd8 && buf[2] === 0xff) return 'jpg'
+  if (n >= 12 && buf.readUInt32BE(0) === 0x52494646 && buf.readUInt32BE(8) === 0x57454250) return 'webp' // RIFF....WEBP
+  if (n >= 6 && buf[0] === 0x47 && buf[1] === 0x49 && buf[2] === 0x46 && buf[3] === 0x38) return 'gif'
+  if (n >= 12 && buf.readUInt32BE(4) === 0x66747970) { // ....ftyp
+    const brand = buf.toString('latin1', 8, 12)
+    if (brand === 'avif' || brand === 'avis') return 'avif'
+  }
+  let i = 0
+  while (i < n && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i++
+  if (i < n && (buf[i] === 0x7b || buf[i] === 0x5b)) return 'json' // { or [
+  if (hint === 'mlt') return 'mlt'
+  // An MVT tile holds only field 3 (layers, length-delimited): its first byte is 0x1a.
+  if (n > 0 && buf[0] === 0x1a) return 'pbf'
+  if (hint === 'pbf') return 'pbf'
+  return 'bin'
+}
+
+/** Content-Encoding of stored bytes. */
+export function sniffEncoding (buf, declared) {
+  if (buf.length >= 3 && buf[0] === 0x1f && buf[1] === 0x8b && buf[2] === 0x08) return 'gzip'
+  if (buf.length >= 4 && buf.readUInt32LE(0) === 0xfd2fb528) return 'zstd'
+  // zlib: CMF says deflate with a window ≤ 32K and the header checksum holds.
+  // 0x78 is the usual first byte (32K window); no image or MVT starts with it.
+  if (buf.length >= 2 && buf[0] === 0x78 && ((buf[0] << 8) | buf[1]) % 31 === 0) return 'deflate'
+  if (declared === 'br') return 'br'
+  return 'identity'
+}
+
+/** Inflates the first bytes of a compressed tile, enough to sniff what is inside without decoding all of it. */
+function peekInside (buf, encoding) {
+  if (encoding !== 'gzip' && encoding !== 'deflate') return null
+  try {
+    const head = buf.subarray(0, Math.min(buf.length, 64))
+    return encoding === 'gzip' ? gunzipSync(head, PARTIAL) : inflateSync(head, PARTIAL)
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Describes a stored tile.
+ * @param {Buffer} buf stored bytes
+ * @param {{format?: string, compression?: string}} hints what the archive declares
+ */
+export function describeTile (buf, hints = {}) {
+  const encoding = sniffEncoding(buf, hints.compression)
+  let format
+  if (encoding === 'identity') format = sniffFormat(buf, hints.format)
+  else {
+    const inside = peekInside(buf, encoding)
+    format = inside && inside.length ? sniffFormat(inside, hints.format) : (hints.format || 'pbf')
+  }
+  return { format, contentType: CONTENT_TYPES[format], encoding }
+}

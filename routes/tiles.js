@@ -1,0 +1,54 @@
+// GET/HEAD /:set/:z/:x/:y[.ext] — the hot path. The extension is accepted and ignored: the bytes decide the type.
+import { acceptMask } from '../lib/encoding.js'
+import { ABSENT, etagMatches } from '../lib/tiles.js'
+import { inGrid, parseTileY } from '../lib/tile.js'
+import { unavailable, notFound, badRequest } from './errors.js'
+
+const schema = {
+  params: {
+    type: 'object',
+    properties: {
+      set: { type: 'string', minLength: 1, maxLength: 512 },
+      z: { type: 'integer', minimum: 0, maximum: 30 },
+      x: { type: 'integer', minimum: 0 },
+      y: { type: 'string', pattern: '^[0-9]{1,10}(@[1-4]x)?(\\.[A-Za-z0-9]{1,8})?$' },
+    },
+    required: ['set', 'z', 'x', 'y'],
+  },
+}
+
+export default async function tileRoutes (app) {
+  const { catalog, tiles } = app
+
+  app.get('/:set/:z/:x/:y', { schema }, async (request, reply) => {
+    const { set, z, x } = request.params
+    const entry = catalog.get(set)
+    if (entry === undefined) return notFound(reply, `no tileset '${set}'`)
+    if (entry.source === null) return unavailable(reply, entry)
+    const { y } = parseTileY(request.params.y)
+    if (!inGrid(z, x, y)) return badRequest(reply, `tile ${z}/${x}/${y} is outside the 2^${z} grid`)
+    const { minzoom, maxzoom } = entry.source.tilejson
+    if (z < minzoom || z > maxzoom) return notFound(reply, `zoom ${z} is outside ${entry.id}'s range ${minzoom}-${maxzoom}`)
+
+    let record
+    try {
+      record = await tiles.record(entry, z, x, y)
+    } catch (err) {
+      return unavailable(reply, entry, err, request.log)
+    }
+    if (record === ABSENT) {
+      reply.header('cache-control', entry.cacheControl)
+      return entry.missingStatus === 204 ? reply.code(204).send() : notFound(reply, 'no tile at these coordinates')
+    }
+    let variant
+    try {
+      variant = await tiles.variant(record, acceptMask(request.headers['accept-encoding']))
+    } catch (err) {
+      return unavailable(reply, entry, err, request.log)
+    }
+    reply.headers(variant.headers)
+    const inm = request.headers['if-none-match']
+    if (inm !== undefined && etagMatches(inm, variant.etag)) return reply.code(304).send()
+    return reply.send(variant.body)
+  })
+}

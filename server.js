@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+// Entry for `npm start`, `npx tile-cannon <paths…>` and pm2: config → buildApp → listen; reload on SIGHUP;
+// graceful shutdown on SIGINT/SIGTERM (in-flight requests finish); tells pm2 when it is ready.
+import { buildApp } from './lib/app.js'
+import { ConfigError, USAGE, loadConfig } from './lib/config.js'
+
+let loaded
+try {
+  loaded = loadConfig({ argv: process.argv.slice(2), env: process.env })
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err
+  console.error(`tile-cannon: ${err.message}\n\n${USAGE}`)
+  process.exit(2)
+}
+if (loaded.help) {
+  console.log(USAGE)
+  process.exit(0)
+}
+const { config } = loaded
+
+const app = await buildApp(config)
+try {
+  await app.listen({ port: config.port, host: config.host })
+} catch (err) {
+  app.log.fatal({ code: err.code }, `cannot listen on ${config.host}:${config.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : err.message}`)
+  await app.close()
+  process.exit(1)
+}
+
+const { port } = app.server.address()
+const shownHost = ['0.0.0.0', '::', ''].includes(config.host) ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host
+const base = config.publicUrl ?? `http://${shownHost}:${port}`
+const sets = app.catalog.available()
+app.log.info(`tile-cannon listening on http://${shownHost}:${port} with ${sets.length} tileset(s)`)
+for (const { id } of sets) console.log(`  ${id}: ${base}/${encodeURIComponent(id)}.json`)
+
+process.on('SIGHUP', () => {
+  app.log.info('SIGHUP: reloading the catalog')
+  app.catalog.reload().catch((err) => app.log.error({ err: err.message }, 'reload failed'))
+})
+
+let closing = false
+async function shutdown (signal) {
+  if (closing) {
+    app.log.warn(`${signal} again: exiting now`)
+    process.exit(1)
+  }
+  closing = true
+  app.log.info(`${signal}: finishing in-flight requests, then exiting`)
+  const timer = setTimeout(() => process.exit(1), 10_000).unref()
+  await app.close()
+  clearTimeout(timer)
+  process.exit(0)
+}
+process.on('SIGINT', () => shutdown('SIGINT'))
+process.on('SIGTERM', () => shutdown('SIGTERM'))
+process.on('message', (msg) => { if (msg === 'shutdown') shutdown('shutdown message') }) // pm2 on Windows
+if (typeof process.send === 'function') process.send('ready') // pm2 wait_ready
