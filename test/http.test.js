@@ -1,0 +1,274 @@
+// The HTTP behaviour map clients and CDNs rely on, on generated MBTiles and PMTiles sets.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { gunzipSync, gzipSync } from 'node:zlib'
+import { VectorTile } from '@mapbox/vector-tile'
+import { PbfReader as Pbf } from 'pbf'
+import { makeApp } from './helpers/app.js'
+import { PNG, makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+
+function decodeMvt (buf) {
+  const tile = new VectorTile(new Pbf(buf))
+  return { ...tile.layers.points.feature(0).properties }
+}
+
+async function fixtureApp (t, overrides = {}) {
+  const dir = tempDir(t)
+  const coords = pyramid(0, 6)
+  writeMbtiles(join(dir, 'roads.mbtiles'), {
+    tiles: vectorTiles(coords),
+    metadata: { name: 'Roads', format: 'pbf', minzoom: '0', maxzoom: '6', bounds: '-10,-10,10,10', center: '0,0,3', json: { vector_layers: [{ id: 'points', fields: { z: 'Number' } }] } },
+  })
+  writePmtiles(join(dir, 'roads-pm.pmtiles'), { tiles: vectorTiles(coords), metadata: { name: 'Roads PM', vector_layers: [{ id: 'points' }] } })
+  writeMbtiles(join(dir, 'raw.mbtiles'), { tiles: coords.map(([z, x, y]) => ({ z, x, y, data: makeMvt(z, x, y) })), metadata: { format: 'pbf' } })
+  writeMbtiles(join(dir, 'photo.mbtiles'), { tiles: pyramid(0, 2).map(([z, x, y]) => ({ z, x, y, data: PNG })), metadata: { format: 'png' }, schema: 'tilemill' })
+  writeMbtiles(join(dir, 'gzpng.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }], metadata: {} })
+  const app = await makeApp(t, { paths: [dir], ...overrides })
+  return { app, dir }
+}
+
+test('serves stored gzip MVT untouched to gzip clients and decoded to others', async (t) => {
+  const { app } = await fixtureApp(t)
+  const stored = gzipSync(makeMvt(3, 1, 0))
+  const gz = await app.inject({ url: '/roads/3/1/0.pbf', headers: { 'accept-encoding': 'gzip, deflate, br' } })
+  assert.equal(gz.statusCode, 200)
+  assert.equal(gz.headers['content-type'], 'application/x-protobuf')
+  assert.equal(gz.headers['content-encoding'], 'gzip')
+  assert.equal(gz.headers.vary, 'Accept-Encoding')
+  assert.deepEqual(gz.rawPayload, stored, 'gzip bytes passed through as stored')
+  assert.deepEqual(decodeMvt(gunzipSync(gz.rawPayload)), { z: 3, x: 1, y: 0 }, 'the right tile (TMS flipped)')
+
+  const plain = await app.inject({ url: '/roads/3/1/0' })
+  assert.equal(plain.statusCode, 200)
+  assert.equal(plain.headers['content-encoding'], undefined)
+  assert.equal(plain.headers.vary, 'Accept-Encoding')
+  assert.deepEqual(plain.rawPayload, makeMvt(3, 1, 0))
+  assert.notEqual(plain.headers.etag, gz.headers.etag, 'ETag differs per encoding')
+  assert.match(gz.headers.etag, /^"[^"]+"$/, 'strong ETag')
+})
+
+test('raw MVT gets the protobuf type and is gzipped for gzip clients; images are never compressed', async (t) => {
+  const { app } = await fixtureApp(t)
+  const raw = await app.inject({ url: '/raw/2/1/1.mvt' })
+  assert.equal(raw.headers['content-type'], 'application/x-protobuf')
+  assert.equal(raw.headers['content-encoding'], undefined)
+  assert.deepEqual(raw.rawPayload, makeMvt(2, 1, 1))
+  const gz = await app.inject({ url: '/raw/2/1/1.mvt', headers: { 'accept-encoding': 'gzip' } })
+  assert.equal(gz.headers['content-encoding'], 'gzip')
+  assert.deepEqual(gunzipSync(gz.rawPayload), makeMvt(2, 1, 1))
+  const br = await app.inject({ url: '/raw/2/1/1.mvt', headers: { 'accept-encoding': 'br' } })
+  assert.equal(br.headers['content-encoding'], 'br')
+
+  const png = await app.inject({ url: '/photo/1/1/1.jpg', headers: { 'accept-encoding': 'gzip, br' } })
+  assert.equal(png.statusCode, 200)
+  assert.equal(png.headers['content-type'], 'image/png', 'the bytes decide, not the .jpg in the URL')
+  assert.equal(png.headers['content-encoding'], undefined)
+  assert.equal(png.headers.vary, undefined)
+  assert.deepEqual(png.rawPayload, PNG)
+  const noFormat = await app.inject({ url: '/gzpng/0/0/0' })
+  assert.equal(noFormat.headers['content-type'], 'image/png', 'sniffed when metadata has no format')
+})
+
+test('If-None-Match gives 304; HEAD answers like GET without a body', async (t) => {
+  const { app } = await fixtureApp(t)
+  const first = await app.inject({ url: '/roads-pm/4/1/1', headers: { 'accept-encoding': 'gzip' } })
+  assert.equal(first.statusCode, 200)
+  const again = await app.inject({ url: '/roads-pm/4/1/1', headers: { 'accept-encoding': 'gzip', 'if-none-match': first.headers.etag } })
+  assert.equal(again.statusCode, 304)
+  assert.equal(again.rawPayload.length, 0)
+  assert.equal(again.headers.etag, first.headers.etag)
+  const listed = await app.inject({ url: '/roads-pm/4/1/1', headers: { 'accept-encoding': 'gzip', 'if-none-match': `"nope", ${first.headers.etag}` } })
+  assert.equal(listed.statusCode, 304)
+  const otherEncoding = await app.inject({ url: '/roads-pm/4/1/1', headers: { 'if-none-match': first.headers.etag } })
+  assert.equal(otherEncoding.statusCode, 200, 'the gzip ETag does not validate the identity body')
+
+  const head = await app.inject({ method: 'HEAD', url: '/roads-pm/4/1/1', headers: { 'accept-encoding': 'gzip' } })
+  assert.equal(head.statusCode, 200)
+  assert.equal(head.rawPayload.length, 0)
+  assert.equal(head.headers['content-type'], 'application/x-protobuf')
+  assert.equal(head.headers.etag, first.headers.etag)
+  assert.equal(Number(head.headers['content-length']), first.rawPayload.length)
+})
+
+test('set names with or without the file extension, tiles with or without one', async (t) => {
+  const { app } = await fixtureApp(t)
+  for (const url of ['/roads/2/1/1', '/roads/2/1/1.pbf', '/roads.mbtiles/2/1/1.mvt', '/roads-pm.pmtiles/2/1/1', '/roads-pm/2/1/1.png']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, url)
+    assert.deepEqual(decodeMvt(res.rawPayload), { z: 2, x: 1, y: 1 }, url)
+  }
+})
+
+test('absent tiles: 204 for vector sets, 404 for raster, configurable per set', async (t) => {
+  const { app } = await fixtureApp(t)
+  assert.equal((await app.inject({ url: '/roads/5/20/20' })).statusCode, 204)
+  assert.equal((await app.inject({ url: '/roads-pm/5/20/20' })).statusCode, 204)
+  const raster = await app.inject({ url: '/photo/2/3/3' })
+  assert.equal(raster.statusCode, 404)
+  assert.equal(raster.json().statusCode, 404)
+
+  const { app: configured } = await fixtureApp(t, { sets: { roads: { missingStatus: 404 }, photo: { missingStatus: 204 } } })
+  assert.equal((await configured.inject({ url: '/roads/5/20/20' })).statusCode, 404)
+  assert.equal((await configured.inject({ url: '/photo/2/3/3' })).statusCode, 204)
+})
+
+test('bad coordinates are 400, zooms outside the set 404, unknown sets 404 JSON', async (t) => {
+  const { app } = await fixtureApp(t)
+  for (const url of ['/roads/a/0/0', '/roads/1/b/0', '/roads/1/0/c', '/roads/-1/0/0', '/roads/1/-1/0', '/roads/1/0/-1',
+    '/roads/1/2/0', '/roads/1/0/2', '/roads/31/0/0', '/roads/1.5/0/0', '/roads/2/1/1.p/bf', '/roads/2/1/1..pbf']) {
+    const res = await app.inject({ url })
+    assert.ok(res.statusCode === 400 || res.statusCode === 404, `${url} → ${res.statusCode}`)
+    if (!url.includes('.p/')) assert.equal(res.statusCode, 400, url)
+    assert.equal(typeof res.json().message, 'string')
+  }
+  const outside = await app.inject({ url: '/roads/7/0/0' })
+  assert.equal(outside.statusCode, 404)
+  assert.match(outside.json().message, /zoom 7 is outside/)
+  const unknown = await app.inject({ url: '/nope/0/0/0' })
+  assert.equal(unknown.statusCode, 404)
+  assert.equal(unknown.headers['content-type'], 'application/json; charset=utf-8')
+  assert.match(unknown.json().message, /no tileset 'nope'/)
+})
+
+test('paths that try to leave the data folder get 404 and never open a file', async (t) => {
+  const { app, dir } = await fixtureApp(t)
+  writeMbtiles(join(dir, '..', `outside-${process.pid}.mbtiles`), { tiles: vectorTiles([[0, 0, 0]]) })
+  t.after(() => import('node:fs').then((fs) => fs.rmSync(join(dir, '..', `outside-${process.pid}.mbtiles`), { force: true })))
+  const before = [...app.catalog.entries.keys()].sort()
+  for (const url of [`/..%2Foutside-${process.pid}/0/0/0`, `/..%2F..%2Fetc%2Fpasswd/0/0/0`, '/%2e%2e/0/0/0', '/%2Fetc%2Fpasswd/0/0/0',
+    '/roads%00/0/0/0', '/%00/0/0/0', '/..%5Croads/0/0/0', `/..%2Foutside-${process.pid}.mbtiles/meta`, '/..%2F..%2Fetc%2Fpasswd.json', '/..%2Froads.json']) {
+    const res = await app.inject({ url })
+    assert.ok([404, 400].includes(res.statusCode), `${url} → ${res.statusCode}`)
+    assert.ok(!res.payload.includes(dir), 'the data folder is never named')
+    assert.doesNotMatch(res.payload, /root:|SQLite/, 'no file was read')
+  }
+  assert.deepEqual([...app.catalog.entries.keys()].sort(), before, 'nothing new was opened')
+})
+
+test('TileJSON 3.0.0 with tiles URLs from the request, a proxy, or the public URL', async (t) => {
+  const { app } = await fixtureApp(t)
+  const res = await app.inject({ url: '/roads.json', headers: { host: 'tiles.example.com:8080' } })
+  assert.equal(res.statusCode, 200)
+  const tj = res.json()
+  assert.equal(tj.tilejson, '3.0.0')
+  assert.deepEqual(tj.tiles, ['http://tiles.example.com:8080/roads/{z}/{x}/{y}.pbf'])
+  assert.deepEqual(tj.bounds, [-10, -10, 10, 10])
+  assert.deepEqual(tj.center, [0, 0, 3])
+  assert.equal(tj.minzoom, 0)
+  assert.equal(tj.maxzoom, 6)
+  assert.equal(tj.name, 'Roads')
+  assert.deepEqual(tj.vector_layers, [{ id: 'points', fields: { z: 'Number' } }])
+  assert.deepEqual((await app.inject({ url: '/roads.mbtiles.json' })).json().tiles, tj.tiles.map((u) => u.replace('tiles.example.com:8080', 'localhost:80')))
+
+  const proxied = await app.inject({ url: '/roads-pm.json', headers: { host: 'internal:3000', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'maps.example.org', 'x-forwarded-prefix': '/tiles' } })
+  assert.deepEqual(proxied.json().tiles, ['https://maps.example.org/tiles/roads-pm/{z}/{x}/{y}.pbf'])
+  assert.deepEqual(proxied.json().vector_layers, [{ id: 'points' }])
+  const hostile = await app.inject({ url: '/roads.json', headers: { 'x-forwarded-host': 'evil.com/<script>', 'x-forwarded-proto': 'javascript' } })
+  assert.doesNotMatch(hostile.json().tiles[0], /evil|script|javascript/)
+
+  const { app: pub } = await fixtureApp(t, { publicUrl: 'https://cdn.example.net/base/' })
+  assert.deepEqual((await pub.inject({ url: '/photo.json' })).json().tiles, ['https://cdn.example.net/base/photo/{z}/{x}/{y}.png'])
+})
+
+test('/list, /catalog, /:set/meta and /health', async (t) => {
+  const { app } = await fixtureApp(t)
+  const list = (await app.inject({ url: '/list' })).json()
+  assert.deepEqual(list.sort(), ['gzpng', 'photo', 'raw', 'roads', 'roads-pm'])
+  for (const id of list) assert.equal((await app.inject({ url: `/${id}.json` })).statusCode, 200, id)
+  const catalog = (await app.inject({ url: '/catalog', headers: { host: 'h' } })).json()
+  const roads = catalog.find((c) => c.id === 'roads')
+  assert.deepEqual(roads, { id: 'roads', kind: 'mbtiles', format: 'pbf', name: 'Roads', minzoom: 0, maxzoom: 6, bounds: [-10, -10, 10, 10], tilejson: 'http://h/roads.json' })
+  assert.equal(catalog.find((c) => c.id === 'roads-pm').kind, 'pmtiles')
+
+  const meta = (await app.inject({ url: '/roads.mbtiles/meta' })).json()
+  assert.equal(meta.name, 'Roads')
+  assert.deepEqual(meta.json, { vector_layers: [{ id: 'points', fields: { z: 'Number' } }] }, 'json field parsed')
+  const pmMeta = (await app.inject({ url: '/roads-pm/meta' })).json()
+  assert.equal(pmMeta.name, 'Roads PM')
+  assert.equal(pmMeta.header.tileType, 'Mvt')
+  assert.equal(pmMeta.header.maxZoom, 6)
+
+  const health = await app.inject({ url: '/health' })
+  assert.equal(health.statusCode, 200)
+  assert.equal(health.json().status, 'ok')
+  assert.equal(health.json().sets, 5)
+})
+
+test('CORS on by default, configurable; Cache-Control configurable', async (t) => {
+  const { app } = await fixtureApp(t)
+  const res = await app.inject({ url: '/roads/0/0/0', headers: { origin: 'https://a.example' } })
+  assert.equal(res.headers['access-control-allow-origin'], '*')
+  assert.equal(res.headers['cache-control'], 'public, max-age=3600')
+
+  const { app: strict } = await fixtureApp(t, { cors: ['https://ok.example'], cacheControl: 'public, max-age=60', sets: { photo: { cacheControl: 'no-cache' } } })
+  const ok = await strict.inject({ url: '/roads/0/0/0', headers: { origin: 'https://ok.example' } })
+  assert.equal(ok.headers['access-control-allow-origin'], 'https://ok.example')
+  assert.equal(ok.headers['cache-control'], 'public, max-age=60')
+  const denied = await strict.inject({ url: '/roads/0/0/0', headers: { origin: 'https://other.example' } })
+  assert.equal(denied.headers['access-control-allow-origin'], undefined)
+  assert.equal((await strict.inject({ url: '/photo/0/0/0' })).headers['cache-control'], 'no-cache')
+
+  const { app: off } = await fixtureApp(t, { cors: false })
+  assert.equal((await off.inject({ url: '/roads/0/0/0', headers: { origin: 'https://a.example' } })).headers['access-control-allow-origin'], undefined)
+})
+
+test('broken files never stop the others: left out of /list, 503 with a reason, no path leaked', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'good.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  writeFileSync(join(dir, 'text.mbtiles'), 'this is not sqlite at all, just some text that is long enough '.repeat(20))
+  writeFileSync(join(dir, 'empty.pmtiles'), '')
+  writeFileSync(join(dir, 'bad-magic.pmtiles'), Buffer.alloc(200, 0x41))
+  const v4 = writePmtiles(join(dir, 'v4.pmtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  v4[7] = 4
+  writeFileSync(join(dir, 'v4.pmtiles'), v4)
+  const full = writePmtiles(join(dir, 'cut.pmtiles'), { tiles: vectorTiles(pyramid(0, 3)) })
+  writeFileSync(join(dir, 'cut.pmtiles'), full.subarray(0, full.length - 100))
+  const noTiles = join(dir, 'notiles.mbtiles')
+  writeMbtiles(noTiles, { tiles: [] })
+  const Database = (await import('better-sqlite3')).default
+  const db = new Database(noTiles)
+  db.exec('DROP TABLE tiles')
+  db.close()
+  writeMbtiles(join(dir, 'nulls.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: null }, { z: 1, x: 0, y: 0, data: PNG }] })
+
+  const app = await makeApp(t, { paths: [dir] })
+  assert.deepEqual((await app.inject({ url: '/list' })).json().sort(), ['good', 'nulls'])
+  const reasons = Object.fromEntries(app.catalog.unavailable().map((u) => [u.id, u.reason]))
+  assert.match(reasons.text, /not an SQLite database/)
+  assert.match(reasons.empty, /too short/)
+  assert.match(reasons['bad-magic'], /bad magic/)
+  assert.match(reasons.v4, /version 4/)
+  assert.match(reasons.cut, /incomplete/)
+  assert.match(reasons.notiles, /no tiles table/)
+  for (const id of Object.keys(reasons)) {
+    const res = await app.inject({ url: `/${id}/0/0/0` })
+    assert.equal(res.statusCode, 503, id)
+    assert.doesNotMatch(res.payload, new RegExp(dir.replaceAll('/', '\\/')))
+    assert.doesNotMatch(res.payload, /at .*\.js:\d+/, 'no stack')
+    assert.equal((await app.inject({ url: `/${id}.json` })).statusCode, 503)
+  }
+  assert.equal((await app.inject({ url: '/good/0/0/0' })).statusCode, 200)
+  assert.equal((await app.inject({ url: '/nulls/0/0/0' })).statusCode, 404, 'a NULL tile row is a missing tile')
+  assert.equal((await app.inject({ url: '/nulls/1/0/0' })).statusCode, 200)
+  const health = (await app.inject({ url: '/health' })).json()
+  assert.equal(health.unavailable.length, 6)
+})
+
+test('a tile read that fails at request time is a 503 for that set only', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'good.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const full = writePmtiles(join(dir, 'lying.pmtiles'), { tiles: vectorTiles(pyramid(0, 2)) })
+  const app = await makeApp(t, { paths: [dir] })
+  const entry = app.catalog.get('lying')
+  // Cut away the tile data of an open archive (a disk going bad, a file truncated in place).
+  await (await import('node:fs/promises')).truncate(join(dir, 'lying.pmtiles'), Number(full.readBigUInt64LE(56)))
+  const res = await app.inject({ url: '/lying/2/1/1' })
+  assert.equal(res.statusCode, 503)
+  assert.match(res.json().message, /could not read this tile/)
+  assert.equal((await app.inject({ url: '/good/0/0/0' })).statusCode, 200)
+  assert.ok(entry.errors.size === 1, 'logged once')
+  await app.inject({ url: '/lying/2/1/1' })
+  assert.ok(entry.errors.size === 1, 'still logged once')
+})
