@@ -2,27 +2,20 @@
 import { basename } from 'node:path'
 import Database from 'better-sqlite3'
 import { flipY } from '../tile.js'
+import { describeTile } from '../tiletype.js'
 import { buildTileJson, normalizeFormat, numberList } from './tilejson.js'
 
 export const kind = 'mbtiles'
 export const extensions = ['.mbtiles']
 
-// The tile query per schema: the spec's `tiles` table or view, or the tables of well-known schemas without the view.
-function tileQuery (objects) {
-  if (objects.has('tiles')) return 'SELECT tile_data FROM tiles WHERE zoom_level = ? AND tile_column = ? AND tile_row = ?'
-  if (objects.has('map') && objects.has('images')) {
-    return 'SELECT images.tile_data FROM map JOIN images ON images.tile_id = map.tile_id ' +
-      'WHERE map.zoom_level = ? AND map.tile_column = ? AND map.tile_row = ?'
-  }
-  if (objects.has('tiles_shallow') && objects.has('tiles_data')) {
-    return 'SELECT tiles_data.tile_data FROM tiles_shallow JOIN tiles_data ON tiles_data.tile_data_id = tiles_shallow.tile_data_id ' +
-      'WHERE tiles_shallow.zoom_level = ? AND tiles_shallow.tile_column = ? AND tiles_shallow.tile_row = ?'
-  }
-  if (objects.has('tiles_with_hash')) {
-    return 'SELECT tile_data FROM tiles_with_hash WHERE zoom_level = ? AND tile_column = ? AND tile_row = ?'
-  }
-  return null
-}
+// Where tiles live, per schema: the spec's `tiles` table or view, or the tables of well-known schemas without the view
+// (TileMill/mbutil map+images, planetiler tiles_shallow+tiles_data, martin tiles_with_hash).
+const SCHEMAS = [
+  { needs: ['tiles'], from: 'tiles', prefix: '', data: 'tile_data' },
+  { needs: ['map', 'images'], from: 'map JOIN images ON images.tile_id = map.tile_id', prefix: 'map.', data: 'images.tile_data' },
+  { needs: ['tiles_shallow', 'tiles_data'], from: 'tiles_shallow JOIN tiles_data ON tiles_data.tile_data_id = tiles_shallow.tile_data_id', prefix: 'tiles_shallow.', data: 'tiles_data.tile_data' },
+  { needs: ['tiles_with_hash'], from: 'tiles_with_hash', prefix: '', data: 'tile_data' },
+]
 
 function readMetadata (db, objects) {
   if (!objects.has('metadata')) return {}
@@ -45,23 +38,25 @@ export async function open (spec) {
   const db = new Database(spec.path, { readonly: true, fileMustExist: true })
   try {
     const objects = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").pluck().all())
-    const sql = tileQuery(objects)
-    if (sql === null) throw new Error('no tiles table: not an MBTiles file')
+    const schema = SCHEMAS.find((s) => s.needs.every((name) => objects.has(name)))
+    if (schema === undefined) throw new Error('no tiles table: not an MBTiles file')
+    const { from, prefix: p, data } = schema
     const metadata = readMetadata(db, objects)
-    const tileStatement = db.prepare(sql).pluck()
-    tileStatement.get(0, 0, 0) // reads the first pages now, so a corrupt file fails here rather than on a request
+    const tileStatement = db.prepare(`SELECT ${data} FROM ${from} WHERE ${p}zoom_level = ? AND ${p}tile_column = ? AND ${p}tile_row = ?`).pluck()
+    // Reads a tile now, so a corrupt file fails here rather than on a request; it also tells the format when the
+    // metadata does not.
+    const sample = db.prepare(`SELECT ${data} FROM ${from} WHERE ${data} IS NOT NULL LIMIT 1`).pluck().get()
 
     let minzoom = Number.parseInt(metadata.minzoom, 10)
     let maxzoom = Number.parseInt(metadata.maxzoom, 10)
     if (!Number.isInteger(minzoom) || !Number.isInteger(maxzoom)) {
-      const table = sql.match(/FROM (\w+)/)[1] // startup only
-      const range = db.prepare(`SELECT MIN(zoom_level) AS min, MAX(zoom_level) AS max FROM ${table}`).get()
+      const range = db.prepare(`SELECT MIN(${p}zoom_level) AS min, MAX(${p}zoom_level) AS max FROM ${from}`).get()
       if (!Number.isInteger(minzoom)) minzoom = range.min ?? 0
       if (!Number.isInteger(maxzoom)) maxzoom = range.max ?? minzoom
     }
     const json = typeof metadata.json === 'object' && metadata.json !== null ? metadata.json : {}
-    const format = normalizeFormat(metadata.format)
     const compression = metadata.compression === 'gzip' ? 'gzip' : metadata.compression === 'brotli' || metadata.compression === 'br' ? 'br' : undefined
+    const format = normalizeFormat(metadata.format) ?? (Buffer.isBuffer(sample) && sample.length > 0 ? describeTile(sample, { compression }).format : undefined)
 
     let closed = false
     return {

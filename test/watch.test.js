@@ -1,0 +1,110 @@
+// The catalog follows its folders: new, replaced and deleted files, files still being written, SIGHUP-style reloads.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { renameSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { makeApp } from './helpers/app.js'
+import { PNG, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+
+/** Polls until `check` holds (fs events arrive asynchronously), failing after a few seconds. */
+async function eventually (check, what) {
+  for (let i = 0; i < 100; i++) {
+    if (await check()) return
+    await sleep(50)
+  }
+  assert.fail(`timed out waiting for: ${what}`)
+}
+
+const list = async (app) => (await app.inject({ url: '/list' })).json().sort()
+
+test('a file dropped into a served folder is served without a restart; a deleted one is dropped', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'a.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const app = await makeApp(t, { paths: [dir], watch: true, watchDebounceMs: 50 })
+  assert.deepEqual(await list(app), ['a'])
+
+  // Written under another name, then moved in: how a careful copy lands.
+  writePmtiles(join(dir, 'b.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
+  renameSync(join(dir, 'b.tmp'), join(dir, 'b.pmtiles'))
+  await eventually(async () => (await list(app)).includes('b'), 'b.pmtiles to appear')
+  assert.equal((await app.inject({ url: '/b/0/0/0' })).statusCode, 200)
+
+  rmSync(join(dir, 'a.mbtiles'))
+  await eventually(async () => !(await list(app)).includes('a'), 'a.mbtiles to go')
+  assert.equal((await app.inject({ url: '/a/0/0/0' })).statusCode, 404)
+})
+
+test('a replaced file is re-read: new tiles, new ETag, stale cache dropped', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'set.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }], metadata: { format: 'png' } })
+  const app = await makeApp(t, { paths: [dir], watch: true, watchDebounceMs: 50 })
+  const before = await app.inject({ url: '/set/0/0/0' })
+  assert.equal(before.headers['content-type'], 'image/png')
+  const oldEntry = app.catalog.get('set')
+
+  writeMbtiles(join(dir, 'next.tmp'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf', maxzoom: '1' } })
+  renameSync(join(dir, 'next.tmp'), join(dir, 'set.mbtiles'))
+  await eventually(async () => (await app.inject({ url: '/set/0/0/0' })).headers['content-type'] === 'application/x-protobuf', 'the new content')
+  const after = await app.inject({ url: '/set/0/0/0' })
+  assert.notEqual(after.headers.etag, before.headers.etag)
+  assert.equal((await app.inject({ url: '/set/1/1/1' })).statusCode, 200, 'new zoom range')
+  assert.equal(oldEntry.retired, true)
+  assert.equal(app.catalog.get('set').source.tilejson.maxzoom, 1)
+})
+
+test('in-flight reads on a replaced file finish on the old handle', async (t) => {
+  const dir = tempDir(t)
+  writePmtiles(join(dir, 'p.pmtiles'), { tiles: vectorTiles(pyramid(0, 3)) })
+  const app = await makeApp(t, { paths: [dir], watch: false, cacheMB: 0 })
+  const entry = app.catalog.get('p')
+  // Many reads under way, then the file is replaced and the catalog re-opens it mid-flight.
+  const pending = pyramid(0, 3).map(([z, x, y]) => app.inject({ url: `/p/${z}/${x}/${y}` }))
+  writePmtiles(join(dir, 'p.tmp'), { tiles: vectorTiles(pyramid(0, 2)) })
+  renameSync(join(dir, 'p.tmp'), join(dir, 'p.pmtiles'))
+  await app.catalog.refreshFile(join(dir, 'p.pmtiles'))
+  const results = await Promise.all(pending)
+  for (const res of results) assert.equal(res.statusCode, 200)
+  assert.equal(entry.retired, true)
+  assert.equal(entry.active, 0)
+  assert.equal((await app.inject({ url: '/p/3/0/0' })).statusCode, 404, 'the new file has no z3')
+})
+
+test('a file still being written is not served half-made', async (t) => {
+  const dir = tempDir(t)
+  const app = await makeApp(t, { paths: [dir], watch: true, watchDebounceMs: 50 })
+  // An MBTiles with a rollback journal beside it: a writer is in the middle of a transaction.
+  writeMbtiles(join(dir, 'w.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
+  writeFileSync(join(dir, 'w.mbtiles-journal'), 'x')
+  renameSync(join(dir, 'w.tmp'), join(dir, 'w.mbtiles'))
+  await eventually(() => app.catalog.get('w') !== undefined, 'w to be seen')
+  assert.deepEqual(await list(app), [])
+  assert.equal((await app.inject({ url: '/w/0/0/0' })).statusCode, 503)
+  rmSync(join(dir, 'w.mbtiles-journal'))
+  await eventually(async () => (await list(app)).includes('w'), 'w once the journal is gone')
+
+  // A PMTiles copied in place: first a part, then the whole.
+  const full = writePmtiles(join(dir, 'tmp.bin'), { tiles: vectorTiles(pyramid(0, 3)) })
+  writeFileSync(join(dir, 'c.pmtiles'), full.subarray(0, 300))
+  await eventually(() => app.catalog.get('c') !== undefined, 'c to be seen')
+  assert.equal((await app.inject({ url: '/c/0/0/0' })).statusCode, 503)
+  assert.match(app.catalog.get('c').reason, /incomplete|too short/)
+  writeFileSync(join(dir, 'c.pmtiles'), full)
+  await eventually(async () => (await app.inject({ url: '/c/0/0/0' })).statusCode === 200, 'c once complete')
+})
+
+test('reload (SIGHUP) re-opens every set, finds new files and drops missing ones', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'a.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  writeMbtiles(join(dir, 'b.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const app = await makeApp(t, { paths: [dir], watch: false })
+  const a = app.catalog.get('a')
+  rmSync(join(dir, 'b.mbtiles'))
+  writePmtiles(join(dir, 'c.pmtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  assert.deepEqual(await list(app), ['a', 'b'], 'nothing changes without watching until the reload')
+  await app.catalog.reload()
+  assert.deepEqual(await list(app), ['a', 'c'])
+  assert.notEqual(app.catalog.get('a'), a, 're-opened')
+  assert.equal(a.retired, true)
+  assert.equal((await app.inject({ url: '/a/0/0/0' })).statusCode, 200)
+})
