@@ -1,0 +1,134 @@
+// The entry point as users run it: `tile-cannon <paths>`, --help, bad flags, config layering, graceful shutdown.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { ROOT } from './helpers/app.js'
+import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
+import { ConfigError, loadConfig } from '../lib/config.js'
+
+const SERVER = join(ROOT, 'server.js')
+
+async function freePort () {
+  const srv = createServer().listen(0, '127.0.0.1')
+  await once(srv, 'listening')
+  const { port } = srv.address()
+  srv.close()
+  return port
+}
+
+function run (args, { cwd = ROOT, env = {} } = {}) {
+  const child = spawn(process.execPath, [SERVER, ...args], { cwd, env: { ...process.env, ...env, TILE_CANNON_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { out += d })
+  return { child, output: () => out }
+}
+
+async function waitForHealth (port) {
+  for (let i = 0; i < 100; i++) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/health`)
+      if (res.status === 200) return
+    } catch {}
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  throw new Error('server did not become healthy')
+}
+
+test('serves the given folders and files, prints each set, and exits cleanly on SIGTERM', async (t) => {
+  const dir = tempDir(t)
+  mkdirSync(join(dir, 'folder'))
+  writeMbtiles(join(dir, 'folder', 'one.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  writeMbtiles(join(dir, 'two.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const port = await freePort()
+  const { child, output } = run(['--port', String(port), '--host', '127.0.0.1', join(dir, 'folder'), join(dir, 'two.mbtiles')])
+  t.after(() => child.kill('SIGKILL'))
+  await waitForHealth(port)
+  assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/list`)).json(), ['one', 'two'])
+  const tile = await fetch(`http://127.0.0.1:${port}/one/0/0/0.pbf`, { headers: { 'accept-encoding': 'gzip' } })
+  assert.equal(tile.status, 200)
+  assert.equal(tile.headers.get('content-type'), 'application/x-protobuf')
+  assert.match(output(), new RegExp(`one: http://127.0.0.1:${port}/one.json`))
+  child.kill('SIGTERM')
+  const [code] = await once(child, 'exit')
+  assert.equal(code, 0)
+})
+
+test('with no path: ./tiles when it exists, otherwise the built-in demo', async (t) => {
+  const empty = tempDir(t)
+  const port = await freePort()
+  const demo = run(['--port', String(port), '--host', '127.0.0.1'], { cwd: empty })
+  t.after(() => demo.child.kill('SIGKILL'))
+  await waitForHealth(port)
+  assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/list`)).json(), ['countries'])
+  const tile = await fetch(`http://127.0.0.1:${port}/countries/1/1/0.pbf`)
+  assert.equal(tile.status, 200)
+  assert.ok((await tile.arrayBuffer()).byteLength > 1000, 'real country shapes')
+  demo.child.kill('SIGTERM')
+  await once(demo.child, 'exit')
+
+  const withTiles = tempDir(t)
+  mkdirSync(join(withTiles, 'tiles'))
+  writeMbtiles(join(withTiles, 'tiles', 'local.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const port2 = await freePort()
+  const local = run([], { cwd: withTiles, env: { TILE_CANNON_PORT: String(port2), TILE_CANNON_HOST: '127.0.0.1' } })
+  t.after(() => local.child.kill('SIGKILL'))
+  await waitForHealth(port2)
+  assert.deepEqual(await (await fetch(`http://127.0.0.1:${port2}/list`)).json(), ['local'])
+  local.child.kill('SIGINT')
+  assert.equal((await once(local.child, 'exit'))[0], 0)
+})
+
+test('--help prints usage; a bad flag or config is a clear message and exit 2, no stack', async () => {
+  const help = run(['--help'])
+  assert.equal((await once(help.child, 'exit'))[0], 0)
+  assert.match(help.output(), /Usage: tile-cannon/)
+  const bad = run(['--bogus'])
+  assert.equal((await once(bad.child, 'exit'))[0], 2)
+  assert.match(bad.output(), /tile-cannon: .*bogus/)
+  assert.doesNotMatch(bad.output(), /at .*\.js:\d+/)
+  const port = run(['--port', 'eighty'])
+  assert.equal((await once(port.child, 'exit'))[0], 2)
+  assert.match(port.output(), /port must be integer/)
+})
+
+test('the port in use is a clear message and exit 1', async (t) => {
+  const port = await freePort()
+  const blocker = createServer().listen(port, '127.0.0.1')
+  await once(blocker, 'listening')
+  t.after(() => blocker.close())
+  const { child, output } = run(['--port', String(port), '--host', '127.0.0.1', '--no-demo'])
+  assert.equal((await once(child, 'exit'))[0], 1)
+  assert.match(output(), /port is in use/)
+})
+
+test('config layering: flags > environment > config file > defaults', (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, 'c.yaml'), 'port: 4000\nhost: 127.0.0.1\ncacheMB: 16\npaths: [data]\nsets:\n  roads:\n    missingStatus: 404\n')
+  writeFileSync(join(dir, 'c.json'), JSON.stringify({ port: 4100, cors: ['https://a.example'] }))
+  const fileOnly = loadConfig({ argv: ['--config', 'c.yaml'], cwd: dir }).config
+  assert.equal(fileOnly.port, 4000)
+  assert.equal(fileOnly.cacheMB, 16)
+  assert.deepEqual(fileOnly.paths, [join(dir, 'data')], 'relative to the config file')
+  assert.equal(fileOnly.sets.roads.missingStatus, 404)
+  assert.equal(fileOnly.cacheControl, 'public, max-age=3600', 'defaults fill the rest')
+  const env = loadConfig({ argv: [], env: { TILE_CANNON_CONFIG: join(dir, 'c.yaml'), TILE_CANNON_PORT: '5000', TILE_CANNON_CORS: 'false' }, cwd: dir }).config
+  assert.equal(env.port, 5000)
+  assert.equal(env.cors, false)
+  assert.equal(env.host, '127.0.0.1')
+  const flags = loadConfig({ argv: ['--config', 'c.json', '--port', '6000', 'x', 'y'], env: { TILE_CANNON_PORT: '5000' }, cwd: dir }).config
+  assert.equal(flags.port, 6000)
+  assert.deepEqual(flags.cors, ['https://a.example'])
+  assert.deepEqual(flags.paths, [join(dir, 'x'), join(dir, 'y')])
+  assert.ok(Object.isFrozen(flags) && Object.isFrozen(flags.paths), 'frozen')
+  assert.throws(() => loadConfig({ argv: ['--cache-mb', '-1'] }), ConfigError)
+  assert.throws(() => loadConfig({ argv: ['--config', 'missing.yaml'], cwd: dir }), /cannot read config file/)
+  writeFileSync(join(dir, 'bad.yaml'), 'port: [')
+  assert.throws(() => loadConfig({ argv: ['--config', 'bad.yaml'], cwd: dir }), /not valid YAML/)
+  writeFileSync(join(dir, 'unknown.json'), '{"prot": 1}')
+  assert.throws(() => loadConfig({ argv: ['--config', 'unknown.json'], cwd: dir }), /must NOT have additional properties/)
+})

@@ -1,0 +1,59 @@
+// Remote PMTiles over HTTP range requests, against a real range-serving HTTP server on 127.0.0.1.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+import { gunzipSync } from 'node:zlib'
+import { join } from 'node:path'
+import { makeApp } from './helpers/app.js'
+import { makeMvt, pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
+
+async function rangeServer (t, file) {
+  const ranges = []
+  let up = true
+  const server = createServer((req, res) => {
+    if (!up) { res.writeHead(500); res.end(); return }
+    const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
+    if (!m) { res.writeHead(200, { 'content-length': file.length }); res.end(file); return }
+    const start = Number(m[1])
+    const end = Math.min(Number(m[2]), file.length - 1)
+    ranges.push([start, end])
+    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
+    res.end(file.subarray(start, end + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  return { url: `http://127.0.0.1:${server.address().port}/remote.pmtiles`, ranges, down: () => { up = false } }
+}
+
+test('a remote PMTiles URL is served through range requests, with leaf directories', async (t) => {
+  const dir = tempDir(t)
+  const file = writePmtiles(join(dir, 'x.pmtiles'), { tiles: vectorTiles(pyramid(0, 5, 4)), leafSize: 10, metadata: { name: 'Remote' } })
+  const remote = await rangeServer(t, file)
+  const app = await makeApp(t, { paths: [remote.url] })
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), ['remote'])
+  assert.equal((await app.inject({ url: '/remote.json' })).json().name, 'Remote')
+  for (const [z, x, y] of [[0, 0, 0], [3, 2, 1], [5, 3, 3]]) {
+    const res = await app.inject({ url: `/remote.pmtiles/${z}/${x}/${y}.mvt` })
+    assert.equal(res.statusCode, 200)
+    assert.deepEqual(res.rawPayload, makeMvt(z, x, y))
+  }
+  assert.equal((await app.inject({ url: '/remote/5/30/30' })).statusCode, 204)
+  assert.ok(remote.ranges.every(([s, e]) => e - s < file.length), 'only ranges were read, never the whole file')
+  const before = remote.ranges.length
+  await app.inject({ url: '/remote/3/2/1' })
+  assert.equal(remote.ranges.length, before, 'a cached tile reads nothing')
+
+  remote.down()
+  const res = await app.inject({ url: '/remote/4/0/1' })
+  assert.equal(res.statusCode, 503, 'remote errors are 503 for that set')
+  assert.ok(!res.payload.includes('127.0.0.1'), 'the backend URL is not leaked')
+  assert.deepEqual(gunzipSync(vectorTiles([[0, 0, 0]])[0].data), makeMvt(0, 0, 0))
+})
+
+test('an unreachable remote archive is unavailable, not fatal', async (t) => {
+  const app = await makeApp(t, { paths: ['http://127.0.0.1:9/nothing.pmtiles'] })
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), [])
+  assert.equal((await app.inject({ url: '/nothing/0/0/0' })).statusCode, 503)
+})

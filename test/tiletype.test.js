@@ -1,0 +1,102 @@
+// Tile type inference from bytes, Accept-Encoding negotiation, and the tile cache.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
+import { describeTile } from '../lib/tiletype.js'
+import { BR, GZIP, acceptMask, chooseEncoding } from '../lib/encoding.js'
+import { TileCache } from '../lib/cache.js'
+import { FIXTURES, makeApp } from './helpers/app.js'
+import { PNG, makeMvt, tempDir, writeMbtiles } from './helpers/data.js'
+
+const JPEG_NO_EOI = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01])
+const WEBP = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4), Buffer.from('WEBPVP8 '), Buffer.alloc(8)])
+const GIF = Buffer.from('GIF89a\x01\x00\x01\x00', 'latin1')
+const AVIF = Buffer.concat([Buffer.from([0, 0, 0, 0x1c]), Buffer.from('ftypavif'), Buffer.alloc(8)])
+
+test('formats and encodings come from the bytes', () => {
+  const mvt = makeMvt(1, 0, 0)
+  const cases = [
+    [PNG, 'png', 'image/png', 'identity'],
+    [JPEG_NO_EOI, 'jpg', 'image/jpeg', 'identity'],
+    [WEBP, 'webp', 'image/webp', 'identity'],
+    [GIF, 'gif', 'image/gif', 'identity'],
+    [AVIF, 'avif', 'image/avif', 'identity'],
+    [mvt, 'pbf', 'application/x-protobuf', 'identity'],
+    [gzipSync(mvt), 'pbf', 'application/x-protobuf', 'gzip'],
+    [deflateSync(mvt), 'pbf', 'application/x-protobuf', 'deflate'],
+    [Buffer.from(' {"a":1}'), 'json', 'application/json', 'identity'],
+    [gzipSync(Buffer.from('[1,2]')), 'json', 'application/json', 'gzip'],
+    [Buffer.alloc(16, 0xff), 'bin', 'application/octet-stream', 'identity'],
+  ]
+  for (const [bytes, format, contentType, encoding] of cases) {
+    assert.deepEqual(describeTile(bytes), { format, contentType, encoding }, format)
+  }
+  // What bytes cannot say, the archive's declaration does: brotli has no magic number, MLT none either.
+  assert.deepEqual(describeTile(brotliCompressSync(mvt), { format: 'pbf', compression: 'br' }), { format: 'pbf', contentType: 'application/x-protobuf', encoding: 'br' })
+  assert.deepEqual(describeTile(Buffer.from([0x02, 0x01, 0x05]), { format: 'mlt' }), { format: 'mlt', contentType: 'application/vnd.maplibre-vector-tile', encoding: 'identity' })
+  // A PNG in a set that claims pbf is still a PNG.
+  assert.equal(describeTile(PNG, { format: 'pbf' }).contentType, 'image/png')
+})
+
+test('every MVT spec fixture that has content is recognised as protobuf', (t) => {
+  const dir = join(FIXTURES, 'spec', 'mvt-fixtures', 'fixtures')
+  if (!existsSync(dir)) return t.skip('mvt-fixtures not present')
+  let n = 0
+  for (const name of readdirSync(dir)) {
+    const file = join(dir, name, 'tile.mvt')
+    if (!existsSync(file)) continue
+    const bytes = readFileSync(file)
+    if (bytes.length === 0 || bytes[0] !== 0x1a) continue // some fixtures are deliberately invalid MVT
+    assert.equal(describeTile(bytes, { format: 'pbf' }).contentType, 'application/x-protobuf', name)
+    assert.equal(describeTile(gzipSync(bytes), { format: 'pbf' }).encoding, 'gzip', name)
+    n++
+  }
+  assert.ok(n > 50)
+})
+
+test('Accept-Encoding: q-values, wildcards and the choice of coding', () => {
+  assert.equal(acceptMask('gzip, deflate, br'), GZIP | BR | 4)
+  assert.equal(acceptMask('br;q=1.0, gzip;q=0'), BR)
+  assert.equal(acceptMask('*'), 15)
+  assert.equal(acceptMask('identity'), 0)
+  assert.equal(acceptMask(undefined), 0)
+  assert.equal(chooseEncoding('gzip', true, GZIP), 'gzip')
+  assert.equal(chooseEncoding('gzip', true, 0), 'identity')
+  assert.equal(chooseEncoding('gzip', true, BR), 'br', 'stored gzip, client takes only br')
+  assert.equal(chooseEncoding('identity', true, GZIP | BR), 'gzip')
+  assert.equal(chooseEncoding('identity', false, GZIP | BR), 'identity', 'images are never compressed')
+  assert.equal(chooseEncoding('br', false, GZIP), 'identity', 'a brotli-stored image is decoded for a gzip-only client')
+})
+
+test('the cache is bounded in bytes and de-duplicates concurrent reads of one tile', async (t) => {
+  const cache = new TileCache(10_000)
+  for (let i = 0; i < 100; i++) cache.set(`k${i}`, { size: 1000 })
+  assert.ok(cache.stats.bytes <= 10_000)
+  assert.equal(cache.stats.entries, 10)
+  cache.set('huge', { size: 20_000 })
+  assert.equal(cache.get('huge'), undefined, 'a record bigger than the cache is not stored')
+
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 's.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
+  const app = await makeApp(t, { paths: [dir] })
+  const entry = app.catalog.get('s')
+  let reads = 0
+  const getTile = entry.source.getTile
+  entry.source.getTile = (...args) => { reads++; return getTile(...args) } // counts reads of the real source
+  const answers = await Promise.all(Array.from({ length: 20 }, () => app.inject({ url: '/s/0/0/0', headers: { 'accept-encoding': 'gzip' } })))
+  assert.ok(answers.every((a) => a.statusCode === 200))
+  assert.equal(reads, 1, '20 concurrent requests, one read')
+  await app.inject({ url: '/s/0/0/0' })
+  assert.equal(reads, 1, 'another encoding of a cached tile reads nothing')
+
+  const off = await makeApp(t, { paths: [dir], cacheMB: 0 })
+  const offEntry = off.catalog.get('s')
+  let offReads = 0
+  const offGet = offEntry.source.getTile
+  offEntry.source.getTile = (...args) => { offReads++; return offGet(...args) }
+  await off.inject({ url: '/s/0/0/0' })
+  await off.inject({ url: '/s/0/0/0' })
+  assert.equal(offReads, 2, 'cache off: every request reads')
+})
