@@ -1,0 +1,289 @@
+#!/usr/bin/env node
+// The honest bench: per-zoom req/s, throughput and latency for tile-cannon and any other server, side by side, over
+// many real tiles per zoom, with fixed request headers, servers alternating across rounds, and an optional node:http
+// baseline in the same run so results read as ratios on a noisy machine. See bench/README.md.
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import autocannon from 'autocannon'
+import { startBaseline, startTileCannon } from './servers.js'
+import { fill, findTiles } from './tiles.js'
+import { markdown, svgChart } from './report.js'
+
+const USAGE = `Usage: node bench/run.js [options]
+
+  --data PATH          start tile-cannon on this file, folder or URL (repeatable); no --data and no --server: the demo
+  --server NAME=URL    another server to compare, URL with {z}/{x}/{y} (repeatable)
+  --set ID             which tile-cannon set(s) to bench (repeatable; default: all, filtered by --format)
+  --format KIND        mbtiles|pmtiles|postgres|cog|demo: only sets of this kind
+  --tilejson URL       bounds/center for finding tiles when only --server is given
+  --zooms A-B          zoom levels (default 10-14), or a list like 3,5,7
+  --duration S         seconds per zoom and server (default 10)
+  --connections N      concurrent connections (default 100)
+  --warmup S           seconds of unrecorded load before each measurement (default 1)
+  --rounds N           rounds; the server order rotates every round (default 1)
+  --cache on|off|on,off  tile-cannon's tile cache (default on); on,off benches both
+  --tiles N            distinct tiles per zoom (default 500)
+  --header "K: V"      request header (repeatable; default "Accept-Encoding: gzip, br")
+  --baseline           add a bare node:http server answering the same tiles from memory
+  --markdown           print markdown tables (default: also printed when no --json)
+  --json FILE          write every figure and the machine to FILE
+  --chart FILE         write an SVG chart of req/s per zoom and server
+  -h, --help`
+
+class UsageError extends Error {}
+
+function parse (argv) {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      data: { type: 'string', multiple: true, default: [] },
+      server: { type: 'string', multiple: true, default: [] },
+      set: { type: 'string', multiple: true, default: [] },
+      format: { type: 'string' },
+      tilejson: { type: 'string' },
+      zooms: { type: 'string', default: '10-14' },
+      duration: { type: 'string', default: '10' },
+      connections: { type: 'string', default: '100' },
+      warmup: { type: 'string', default: '1' },
+      rounds: { type: 'string', default: '1' },
+      cache: { type: 'string', default: 'on' },
+      tiles: { type: 'string', default: '500' },
+      header: { type: 'string', multiple: true, default: [] },
+      baseline: { type: 'boolean', default: false },
+      markdown: { type: 'boolean', default: false },
+      json: { type: 'string' },
+      chart: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  })
+  if (values.help) return { help: true }
+  const num = (name, min) => {
+    const n = Number(values[name])
+    if (!Number.isFinite(n) || n < min) throw new UsageError(`--${name} must be a number ≥ ${min}`)
+    return n
+  }
+  const zooms = /^\d+-\d+$/.test(values.zooms)
+    ? (([a, b]) => Array.from({ length: b - a + 1 }, (_, i) => a + i))(values.zooms.split('-').map(Number))
+    : values.zooms.split(',').map(Number)
+  if (zooms.length === 0 || !zooms.every((z) => Number.isInteger(z) && z >= 0 && z <= 30)) throw new UsageError('--zooms must look like 10-14 or 3,5,7')
+  const servers = values.server.map((s) => {
+    const i = s.indexOf('=')
+    if (i < 1) throw new UsageError(`--server wants NAME=URL_TEMPLATE, got "${s}"`)
+    const template = s.slice(i + 1)
+    if (!['{z}', '{x}', '{y}'].every((p) => template.includes(p))) throw new UsageError(`--server ${s.slice(0, i)}: the URL template needs {z}, {x} and {y}`)
+    if (!/^https?:\/\//.test(template)) throw new UsageError(`--server ${s.slice(0, i)}: the URL must start with http:// or https://`)
+    return { name: s.slice(0, i), template }
+  })
+  const cacheModes = values.cache.split(',')
+  if (!cacheModes.every((m) => m === 'on' || m === 'off')) throw new UsageError('--cache takes on, off or on,off')
+  const headers = {}
+  for (const h of values.header.length ? values.header : ['Accept-Encoding: gzip, br']) {
+    const i = h.indexOf(':')
+    if (i < 1) throw new UsageError(`--header wants "Name: value", got "${h}"`)
+    headers[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim()
+  }
+  return {
+    ...values,
+    zooms,
+    servers,
+    cacheModes,
+    headers,
+    duration: num('duration', 0.1),
+    connections: num('connections', 1),
+    warmup: num('warmup', 0),
+    rounds: num('rounds', 1),
+    tiles: num('tiles', 1),
+  }
+}
+
+/** One autocannon run over `paths` (cycled by a shared counter, so connections never move in lockstep). */
+function load (origin, paths, { duration, connections, headers }) {
+  let next = 0
+  return new Promise((resolve, reject) => {
+    const instance = autocannon({
+      url: origin,
+      connections,
+      duration,
+      headers,
+      requests: [{ setupRequest: (req) => ({ ...req, path: paths[next++ % paths.length] }) }],
+    }, (err, result) => (err ? reject(err) : resolve(result)))
+    autocannon.track(instance, { renderProgressBar: false, renderResultsTable: false, renderLatencyTable: false })
+  })
+}
+
+const progress = (msg) => { if (process.stderr.isTTY) process.stderr.write(`\r\x1b[K${msg}`); else process.stderr.write(`${msg}\n`) }
+
+async function getJson (url) {
+  let res
+  try {
+    res = await fetch(url)
+  } catch (err) {
+    throw new UsageError(`cannot reach ${url}: ${err.cause?.code ?? err.message}`)
+  }
+  if (!res.ok) throw new UsageError(`${url} answered ${res.status}`)
+  return res.json()
+}
+
+export async function run (opts) {
+  const started = []
+  const tmp = mkdtempSync(join(os.tmpdir(), 'tile-cannon-bench-'))
+  try {
+    const machine = { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}`, loadBefore: os.loadavg() }
+    // tile-cannon instances (one per cache mode) when there is data, or nothing else to bench.
+    const instances = []
+    const data = opts.data.length || opts.servers.length ? opts.data : []
+    if (opts.data.length || opts.servers.length === 0) {
+      for (const mode of opts.cacheModes) {
+        progress(`starting tile-cannon (cache ${mode})…`)
+        const tc = await startTileCannon(data, { cache: mode === 'on' })
+        started.push(tc)
+        instances.push({ name: opts.cacheModes.length > 1 ? `tile-cannon (cache ${mode})` : 'tile-cannon', base: tc.base })
+      }
+    }
+    // The sets to bench: tile-cannon's (filtered), or one pseudo-set for external servers alone.
+    let sets
+    if (instances.length) {
+      const catalog = await getJson(`${instances[0].base}/catalog`)
+      sets = catalog.filter((s) => (!opts.format || s.kind === (opts.format === 'postgres' ? 'postgis' : opts.format)) && (opts.set.length === 0 || opts.set.includes(s.id)))
+      if (sets.length === 0) throw new UsageError(`no tile-cannon set matches${opts.format ? ` --format ${opts.format}` : ''}${opts.set.length ? ` --set ${opts.set.join(',')}` : ''}`)
+      for (const s of sets) s.tilejsonData = await getJson(`${instances[0].base}/${encodeURIComponent(s.id)}.json`)
+    } else {
+      const tilejsonData = opts.tilejson ? await getJson(opts.tilejson) : {}
+      sets = [{ id: null, name: opts.servers[0].name, tilejsonData }]
+    }
+
+    // Tiles per set and zoom, found on the first server; every server gets the same list.
+    for (const set of sets) {
+      const probeTemplate = instances.length ? `${instances[0].base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` : opts.servers[0].template
+      set.tiles = {}
+      for (const z of opts.zooms) {
+        progress(`finding tiles of ${set.id ?? set.name} at z${z}…`)
+        let found
+        try {
+          found = await findTiles(probeTemplate, set.tilejsonData, z, { want: opts.tiles, headers: opts.headers })
+        } catch (err) {
+          throw new UsageError(`cannot reach ${probeTemplate.replace('{z}/{x}/{y}', '…')}: ${err.cause?.code ?? err.message}`)
+        }
+        if (found.length === 0) throw new UsageError(`${set.id ?? set.name} has no tiles at z${z} (within its bounds): pick other --zooms`)
+        set.tiles[z] = found
+      }
+    }
+
+    // Every server as { name, template(set) }.
+    const servers = [
+      ...instances.map((i) => ({ name: i.name, template: (set) => `${i.base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` })),
+      ...opts.servers.map((s) => ({ name: s.name, template: () => s.template })),
+    ]
+    if (opts.baseline) {
+      const urls = sets.flatMap((set) => Object.values(set.tiles).flat().map(([z, x, y]) => fill(servers[0].template(set), z, x, y)))
+      const listFile = join(tmp, 'urls.json')
+      writeFileSync(listFile, JSON.stringify({ urls, headers: opts.headers }))
+      progress('starting the node:http baseline…')
+      const base = await startBaseline(listFile)
+      started.push(base)
+      const origin = new URL(servers[0].template(sets[0])).origin
+      // The baseline answers the first server's paths, so the same path list works for it.
+      servers.unshift({ name: 'node:http baseline', template: (set) => servers[1].template(set).replace(origin, base.base) })
+    }
+
+    // Measure: for each round, set and zoom, every server in a rotated order.
+    const results = {} // set → zoom → server → [runs]
+    const total = opts.rounds * sets.length * opts.zooms.length * servers.length
+    let done = 0
+    for (let round = 0; round < opts.rounds; round++) {
+      const order = servers.map((_, i) => servers[(i + round) % servers.length])
+      for (const set of sets) {
+        for (const z of opts.zooms) {
+          for (const server of order) {
+            const template = server.template(set)
+            const origin = new URL(template.replace('{z}', 0).replace('{x}', 0).replace('{y}', 0)).origin
+            const paths = set.tiles[z].map(([tz, x, y]) => fill(template, tz, x, y).slice(origin.length))
+            progress(`[${++done}/${total}] round ${round + 1} ${set.id ?? set.name} z${z} ${server.name}`)
+            if (opts.warmup > 0) await load(origin, paths, { ...opts, duration: opts.warmup })
+            const r = await load(origin, paths, opts)
+            const key = set.id ?? set.name
+            results[key] ??= {}
+            results[key][z] ??= {}
+            results[key][z][server.name] ??= []
+            results[key][z][server.name].push({
+              rps: r.requests.average,
+              throughput: r.throughput.average,
+              latencyAvg: r.latency.average,
+              latencyP99: r.latency.p99,
+              errors: r.errors + r.timeouts,
+              non2xx: r.non2xx,
+              requests: r.requests.total,
+            })
+          }
+        }
+      }
+    }
+    if (process.stderr.isTTY) process.stderr.write('\r\x1b[K')
+
+    const mean = (runs, k) => runs.reduce((a, r) => a + r[k], 0) / runs.length
+    const sum = (runs, k) => runs.reduce((a, r) => a + r[k], 0)
+    const report = {
+      date: new Date().toISOString(),
+      machine: { ...machine, loadAfter: os.loadavg() },
+      options: { zooms: opts.zooms, duration: opts.duration, connections: opts.connections, warmup: opts.warmup, rounds: opts.rounds, cache: opts.cacheModes, headers: opts.headers, tilesPerZoom: opts.tiles, data: opts.data },
+      servers: servers.map((s) => s.name),
+      sets: sets.map((set) => {
+        const key = set.id ?? set.name
+        const c = set.tilejsonData.center
+        return {
+          id: set.id,
+          location: `${key}${Array.isArray(c) ? ` (${c[0].toFixed(2)}, ${c[1].toFixed(2)})` : ''}`,
+          rows: opts.zooms.map((z) => ({
+            zoom: z,
+            tiles: set.tiles[z].length,
+            results: Object.fromEntries(Object.entries(results[key][z]).map(([name, runs]) => [name, {
+              rps: mean(runs, 'rps'), throughput: mean(runs, 'throughput'), latencyAvg: mean(runs, 'latencyAvg'), latencyP99: mean(runs, 'latencyP99'), errors: sum(runs, 'errors'), non2xx: sum(runs, 'non2xx'), requests: sum(runs, 'requests'), runs,
+            }])),
+          })),
+        }
+      }),
+    }
+    report.summary = report.sets.flatMap((set) => {
+      const firstRps = mean(set.rows.map((r) => r.results[report.servers[0]]), 'rps')
+      return report.servers.map((server) => {
+        const rows = set.rows.map((r) => r.results[server])
+        return { location: set.location, server, rps: mean(rows, 'rps'), firstRps, throughput: mean(rows, 'throughput'), latencyAvg: mean(rows, 'latencyAvg') }
+      })
+    })
+    return report
+  } finally {
+    await Promise.all(started.map((s) => s.stop()))
+    rmSync(tmp, { recursive: true, force: true })
+  }
+}
+
+async function main () {
+  let opts
+  try {
+    opts = parse(process.argv.slice(2))
+  } catch (err) {
+    console.error(`bench: ${err.message}\n\n${USAGE}`)
+    process.exit(2)
+  }
+  if (opts.help) return console.log(USAGE)
+  try {
+    const report = await run(opts)
+    if (opts.json) writeFileSync(opts.json, JSON.stringify(report, null, 2))
+    if (opts.chart) writeFileSync(opts.chart, svgChart(report))
+    if (opts.markdown || !opts.json) console.log(markdown(report))
+    console.log(`machine: ${report.machine.cpu}, ${report.machine.cores} cores, Node ${report.machine.node}, load ${report.machine.loadBefore.map((l) => l.toFixed(2)).join(' ')} → ${report.machine.loadAfter.map((l) => l.toFixed(2)).join(' ')}`)
+    const failed = report.sets.some((s) => s.rows.some((r) => Object.values(r.results).some((x) => x.errors > 0)))
+    if (failed) {
+      console.error('bench: some requests failed (see Errors)')
+      process.exitCode = 1
+    }
+  } catch (err) {
+    console.error(`bench: ${err instanceof UsageError ? err.message : err.stack}`)
+    process.exit(1)
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) main()
