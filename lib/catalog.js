@@ -119,6 +119,7 @@ export class Catalog {
       active: 0,
       retired: false,
       errors: new Set(),
+      sniffed: {}, // what compressed tiles of this set hold (see describeTile)
     }
     if (spec.path) {
       try {

@@ -26,7 +26,7 @@ export class TileService {
     const stored = await this.catalog.readTile(entry, z, x, y)
     let record = ABSENT
     if (stored !== null && stored.length > 0) {
-      const info = describeTile(stored, entry.source.hints)
+      const info = describeTile(stored, entry.source.hints, entry.sniffed)
       const compressible = isCompressible(info.format)
       record = {
         key,
@@ -48,11 +48,14 @@ export class TileService {
   /** The bytes and headers to answer with, for a client whose Accept-Encoding gave `mask`. */
   variant (record, mask) {
     const encoding = chooseEncoding(record.info.encoding, record.compressible, mask)
-    return record.variants[encoding] ?? this.makeVariant(record, encoding)
+    const known = record.variants[encoding]
+    if (known !== undefined) return known
+    // Passing the stored bytes through needs no await: the common cold-path case stays synchronous.
+    if (encoding === record.info.encoding) return this.addVariant(record, encoding, record.stored)
+    return transcode(record.stored, record.info.encoding, encoding).then((body) => this.addVariant(record, encoding, body))
   }
 
-  async makeVariant (record, encoding) {
-    const body = await transcode(record.stored, record.info.encoding, encoding)
+  addVariant (record, encoding, body) {
     const headers = {
       'content-type': record.info.contentType,
       etag: `"${record.tag}-${encoding}"`,

@@ -32,7 +32,8 @@ export default async function tileRoutes (app) {
 
     let record
     try {
-      record = await tiles.record(entry, z, x, y)
+      record = tiles.record(entry, z, x, y) // a cached record comes back as is, not as a promise
+      if (record instanceof Promise) record = await record
     } catch (err) {
       return unavailable(reply, entry, err, request.log)
     }
@@ -42,7 +43,8 @@ export default async function tileRoutes (app) {
     }
     let variant
     try {
-      variant = await tiles.variant(record, acceptMask(request.headers['accept-encoding']))
+      variant = tiles.variant(record, acceptMask(request.headers['accept-encoding']))
+      if (variant instanceof Promise) variant = await variant
     } catch (err) {
       return unavailable(reply, entry, err, request.log)
     }

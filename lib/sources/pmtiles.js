@@ -1,7 +1,7 @@
 // PMTiles v3 source, local (a kept file descriptor) or remote (HTTP range requests). The pmtiles library parses and
 // caches the header and directories; the tile read itself is ours because the library's getZxy decompresses tile data,
 // and we want the stored bytes so a gzip tile reaches a gzip-accepting client untouched.
-import { open as openFile } from 'node:fs/promises'
+import { close, fstat, open as openCallback, read } from 'node:fs'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 import { basename } from 'node:path'
@@ -17,6 +17,8 @@ const MAGIC = 'PMTiles'
 const TYPE_FORMAT = { [TileType.Mvt]: 'pbf', [TileType.Png]: 'png', [TileType.Jpeg]: 'jpg', [TileType.Webp]: 'webp', [TileType.Avif]: 'avif', [TileType.Mlt]: 'mlt' }
 const COMPRESSION = { [Compression.None]: 'identity', [Compression.Gzip]: 'gzip', [Compression.Brotli]: 'br', [Compression.Zstd]: 'zstd' }
 
+const openFd = promisify(openCallback)
+const fstatFd = promisify(fstat)
 const gunzip = promisify(zlib.gunzip)
 const brotliDecompress = promisify(zlib.brotliDecompress)
 const zstdDecompress = zlib.zstdDecompress ? promisify(zlib.zstdDecompress) : null
@@ -33,19 +35,26 @@ async function decompressInternal (buf, compression) {
   return out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength)
 }
 
-/** A local archive read through one kept file handle. */
+/**
+ * A local archive read through one kept file descriptor. Reads use the callback fs.read on the thread pool: measured
+ * at half the main-thread cost of FileHandle.read (bench notes in bench/README.md), and still off the event loop.
+ */
 class FileRangeSource {
-  constructor (handle, key) {
-    this.handle = handle
+  constructor (fd, key) {
+    this.fd = fd
     this.key = key
   }
 
   getKey () { return this.key }
 
-  async read (offset, length) {
-    const buf = Buffer.allocUnsafeSlow(length)
-    const { bytesRead } = await this.handle.read(buf, 0, length, offset)
-    return bytesRead === length ? buf : buf.subarray(0, bytesRead)
+  read (offset, length) {
+    return new Promise((resolve, reject) => {
+      const buf = Buffer.allocUnsafeSlow(length)
+      read(this.fd, buf, 0, length, offset, (err, bytesRead) => {
+        if (err) reject(err)
+        else resolve(bytesRead === length ? buf : buf.subarray(0, bytesRead))
+      })
+    })
   }
 
   async getBytes (offset, length) {
@@ -53,7 +62,7 @@ class FileRangeSource {
     return { data: buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length) }
   }
 
-  close () { return this.handle.close() }
+  close () { return new Promise((resolve) => close(this.fd, () => resolve())) }
 }
 
 /** A remote archive: the library's FetchSource, with reads returned as Buffers. */
@@ -86,9 +95,9 @@ export async function open (spec) {
   if (spec.url) {
     source = new HttpRangeSource(spec.url)
   } else {
-    const handle = await openFile(spec.path, 'r')
-    source = new FileRangeSource(handle, spec.path)
-    size = (await handle.stat()).size
+    const fd = await openFd(spec.path, 'r')
+    source = new FileRangeSource(fd, spec.path)
+    size = (await fstatFd(fd)).size
   }
   try {
     checkHeader(await source.read(0, HEADER_BYTES), size)
@@ -113,6 +122,8 @@ export async function open (spec) {
     const bounds = header.minLon < header.maxLon && header.minLat < header.maxLat
       ? [header.minLon, header.minLat, header.maxLon, header.maxLat]
       : undefined
+    // The root directory is read on every lookup: hold it here rather than behind the cache's async lookup.
+    const rootEntries = await cache.getDirectory(source, header.rootDirectoryOffset, header.rootDirectoryLength, header)
     const tileDataOffset = header.tileDataOffset
     const leafDirectoryOffset = header.leafDirectoryOffset
 
@@ -137,18 +148,16 @@ export async function open (spec) {
       }),
       async getTile (z, x, y) {
         const tileId = zxyToTileId(z, x, y)
-        let offset = header.rootDirectoryOffset
-        let length = header.rootDirectoryLength
+        let entries = rootEntries
         for (let depth = 0; depth <= 3; depth++) {
-          const entry = findTile(await cache.getDirectory(source, offset, length, header), tileId)
+          const entry = findTile(entries, tileId)
           if (entry === null) return null
           if (entry.runLength > 0) {
             const data = await source.read(tileDataOffset + entry.offset, entry.length)
             if (data.length !== entry.length) throw new Error('tile data lies beyond the end of the archive')
             return data
           }
-          offset = leafDirectoryOffset + entry.offset
-          length = entry.length
+          entries = await cache.getDirectory(source, leafDirectoryOffset + entry.offset, entry.length, header)
         }
         throw new Error('directory deeper than the spec allows')
       },
