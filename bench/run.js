@@ -114,6 +114,9 @@ function load (origin, paths, { duration, connections, headers }) {
   })
 }
 
+/** The useful part of a fetch failure: ECONNREFUSED, bad port, … */
+const why = (err) => err.cause?.code ?? err.cause?.message ?? err.message
+
 const progress = (msg) => { if (process.stderr.isTTY) process.stderr.write(`\r\x1b[K${msg}`); else process.stderr.write(`${msg}\n`) }
 
 async function getJson (url) {
@@ -121,7 +124,7 @@ async function getJson (url) {
   try {
     res = await fetch(url)
   } catch (err) {
-    throw new UsageError(`cannot reach ${url}: ${err.cause?.code ?? err.message}`)
+    throw new UsageError(`cannot reach ${url}: ${why(err)}`)
   }
   if (!res.ok) throw new UsageError(`${url} answered ${res.status}`)
   return res.json()
@@ -165,7 +168,7 @@ export async function run (opts) {
         try {
           found = await findTiles(probeTemplate, set.tilejsonData, z, { want: opts.tiles, headers: opts.headers })
         } catch (err) {
-          throw new UsageError(`cannot reach ${probeTemplate.replace('{z}/{x}/{y}', '…')}: ${err.cause?.code ?? err.message}`)
+          throw new UsageError(`cannot reach ${probeTemplate.replace('{z}/{x}/{y}', '…')}: ${why(err)}`)
         }
         if (found.length === 0) throw new UsageError(`${set.id ?? set.name} has no tiles at z${z} (within its bounds): pick other --zooms`)
         set.tiles[z] = found

@@ -14,7 +14,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
     ...(loggerInstance ? { loggerInstance } : { logger: { level: config.logLevel } }),
     logController: new LogController({ disableRequestLogging: !config.logRequests }),
     exposeHeadRoutes: true,
-    return503OnClosing: true,
+    return503OnClosing: false, // requests already on a connection are served while closing: a pm2 reload drops none
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
   })

@@ -37,6 +37,10 @@ function readMetadata (db, objects) {
 export async function open (spec) {
   const db = new Database(spec.path, { readonly: true, fileMustExist: true })
   try {
+    // Hold the shared lock for the life of the handle. In the default mode every query takes and drops the lock and
+    // probes for a journal (7 syscalls): measured 7.6 µs a tile read against 1.3 µs (bench/README.md). Other readers
+    // are unaffected; a writer cannot commit into a served file, which must be replaced (mv) rather than edited.
+    db.pragma('locking_mode = EXCLUSIVE')
     const objects = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").pluck().all())
     const schema = SCHEMAS.find((s) => s.needs.every((name) => objects.has(name)))
     if (schema === undefined) throw new Error('no tiles table: not an MBTiles file')
