@@ -80,9 +80,12 @@ export class Catalog {
       }
       if (info.isDirectory()) {
         const names = (await readdir(path)).sort()
-        for (const name of names) if (kindForFile(name)) specs.push({ path: join(path, name), folder: path })
+        for (const name of names) {
+          const file = join(path, name)
+          if (kindForFile(name) && !specs.some((s) => s.path === file)) specs.push({ path: file, folder: path })
+        }
       } else if (kindForFile(path)) {
-        specs.push({ path })
+        if (!specs.some((s) => s.path === path)) specs.push({ path })
       } else {
         this.log.error({ path: item }, 'not a tileset file (.mbtiles or .pmtiles): skipped')
       }

@@ -25,7 +25,8 @@ export default async function tileRoutes (app) {
     const entry = catalog.get(set)
     if (entry === undefined) return notFound(reply, `no tileset '${set}'`)
     if (entry.source === null) return unavailable(reply, entry)
-    const { y } = parseTileY(request.params.y)
+    const { y, scale } = parseTileY(request.params.y)
+    if (scale !== 1) return notFound(reply, `${entry.id} has no @${scale}x tiles`)
     if (!inGrid(z, x, y)) return badRequest(reply, `tile ${z}/${x}/${y} is outside the 2^${z} grid`)
     const { minzoom, maxzoom } = entry.source.tilejson
     if (z < minzoom || z > maxzoom) return notFound(reply, `zoom ${z} is outside ${entry.id}'s range ${minzoom}-${maxzoom}`)

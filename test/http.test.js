@@ -126,6 +126,7 @@ test('bad coordinates are 400, zooms outside the set 404, unknown sets 404 JSON'
   const outside = await app.inject({ url: '/roads/7/0/0' })
   assert.equal(outside.statusCode, 404)
   assert.match(outside.json().message, /zoom 7 is outside/)
+  assert.equal((await app.inject({ url: '/roads/2/1/1@2x.pbf' })).statusCode, 404, 'no 512 px tiles in a file set')
   const unknown = await app.inject({ url: '/nope/0/0/0' })
   assert.equal(unknown.statusCode, 404)
   assert.equal(unknown.headers['content-type'], 'application/json; charset=utf-8')

@@ -3,7 +3,7 @@ import { basename } from 'node:path'
 import Database from 'better-sqlite3'
 import { flipY } from '../tile.js'
 import { describeTile } from '../tiletype.js'
-import { buildTileJson, normalizeFormat, numberList } from './tilejson.js'
+import { buildTileJson, describedBy, normalizeFormat, numberList } from './tilejson.js'
 
 export const kind = 'mbtiles'
 export const extensions = ['.mbtiles']
@@ -70,10 +70,7 @@ export async function open (spec) {
       hints: { format, compression },
       metadata,
       tilejson: buildTileJson({
-        name: metadata.name ?? spec.id,
-        description: metadata.description,
-        attribution: metadata.attribution,
-        version: metadata.version,
+        ...describedBy(metadata, spec.id),
         minzoom,
         maxzoom,
         bounds: numberList(metadata.bounds, 4),

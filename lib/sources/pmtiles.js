@@ -6,7 +6,7 @@ import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 import { basename } from 'node:path'
 import { Compression, FetchSource, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
-import { buildTileJson, normalizeFormat } from './tilejson.js'
+import { buildTileJson, describedBy, normalizeFormat } from './tilejson.js'
 
 export const kind = 'pmtiles'
 export const extensions = ['.pmtiles']
@@ -133,10 +133,7 @@ export async function open (spec) {
       hints: { format, compression },
       metadata,
       tilejson: buildTileJson({
-        name: json.name ?? spec.id,
-        description: json.description,
-        attribution: json.attribution,
-        version: json.version,
+        ...describedBy(json, spec.id),
         minzoom: header.minZoom,
         maxzoom: header.maxZoom,
         bounds,

@@ -17,6 +17,9 @@ export function numberList (value, length) {
   return finite(list, length) ? list : undefined
 }
 
+/** The descriptive TileJSON fields an archive's metadata may hold (MBTiles metadata table, PMTiles JSON). */
+export const describedBy = (meta, id) => ({ name: meta.name ?? id, description: meta.description, attribution: meta.attribution, version: meta.version })
+
 /**
  * TileJSON fields (all but `tiles`) from what a kind knows. Missing bounds fall back to the world, a missing center
  * to the middle of the bounds at the lowest zoom.
