@@ -7,7 +7,8 @@ import os from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
-import { startBaseline, startTileCannon } from './servers.js'
+import { findNginx, startBaseline, startNginx, startTileCannon } from './servers.js'
+import { mirror } from './mirror.js'
 import { fill, findTiles } from './tiles.js'
 import { markdown, svgChart } from './report.js'
 
@@ -18,7 +19,7 @@ const USAGE = `Usage: node bench/run.js [options]
   --set ID             which tile-cannon set(s) to bench (repeatable; default: all, filtered by --format)
   --format KIND        mbtiles|pmtiles|postgres|cog|demo: only sets of this kind
   --tilejson URL       bounds/center for finding tiles when only --server is given
-  --zooms A-B          zoom levels (default 10-14), or a list like 3,5,7
+  --zooms A-B          zoom levels, or a list like 3,5,7 (default: 10-14 within each set's range)
   --duration S         seconds per zoom and server (default 10)
   --connections N      concurrent connections (default 100)
   --warmup S           seconds of unrecorded load before each measurement (default 1)
@@ -27,6 +28,7 @@ const USAGE = `Usage: node bench/run.js [options]
   --tiles N            distinct tiles per zoom (default 500)
   --header "K: V"      request header (repeatable; default "Accept-Encoding: gzip, br")
   --baseline           add a bare node:http server answering the same tiles from memory
+  --nginx              add the same tiles exploded to files under nginx (one worker), where nginx is installed
   --markdown           print markdown tables (default: also printed when no --json)
   --json FILE          write every figure and the machine to FILE
   --chart FILE         write an SVG chart of req/s per zoom and server
@@ -43,7 +45,7 @@ function parse (argv) {
       set: { type: 'string', multiple: true, default: [] },
       format: { type: 'string' },
       tilejson: { type: 'string' },
-      zooms: { type: 'string', default: '10-14' },
+      zooms: { type: 'string' },
       duration: { type: 'string', default: '10' },
       connections: { type: 'string', default: '100' },
       warmup: { type: 'string', default: '1' },
@@ -52,6 +54,7 @@ function parse (argv) {
       tiles: { type: 'string', default: '500' },
       header: { type: 'string', multiple: true, default: [] },
       baseline: { type: 'boolean', default: false },
+      nginx: { type: 'boolean', default: false },
       markdown: { type: 'boolean', default: false },
       json: { type: 'string' },
       chart: { type: 'string' },
@@ -65,10 +68,13 @@ function parse (argv) {
     if (!Number.isFinite(n) || n < min) throw new UsageError(`--${name} must be a number ≥ ${min}`)
     return n
   }
-  const zooms = /^\d+-\d+$/.test(values.zooms)
-    ? (([a, b]) => Array.from({ length: b - a + 1 }, (_, i) => a + i))(values.zooms.split('-').map(Number))
-    : values.zooms.split(',').map(Number)
-  if (zooms.length === 0 || !zooms.every((z) => Number.isInteger(z) && z >= 0 && z <= 30)) throw new UsageError('--zooms must look like 10-14 or 3,5,7')
+  let zooms = null // null: per set, 10-14 within its zoom range
+  if (values.zooms !== undefined) {
+    zooms = /^\d+-\d+$/.test(values.zooms)
+      ? (([a, b]) => Array.from({ length: b - a + 1 }, (_, i) => a + i))(values.zooms.split('-').map(Number))
+      : values.zooms.split(',').map(Number)
+    if (zooms.length === 0 || !zooms.every((z) => Number.isInteger(z) && z >= 0 && z <= 30)) throw new UsageError('--zooms must look like 10-14 or 3,5,7')
+  }
   const servers = values.server.map((s) => {
     const i = s.indexOf('=')
     if (i < 1) throw new UsageError(`--server wants NAME=URL_TEMPLATE, got "${s}"`)
@@ -97,6 +103,17 @@ function parse (argv) {
     rounds: num('rounds', 1),
     tiles: num('tiles', 1),
   }
+}
+
+/** Zooms 10-14 within the set's range; a set that stops below 10 gets its five highest zooms. */
+function defaultZooms (tilejson) {
+  const min = Number.isInteger(tilejson.minzoom) ? tilejson.minzoom : 0
+  const max = Number.isInteger(tilejson.maxzoom) ? tilejson.maxzoom : 14
+  const inRange = [10, 11, 12, 13, 14].filter((z) => z >= min && z <= max)
+  if (inRange.length) return inRange
+  const out = []
+  for (let z = max; z >= min && out.length < 5; z--) out.unshift(z)
+  return out
 }
 
 /** One autocannon run over `paths` (cycled by a shared counter, so connections never move in lockstep). */
@@ -162,7 +179,8 @@ export async function run (opts) {
     for (const set of sets) {
       const probeTemplate = instances.length ? `${instances[0].base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` : opts.servers[0].template
       set.tiles = {}
-      for (const z of opts.zooms) {
+      set.zooms = opts.zooms ?? defaultZooms(set.tilejsonData)
+      for (const z of set.zooms) {
         progress(`finding tiles of ${set.id ?? set.name} at z${z}…`)
         let found
         try {
@@ -180,26 +198,34 @@ export async function run (opts) {
       ...instances.map((i) => ({ name: i.name, template: (set) => `${i.base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` })),
       ...opts.servers.map((s) => ({ name: s.name, template: () => s.template })),
     ]
+    // Baselines answer the first server's paths with its very answers, so the same path list works for them.
+    const reference = servers[0]
+    const origin = new URL(fill(reference.template(sets[0]), 0, 0, 0)).origin
+    const urls = sets.flatMap((set) => Object.values(set.tiles).flat().map(([z, x, y]) => fill(reference.template(set), z, x, y)))
+    if (opts.nginx) {
+      if (!findNginx()) throw new UsageError('--nginx: nginx is not installed (Debian: apt-get install nginx-light)')
+      progress('starting the nginx static-file baseline…')
+      const nginx = await startNginx(await mirror(urls, opts.headers), join(tmp, 'nginx'))
+      started.push(nginx)
+      servers.unshift({ name: 'nginx static files', template: (set) => reference.template(set).replace(origin, nginx.base) })
+    }
     if (opts.baseline) {
-      const urls = sets.flatMap((set) => Object.values(set.tiles).flat().map(([z, x, y]) => fill(servers[0].template(set), z, x, y)))
       const listFile = join(tmp, 'urls.json')
       writeFileSync(listFile, JSON.stringify({ urls, headers: opts.headers }))
       progress('starting the node:http baseline…')
       const base = await startBaseline(listFile)
       started.push(base)
-      const origin = new URL(servers[0].template(sets[0])).origin
-      // The baseline answers the first server's paths, so the same path list works for it.
-      servers.unshift({ name: 'node:http baseline', template: (set) => servers[1].template(set).replace(origin, base.base) })
+      servers.unshift({ name: 'node:http baseline', template: (set) => reference.template(set).replace(origin, base.base) })
     }
 
     // Measure: for each round, set and zoom, every server in a rotated order.
     const results = {} // set → zoom → server → [runs]
-    const total = opts.rounds * sets.length * opts.zooms.length * servers.length
+    const total = opts.rounds * servers.length * sets.reduce((n, set) => n + set.zooms.length, 0)
     let done = 0
     for (let round = 0; round < opts.rounds; round++) {
       const order = servers.map((_, i) => servers[(i + round) % servers.length])
       for (const set of sets) {
-        for (const z of opts.zooms) {
+        for (const z of set.zooms) {
           for (const server of order) {
             const template = server.template(set)
             const origin = new URL(template.replace('{z}', 0).replace('{x}', 0).replace('{y}', 0)).origin
@@ -231,7 +257,7 @@ export async function run (opts) {
     const report = {
       date: new Date().toISOString(),
       machine: { ...machine, loadAfter: os.loadavg() },
-      options: { zooms: opts.zooms, duration: opts.duration, connections: opts.connections, warmup: opts.warmup, rounds: opts.rounds, cache: opts.cacheModes, headers: opts.headers, tilesPerZoom: opts.tiles, data: opts.data },
+      options: { zooms: opts.zooms ?? 'per set: 10-14 within its range', duration: opts.duration, connections: opts.connections, warmup: opts.warmup, rounds: opts.rounds, cache: opts.cacheModes, headers: opts.headers, tilesPerZoom: opts.tiles, data: opts.data },
       servers: servers.map((s) => s.name),
       sets: sets.map((set) => {
         const key = set.id ?? set.name
@@ -239,7 +265,7 @@ export async function run (opts) {
         return {
           id: set.id,
           location: `${key}${Array.isArray(c) ? ` (${c[0].toFixed(2)}, ${c[1].toFixed(2)})` : ''}`,
-          rows: opts.zooms.map((z) => ({
+          rows: set.zooms.map((z) => ({
             zoom: z,
             tiles: set.tiles[z].length,
             results: Object.fromEntries(Object.entries(results[key][z]).map(([name, runs]) => [name, {

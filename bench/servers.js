@@ -1,5 +1,6 @@
 // Starting and stopping the servers a bench run compares: tile-cannon on given data, and the node:http baseline.
-import { fork } from 'node:child_process'
+import { fork, spawn } from 'node:child_process'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { dirname, join } from 'node:path'
@@ -50,4 +51,84 @@ export async function startBaseline (listFile) {
   const port = await freePort()
   const proc = await forkReady(join(HERE, 'baseline.js'), [listFile, String(port)])
   return { ...proc, base: `http://127.0.0.1:${port}` }
+}
+
+/** True when an nginx binary is on PATH (or at the usual Debian place). */
+export function findNginx () {
+  for (const dir of (process.env.PATH ?? '').split(':').concat('/usr/sbin')) {
+    const bin = join(dir, 'nginx')
+    if (existsSync(bin)) return bin
+  }
+  return null
+}
+
+/**
+ * The static-file ceiling: the same answers exploded to files under nginx (one worker, like one Node process),
+ * served with the headers of each set's first answer. `answers` is mirror()'s Map; `dir` a scratch folder.
+ */
+export async function startNginx (answers, dir) {
+  const bin = findNginx()
+  if (!bin) throw new Error('nginx is not installed')
+  const port = await freePort()
+  const root = join(dir, 'root')
+  const headersBySet = new Map()
+  for (const [path, a] of answers) {
+    const file = join(root, ...path.split('/').filter(Boolean).map(decodeURIComponent))
+    mkdirSync(dirname(file), { recursive: true })
+    writeFileSync(file, a.body)
+    const set = path.split('/')[1]
+    if (!headersBySet.has(set)) headersBySet.set(set, a.head)
+  }
+  const quote = (s) => `"${String(s).replace(/["\\]/g, '\\$&')}"`
+  const locations = [...headersBySet].map(([set, head]) => {
+    const adds = ['content-encoding', 'vary', 'cache-control', 'access-control-allow-origin']
+      .filter((h) => head[h]).map((h) => `add_header ${h} ${quote(head[h])};`).join(' ')
+    return `location ${quote('/' + decodeURIComponent(set) + '/')} { default_type ${quote(head['content-type'] ?? 'application/octet-stream')}; ${adds} }`
+  })
+  const conf = join(dir, 'nginx.conf')
+  writeFileSync(conf, `${process.getuid?.() === 0 ? 'user root;' : ''}
+worker_processes 1;
+pid ${join(dir, 'nginx.pid')};
+error_log ${join(dir, 'error.log')} error;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  types {}
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 1000000;
+  open_file_cache max=100000 inactive=60s;
+  client_body_temp_path ${join(dir, 'tmp')}; proxy_temp_path ${join(dir, 'tmp')}; fastcgi_temp_path ${join(dir, 'tmp')};
+  uwsgi_temp_path ${join(dir, 'tmp')}; scgi_temp_path ${join(dir, 'tmp')};
+  server {
+    listen 127.0.0.1:${port};
+    root ${root};
+    ${locations.join('\n    ')}
+  }
+}
+`)
+  mkdirSync(join(dir, 'tmp'), { recursive: true })
+  const child = spawn(bin, ['-p', dir, '-c', conf, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (d) => { stderr += d })
+  const base = `http://127.0.0.1:${port}`
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`nginx exited: ${stderr.trim().split('\n').pop()}`)
+    try {
+      await fetch(base)
+      break
+    } catch {
+      if (i > 100) throw new Error('nginx did not start')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+  return {
+    child,
+    base,
+    async stop () {
+      if (child.exitCode !== null) return
+      child.kill('SIGQUIT')
+      await once(child, 'exit')
+    },
+  }
 }

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ROOT } from './helpers/app.js'
+import { ROOT, needs } from './helpers/app.js'
 import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
 const RUN = join(ROOT, 'bench', 'run.js')
@@ -82,4 +82,43 @@ test('bench: bad input is a clear message and a non-zero exit, never a stack', a
   const badZooms = bench(['--zooms', 'ten'])
   assert.equal(badZooms.status, 2)
   for (const r of [noPlaceholders, unreachable, empty, badZooms]) assert.doesNotMatch(r.stderr, /at .*\.js:\d+/)
+})
+
+test('bench baselines answer exactly what tile-cannon answers: node:http and nginx', async (t) => {
+  const { findNginx, startNginx, startTileCannon } = await import('../bench/servers.js')
+  const { mirror } = await import('../bench/mirror.js')
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'm.mbtiles'), { tiles: vectorTiles(pyramid(0, 2, 4)) })
+  const tc = await startTileCannon([dir])
+  t.after(() => tc.stop())
+  const urls = pyramid(1, 2, 4).map(([z, x, y]) => `${tc.base}/m/${z}/${x}/${y}`)
+  const headers = { 'accept-encoding': 'gzip, br' }
+  const answers = await mirror(urls, headers)
+  assert.equal(answers.size, urls.length)
+  for (const a of answers.values()) {
+    assert.equal(a.status, 200)
+    assert.equal(a.head['content-encoding'], 'gzip', 'wire bytes kept as sent')
+  }
+  if (!needs(t, findNginx() !== null, 'nginx is not installed (apt-get install nginx-light)')) return
+  const nginx = await startNginx(answers, join(dir, 'nginx'))
+  t.after(() => nginx.stop())
+  const { request } = await import('node:http')
+  for (const url of urls) {
+    const path = new URL(url).pathname
+    const res = await new Promise((resolve, reject) => request(nginx.base + path, { headers }, (r) => {
+      const chunks = []
+      r.on('data', (c) => chunks.push(c)).on('end', () => resolve({ status: r.statusCode, headers: r.headers, body: Buffer.concat(chunks) }))
+    }).on('error', reject).end())
+    const expected = answers.get(path)
+    assert.equal(res.status, 200)
+    assert.deepEqual(res.body, expected.body, path)
+    for (const h of ['content-type', 'content-encoding', 'vary', 'cache-control', 'access-control-allow-origin']) assert.equal(res.headers[h], expected.head[h], `${path} ${h}`)
+  }
+
+  const json = join(dir, 'r.json')
+  const res = bench(['--data', dir, '--zooms', '2', '--duration', '1', '--warmup', '0', '--connections', '2', '--baseline', '--nginx', '--json', json])
+  assert.equal(res.status, 0, res.stderr)
+  const report = JSON.parse(readFileSync(json, 'utf8'))
+  assert.deepEqual(report.servers, ['node:http baseline', 'nginx static files', 'tile-cannon'])
+  for (const server of report.servers) assert.ok(report.sets[0].rows[0].results[server].rps > 0 && report.sets[0].rows[0].results[server].non2xx === 0, server)
 })
