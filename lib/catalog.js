@@ -8,6 +8,8 @@ import { basename, dirname, extname, join, resolve } from 'node:path'
 import * as mbtiles from './sources/mbtiles.js'
 import * as pmtiles from './sources/pmtiles.js'
 import * as demo from './sources/demo.js'
+import * as postgis from './sources/postgis.js'
+import { compose } from './sources/composite.js'
 import { isVector } from './tiletype.js'
 
 const FILE_KINDS = [mbtiles, pmtiles]
@@ -15,7 +17,10 @@ const SIDECARS = ['-journal', '-wal']
 const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s)
 
 const kindForFile = (name) => FILE_KINDS.find((k) => k.extensions.includes(extname(name).toLowerCase()))
-const kindForUrl = (url) => FILE_KINDS.find((k) => k.matchesUrl?.(url))
+const kindForUrl = (url) => [pmtiles, postgis].find((k) => k.matchesUrl(url))
+/** A database URL fit for logs: no password. */
+const redact = (url) => { try { const u = new URL(url); if (u.password) u.password = '***'; return u.toString() } catch { return 'postgres' } }
+const MAX_COMPOSITES = 100
 const stemOf = (name) => basename(name, extname(name))
 const sameFile = (a, b) => a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino
 
@@ -29,14 +34,32 @@ export class Catalog {
     this.byPath = new Map() // absolute file path → entry
     this.watchers = []
     this.timers = new Map()
+    this.providers = new Map() // database URL → postgis provider (one pool, many sets)
+    this.composites = new Map() // "a,b" → composite entry, built on first request
     this.generation = 0
     this.loaded = false
     this.closed = false
   }
 
-  /** The set a URL names: its id or file name, or undefined. */
+  /** The set a URL names: its id or file name, a composite "a,b" of composable sets, or undefined. */
   get (name) {
-    return this.aliases.get(name)
+    const entry = this.aliases.get(name)
+    if (entry !== undefined || name.indexOf(',') === -1) return entry
+    return this.composite(name)
+  }
+
+  composite (name) {
+    const known = this.composites.get(name)
+    if (known !== undefined && !known.parts.some((p) => p.retired)) return known
+    const ids = name.split(',')
+    if (ids.length > 16 || new Set(ids).size !== ids.length) return undefined
+    const parts = ids.map((id) => this.aliases.get(id))
+    if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return undefined
+    if (this.composites.size >= MAX_COMPOSITES) this.composites.clear()
+    const entry = this.makeEntry({ id: name, kind: 'composite' }, compose(name, parts))
+    entry.parts = parts
+    this.composites.set(name, entry)
+    return entry
   }
 
   /** Sets that serve tiles, in the order found. */
@@ -54,6 +77,7 @@ export class Catalog {
 
   async load () {
     for (const spec of await this.discover()) await this.openSpec(spec)
+    this.startRediscovery()
     this.loaded = true
   }
 
@@ -90,6 +114,8 @@ export class Catalog {
         this.log.error({ path: item }, 'not a tileset file (.mbtiles or .pmtiles): skipped')
       }
     }
+    const database = this.config.postgres.url
+    if (database && !specs.some((s) => s.url === database)) specs.push({ url: database })
     if (specs.length === 0 && this.config.demo) specs.push({ id: 'countries', demo: true })
     return specs
   }
@@ -105,18 +131,20 @@ export class Catalog {
     return `${stem}-${n}`
   }
 
-  /** Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). */
-  async openSpec (spec, id = this.newId(spec)) {
-    const kind = spec.demo ? demo : spec.url ? kindForUrl(spec.url) : kindForFile(spec.path)
+  /** An entry: a set as the routes see it, with its per-set options and bookkeeping. `source` null: unavailable. */
+  makeEntry ({ id, kind, path = null, url = null, group = null, reason = null }, source = null) {
+    path ??= null
+    url ??= null
     const options = this.config.sets[id] ?? {}
     const entry = {
       id,
-      kind: kind?.kind ?? 'unknown',
-      path: spec.path ?? null,
-      url: spec.url ?? null,
+      kind,
+      path,
+      url,
+      group,
       file: null,
-      source: null,
-      reason: null,
+      source,
+      reason,
       key: `${id}#${++this.generation}/`,
       options,
       active: 0,
@@ -124,34 +152,87 @@ export class Catalog {
       errors: new Set(),
       sniffed: {}, // what compressed tiles of this set hold (see describeTile)
     }
+    if (source !== null) {
+      entry.missingStatus = options.missingStatus ?? (isVector(source.format) ? 204 : 404)
+      entry.cacheControl = options.cacheControl ?? this.config.cacheControl
+    }
+    return entry
+  }
+
+  /** Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). */
+  async openSpec (spec, id = this.newId(spec)) {
+    const kind = spec.demo ? demo : spec.url ? kindForUrl(spec.url) : kindForFile(spec.path)
+    if (kind === postgis) return this.openDatabase(spec.url)
+    let file = null
     if (spec.path) {
       try {
-        entry.file = await stat(spec.path)
+        file = await stat(spec.path)
       } catch {
         return null // gone between listing and opening
       }
     }
+    let source = null
+    let reason = null
     if (!kind) {
-      entry.reason = 'no source kind serves this URL'
+      reason = 'no source kind serves this URL'
     } else if (spec.path && SIDECARS.some((s) => existsSync(spec.path + s))) {
-      entry.reason = 'still being written (a -journal or -wal file is beside it)'
+      reason = 'still being written (a -journal or -wal file is beside it)'
     } else {
       try {
-        entry.source = await kind.open({ ...options, ...spec, id }, { log: this.log })
+        source = await kind.open({ ...this.config.sets[id], ...spec, id }, { log: this.log })
       } catch (err) {
-        entry.reason = err.message
+        reason = err.message
       }
     }
-    if (entry.source !== null) {
-      const format = entry.source.format
-      entry.missingStatus = options.missingStatus ?? (isVector(format) ? 204 : 404)
-      entry.cacheControl = options.cacheControl ?? this.config.cacheControl
-      this.log.info({ set: id, kind: entry.kind, format, minzoom: entry.source.tilejson.minzoom, maxzoom: entry.source.tilejson.maxzoom }, 'serving')
+    const entry = this.makeEntry({ id, kind: kind?.kind ?? 'unknown', path: spec.path, url: spec.url, reason }, source)
+    entry.file = file
+    if (source !== null) {
+      this.log.info({ set: id, kind: entry.kind, format: source.format, minzoom: source.tilejson.minzoom, maxzoom: source.tilejson.maxzoom }, 'serving')
     } else {
-      this.log.warn({ set: id, reason: entry.reason }, 'tileset unavailable')
+      this.log.warn({ set: id, reason }, 'tileset unavailable')
     }
     this.register(entry)
     return entry
+  }
+
+  /**
+   * (Re-)discovers the sets of a database and registers them as one group. While the database cannot be reached,
+   * discovery is retried in the background; sets found earlier keep their entries (their tiles answer 503 until the
+   * pool reconnects, which it does on its own).
+   */
+  async openDatabase (url) {
+    let provider = this.providers.get(url)
+    if (provider === undefined) {
+      provider = postgis.createProvider(url, this.config.postgres, { log: this.log })
+      this.providers.set(url, provider)
+    }
+    let found
+    try {
+      found = await provider.discover()
+    } catch (err) {
+      if (!provider.retry) this.log.warn({ database: redact(url), err: err.message }, 'postgres unreachable: sets will appear when it answers')
+      this.retryDatabase(url, provider)
+      return null
+    }
+    clearTimeout(provider.retry)
+    provider.retry = null
+    const ids = new Set()
+    for (const { id, source } of found) {
+      const previous = this.entries.get(id)
+      const finalId = previous && previous.group !== url ? `${new URL(url).pathname.slice(1) || 'postgres'}.${id}` : id
+      ids.add(finalId)
+      this.register(this.makeEntry({ id: finalId, kind: postgis.kind, group: url }, source))
+    }
+    for (const entry of [...this.entries.values()]) if (entry.group === url && !ids.has(entry.id)) this.remove(entry)
+    this.log.info({ database: redact(url), sets: ids.size }, 'postgres sets discovered')
+    return null
+  }
+
+  retryDatabase (url, provider) {
+    if (this.closed) return
+    clearTimeout(provider.retry)
+    provider.retry = setTimeout(() => this.openDatabase(url).catch(() => {}), this.config.postgres.retryMs ?? 5000)
+    provider.retry.unref()
   }
 
   register (entry) {
@@ -188,10 +269,10 @@ export class Catalog {
   }
 
   /** Reads a stored tile, keeping the entry's handle open until the read is done. */
-  async readTile (entry, z, x, y) {
+  async readTile (entry, z, x, y, query) {
     entry.active++
     try {
-      return await entry.source.getTile(z, x, y)
+      return await entry.source.getTile(z, x, y, query)
     } finally {
       if (--entry.active === 0 && entry.retired) this.closeSource(entry)
     }
@@ -225,6 +306,9 @@ export class Catalog {
         const known = this.byPath.get(spec.path)
         if (known) await this.refreshFile(spec.path, { force: true })
         else await this.openSpec(spec)
+      } else if (this.providers.has(spec.url) || (spec.url && kindForUrl(spec.url) === postgis)) {
+        seen.add(spec.url)
+        await this.openDatabase(spec.url)
       } else {
         const known = [...this.entries.values()].find((e) => (spec.url && e.url === spec.url) || (spec.demo && e.kind === 'demo'))
         seen.add(known)
@@ -232,7 +316,8 @@ export class Catalog {
       }
     }
     for (const entry of [...this.entries.values()]) {
-      if (entry.path ? !seen.has(entry.path) : !seen.has(entry) && !entry.retired && entry.kind !== 'demo') this.remove(entry)
+      const kept = entry.path ? seen.has(entry.path) : entry.group ? seen.has(entry.group) : seen.has(entry) || entry.retired || entry.kind === 'demo'
+      if (!kept) this.remove(entry)
     }
     this.log.info({ sets: this.available().length, unavailable: this.unavailable().length }, 'catalog reloaded')
   }
@@ -283,14 +368,31 @@ export class Catalog {
     }, this.config.watchDebounceMs).unref())
   }
 
+  /** Re-discovers every database on an interval (config postgres.discoverIntervalS; 0: only on SIGHUP). */
+  startRediscovery () {
+    const seconds = this.config.postgres.discoverIntervalS ?? 0
+    if (seconds <= 0 || this.providers.size === 0) return
+    this.rediscovery = setInterval(() => {
+      for (const url of this.providers.keys()) this.openDatabase(url).catch(() => {})
+    }, seconds * 1000)
+    this.rediscovery.unref()
+  }
+
   async close () {
     this.closed = true
     for (const w of this.watchers) w.close()
     for (const t of this.timers.values()) clearTimeout(t)
+    clearInterval(this.rediscovery)
     this.watchers = []
     for (const entry of this.entries.values()) this.retire(entry)
     this.entries.clear()
     this.aliases.clear()
     this.byPath.clear()
+    this.composites.clear()
+    for (const provider of this.providers.values()) {
+      clearTimeout(provider.retry)
+      await provider.close().catch(() => {})
+    }
+    this.providers.clear()
   }
 }

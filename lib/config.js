@@ -20,6 +20,7 @@ export const DEFAULTS = {
   watchDebounceMs: 300,
   demo: true,
   sets: {},
+  postgres: {},
 }
 
 const schema = {
@@ -44,6 +45,47 @@ const schema = {
     watch: { type: 'boolean' },
     watchDebounceMs: { type: 'integer', minimum: 0 },
     demo: { type: 'boolean' },
+    postgres: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        url: { type: 'string', pattern: '^postgres(ql)?://' },
+        schemas: { type: 'array', items: { type: 'string' } },
+        functions: { type: 'boolean' },
+        autoPublish: { type: 'boolean' },
+        poolSize: { type: 'integer', minimum: 1, maximum: 200 },
+        statementTimeoutMs: { type: 'integer', minimum: 1 },
+        connectTimeoutMs: { type: 'integer', minimum: 1 },
+        boundsTimeoutMs: { type: 'integer', minimum: 1 },
+        retryMs: { type: 'integer', minimum: 10 },
+        discoverIntervalS: { type: 'number', minimum: 0 },
+        extent: { type: 'integer', minimum: 256 },
+        buffer: { type: 'integer', minimum: 0 },
+        featureLimit: { type: 'integer', minimum: 1 },
+        defaultSrid: { type: 'integer', minimum: 1 },
+        tables: {
+          type: 'object',
+          additionalProperties: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['table'],
+            properties: {
+              schema: { type: 'string' },
+              table: { type: 'string' },
+              geometryColumn: { type: 'string' },
+              srid: { type: 'integer', minimum: 1 },
+              extent: { type: 'integer', minimum: 256 },
+              buffer: { type: 'integer', minimum: 0 },
+              minzoom: { type: 'integer', minimum: 0, maximum: 30 },
+              maxzoom: { type: 'integer', minimum: 0, maximum: 30 },
+              limit: { type: 'integer', minimum: 1 },
+              properties: { type: 'array', items: { type: 'string' } },
+              layer: { type: 'string' },
+            },
+          },
+        },
+      },
+    },
     sets: {
       type: 'object',
       additionalProperties: {
@@ -193,6 +235,8 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   const file = values.config ?? env.TILE_CANNON_CONFIG
   const layers = [DEFAULTS, file ? readConfigFile(resolve(cwd, file)) : {}, fromEnv(env), fromFlags(values, positionals), overrides]
   const merged = Object.assign({}, ...layers.map((l) => structuredClone(l)))
+  merged.postgres = { ...merged.postgres }
+  if (!merged.postgres.url && env.DATABASE_URL) merged.postgres.url = env.DATABASE_URL
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)
   if (!validate(merged)) {
     const problems = validate.errors.map((e) => `${e.instancePath.slice(1) || 'config'} ${e.message}`)

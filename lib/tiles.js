@@ -14,16 +14,20 @@ export class TileService {
     this.cache = cache
   }
 
-  /** The stored tile and what it is, from the cache or the source. */
-  record (entry, z, x, y) {
-    const key = entry.key + z + '/' + x + '/' + y
+  /**
+   * The stored tile and what it is, from the cache or the source. `query` (only for sets that take one, such as
+   * PostGIS functions) is part of the cache key, in a canonical order.
+   */
+  record (entry, z, x, y, query) {
+    let key = entry.key + z + '/' + x + '/' + y
+    if (query !== undefined) key += '?' + canonicalQuery(query)
     const hit = this.cache.get(key)
     if (hit !== undefined) return hit
-    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key))
+    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key, query))
   }
 
-  async load (entry, z, x, y, key) {
-    const stored = await this.catalog.readTile(entry, z, x, y)
+  async load (entry, z, x, y, key, query) {
+    const stored = await this.catalog.readTile(entry, z, x, y, query)
     let record = ABSENT
     if (stored !== null && stored.length > 0) {
       const info = describeTile(stored, entry.source.hints, entry.sniffed)
@@ -72,6 +76,8 @@ export class TileService {
     return variant
   }
 }
+
+const canonicalQuery = (query) => JSON.stringify(Object.keys(query).sort().map((k) => [k, query[k]]))
 
 /** If-None-Match against a strong ETag: exact, a list, or `*`. */
 export function etagMatches (header, etag) {

@@ -33,7 +33,7 @@ export default async function tileRoutes (app) {
 
     let record
     try {
-      record = tiles.record(entry, z, x, y) // a cached record comes back as is, not as a promise
+      record = tiles.record(entry, z, x, y, entry.source.takesQuery ? request.query : undefined) // cached: no promise
       if (record instanceof Promise) record = await record
     } catch (err) {
       return unavailable(reply, entry, err, request.log)

@@ -1,0 +1,31 @@
+// A composite set (/a,b/z/x/y): the layers of several sets in one tile. MVT layers are a repeated protobuf field, so
+// raw tiles concatenate into one valid tile; only sets that return raw MVT (`composable`) can take part.
+import { buildTileJson } from './tilejson.js'
+
+export function compose (id, parts) {
+  const tjs = parts.map((p) => p.source.tilejson)
+  const bounds = tjs.map((t) => t.bounds).reduce((a, b) => [Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.max(a[2], b[2]), Math.max(a[3], b[3])])
+  return {
+    id,
+    kind: 'composite',
+    format: 'pbf',
+    hints: { format: 'pbf' },
+    composable: false,
+    takesQuery: parts.some((p) => p.source.takesQuery),
+    metadata: { parts: parts.map((p) => p.id) },
+    tilejson: buildTileJson({
+      name: id,
+      minzoom: Math.min(...tjs.map((t) => t.minzoom)),
+      maxzoom: Math.max(...tjs.map((t) => t.maxzoom)),
+      bounds,
+      vectorLayers: tjs.flatMap((t) => t.vector_layers ?? []),
+      format: 'pbf',
+    }),
+    async getTile (z, x, y, query) {
+      const tiles = await Promise.all(parts.map((p) => p.source.getTile(z, x, y, query)))
+      const present = tiles.filter((t) => t !== null && t.length > 0)
+      return present.length === 0 ? null : present.length === 1 ? present[0] : Buffer.concat(present)
+    },
+    close () {},
+  }
+}

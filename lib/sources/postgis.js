@@ -1,0 +1,301 @@
+// PostGIS source: one pg pool per database, many sets: every table and view with a geometry column, and every
+// function `fn(z integer, x integer, y integer[, query json]) returns bytea`. Each set's tile query is built once at
+// discovery; identifiers come quoted from the catalog, request values are bound parameters, never spliced into SQL.
+import pg from 'pg'
+import { buildTileJson, describedBy } from './tilejson.js'
+
+export const kind = 'postgis'
+export const matchesUrl = (url) => /^postgres(ql)?:\/\//i.test(url)
+
+const quoteIdent = (s) => `"${String(s).replaceAll('"', '""')}"`
+const quoteLiteral = (s) => `'${String(s).replaceAll("'", "''")}'`
+
+const NUMBER_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'numeric', 'oid'])
+const STRING_TYPES = new Set(['text', 'varchar', 'bpchar', 'char', 'name', 'uuid', 'citext', 'date', 'timestamp', 'timestamptz', 'time'])
+// Types ST_AsMVT encodes as they are; others are passed as text so a column of any type never breaks a tile.
+const NATIVE_TYPES = new Set([...NUMBER_TYPES, 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
+const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea', 'tsvector'])
+
+const fieldType = (t) => (NUMBER_TYPES.has(t) ? 'Number' : t === 'bool' ? 'Boolean' : 'String')
+
+const TABLES_SQL = `
+SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind,
+       gc.f_geometry_column AS geom, gc.srid, gc.type AS geom_type, obj_description(c.oid, 'pg_class') AS comment
+FROM geometry_columns gc
+JOIN pg_namespace n ON n.nspname = gc.f_table_schema
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = gc.f_table_name
+WHERE has_table_privilege(c.oid, 'SELECT') AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
+ORDER BY n.nspname, c.relname, gc.f_geometry_column`
+
+const COLUMNS_SQL = `
+SELECT a.attrelid::int AS oid, a.attname AS name, t.typname AS type,
+       coalesce((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary
+                 AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum), false) AS pk
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum`
+
+const FUNCTIONS_SQL = `
+SELECT n.nspname AS schema, p.proname AS name, p.pronargs AS nargs,
+       array_to_string(p.proargtypes::regtype[], ',') AS args, obj_description(p.oid, 'pg_proc') AS comment
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.prorettype = 'bytea'::regtype AND p.prokind = 'f' AND NOT p.proretset
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
+  AND has_function_privilege(p.oid, 'EXECUTE')
+  AND array_to_string(p.proargtypes::regtype[], ',') IN ('integer,integer,integer', 'integer,integer,integer,json', 'integer,integer,integer,jsonb')
+ORDER BY n.nspname, p.proname`
+
+/** TileJSON fields a table or function comment may carry as JSON (martin's convention). */
+function commentJson (comment) {
+  if (typeof comment !== 'string' || !comment.trim().startsWith('{')) return {}
+  try {
+    const parsed = JSON.parse(comment)
+    return parsed && typeof parsed === 'object' ? parsed : {}
+  } catch {
+    return {}
+  }
+}
+
+// Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
+const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'MULTISURFACE'])
+
+/** The SQL of a table set's tile: envelope transformed once to the table's SRID, the GiST index used by &&. */
+function tableTileSql ({ schema, table, geom, geomType, srid, columns, extent, buffer, limit, idColumn, layer }) {
+  const g = `g.${quoteIdent(geom)}`
+  const linear = MAYBE_CURVED.has(String(geomType).toUpperCase()) ? `ST_CurveToLine(${g})` : g
+  const inTileSrid = srid === 3857 ? linear : `ST_Transform(${linear}, 3857)`
+  const margin = buffer / extent
+  const envelope = srid === 3857
+    ? `ST_TileEnvelope($1, $2, $3, margin => ${margin})`
+    : `ST_Transform(ST_TileEnvelope($1, $2, $3, margin => ${margin}), ${srid})`
+  const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::text AS ${quoteIdent(c.name)}`))
+  return `SELECT ST_AsMVT(t, ${quoteLiteral(layer)}, ${extent}, 'mvt_geom'${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
+  SELECT ST_AsMVTGeom(${inTileSrid}, ST_TileEnvelope($1, $2, $3), ${extent}, ${buffer}, true) AS mvt_geom${props.length ? ', ' + props.join(', ') : ''}
+  FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
+  WHERE ${g} && ${envelope}${limit ? `\n  LIMIT ${limit}` : ''}
+) AS t WHERE t.mvt_geom IS NOT NULL`
+}
+
+/** Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. */
+async function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
+    const box = (expr) => `SELECT ST_XMin(b) AS w, ST_YMin(b) AS s, ST_XMax(b) AS e, ST_YMax(b) AS n
+      FROM (SELECT ST_Transform(ST_SetSRID((${expr})::geometry, ${srid}), 4326) AS b) AS x`
+    let row
+    try {
+      row = (await client.query(box(`ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)})`))).rows[0]
+    } catch {
+      row = undefined // no statistics yet
+    }
+    if (!row || row.w === null) {
+      await client.query('ROLLBACK')
+      await client.query('BEGIN')
+      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
+      row = (await client.query(box(`SELECT ST_Extent(${quoteIdent(geom)}) FROM ${quoteIdent(schema)}.${quoteIdent(table)}`))).rows[0]
+    }
+    await client.query('COMMIT')
+    if (!row || row.w === null) return undefined
+    const clampLat = (v) => Math.max(-85.0511287798, Math.min(85.0511287798, v))
+    const b = [Math.max(-180, row.w), clampLat(row.s), Math.min(180, row.e), clampLat(row.n)]
+    return b.every(Number.isFinite) && b[0] <= b[2] && b[1] <= b[3] ? b : undefined
+  } catch {
+    await client.query('ROLLBACK').catch(() => {})
+    return undefined // a slow or failing extent never stops the set; TileJSON falls back to the world
+  } finally {
+    client.release()
+  }
+}
+
+/**
+ * A provider for one database: `discover()` lists its sets (and can be called again to re-discover); `close()` ends
+ * the pool. Options (config `postgres`): schemas, functions, tables, poolSize, statementTimeoutMs, extent, buffer.
+ */
+export function createProvider (url, options = {}, { log } = {}) {
+  const statementTimeoutMs = options.statementTimeoutMs ?? 5000
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 3000,
+    idleTimeoutMillis: 60_000,
+    statement_timeout: statementTimeoutMs,
+    // A network cut is not a slow query: give up on the client side shortly after the server would have.
+    query_timeout: statementTimeoutMs + 2000,
+    application_name: 'tile-cannon',
+  })
+  let poolErrors = 0
+  pool.on('error', (err) => {
+    // An idle client lost its connection (database restarted): the pool replaces it on demand.
+    if (poolErrors++ === 0) log?.warn({ err: err.message }, 'postgres connection lost; reconnecting on demand')
+  })
+  pool.on('connect', () => { poolErrors = 0 })
+
+  let statementCounter = 0
+
+  function makeTableSource (id, t, bounds) {
+    const sql = tableTileSql(t)
+    const name = `tc_${++statementCounter}_${t.table.replace(/[^A-Za-z0-9_]/g, '').slice(0, 30)}`
+    const tj = commentJson(t.comment)
+    const fields = Object.fromEntries(t.columns.map((c) => [c.name, fieldType(c.type)]))
+    return {
+      id,
+      kind,
+      format: 'pbf',
+      hints: { format: 'pbf' },
+      composable: true,
+      metadata: { schema: t.schema, table: t.table, geometryColumn: t.geom, srid: t.srid, geometryType: t.geomType, extent: t.extent, buffer: t.buffer, properties: t.columns.map((c) => ({ name: c.name, type: c.type })) },
+      tilejson: buildTileJson({
+        ...describedBy(tj, id),
+        minzoom: t.minzoom ?? tj.minzoom ?? 0,
+        maxzoom: t.maxzoom ?? tj.maxzoom ?? 22,
+        bounds,
+        vectorLayers: [{ id: t.layer, fields, minzoom: t.minzoom ?? 0, maxzoom: t.maxzoom ?? 22, ...(tj.description ? { description: tj.description } : {}) }],
+        format: 'pbf',
+      }),
+      sql,
+      statement: name,
+      async getTile (z, x, y) {
+        const res = await pool.query({ name, text: sql, values: [z, x, y] })
+        return res.rows[0]?.st_asmvt ?? null
+      },
+      close () {},
+    }
+  }
+
+  function makeFunctionSource (id, f) {
+    const takesQuery = f.nargs === 4
+    const sql = `SELECT ${quoteIdent(f.schema)}.${quoteIdent(f.name)}($1::integer, $2::integer, $3::integer${takesQuery ? `, $4::${f.args.endsWith('jsonb') ? 'jsonb' : 'json'}` : ''}) AS tile`
+    const name = `tc_${++statementCounter}_fn_${f.name.replace(/[^A-Za-z0-9_]/g, '').slice(0, 30)}`
+    const tj = commentJson(f.comment)
+    return {
+      id,
+      kind,
+      format: 'pbf',
+      hints: { format: tj.format === 'mlt' ? 'mlt' : 'pbf' },
+      composable: true,
+      takesQuery,
+      metadata: { schema: f.schema, function: f.name, arguments: f.args },
+      tilejson: buildTileJson({
+        ...describedBy(tj, id),
+        minzoom: tj.minzoom ?? 0,
+        maxzoom: tj.maxzoom ?? 22,
+        bounds: Array.isArray(tj.bounds) && tj.bounds.length === 4 ? tj.bounds : undefined,
+        center: Array.isArray(tj.center) && tj.center.length === 3 ? tj.center : undefined,
+        vectorLayers: Array.isArray(tj.vector_layers) ? tj.vector_layers : undefined,
+        format: 'pbf',
+      }),
+      sql,
+      statement: name,
+      async getTile (z, x, y, query) {
+        const values = takesQuery ? [z, x, y, JSON.stringify(query ?? {})] : [z, x, y]
+        const res = await pool.query({ name, text: sql, values })
+        return res.rows[0]?.tile ?? null
+      },
+      close () {},
+    }
+  }
+
+  /** Every set in the database now: [{ id, source }], or throws when the database cannot be reached. */
+  async function discover () {
+    const schemas = options.schemas ?? null
+    const inSchemas = (s) => schemas === null || schemas.includes(s)
+    const { rows: geomRows } = await pool.query(TABLES_SQL)
+    const rows = geomRows.filter((r) => inSchemas(r.schema))
+    const { rows: columnRows } = rows.length ? await pool.query(COLUMNS_SQL, [[...new Set(rows.map((r) => r.oid))]]) : { rows: [] }
+    const columnsOf = new Map()
+    for (const c of columnRows) {
+      if (!columnsOf.has(c.oid)) columnsOf.set(c.oid, [])
+      columnsOf.get(c.oid).push(c)
+    }
+    const geomCount = new Map()
+    const nameCount = new Map()
+    for (const r of rows) {
+      geomCount.set(r.oid, (geomCount.get(r.oid) ?? 0) + 1)
+      nameCount.set(r.table, (nameCount.get(r.table) ?? 0) + (geomCount.get(r.oid) === 1 ? 1 : 0))
+    }
+    const configured = options.tables ?? {}
+    const published = options.autoPublish === false ? [] : rows
+    const specs = []
+    for (const r of published) {
+      const base = nameCount.get(r.table) > 1 ? `${r.schema}.${r.table}` : r.table
+      const id = geomCount.get(r.oid) > 1 ? `${base}.${r.geom}` : base
+      specs.push({ id, row: r, opts: {} })
+    }
+    for (const [id, t] of Object.entries(configured)) {
+      const row = rows.find((r) => r.table === t.table && (t.schema === undefined || r.schema === t.schema) && (t.geometryColumn === undefined || r.geom === t.geometryColumn))
+      const existing = specs.findIndex((s) => s.row === row)
+      if (!row) {
+        log?.warn({ set: id }, 'configured postgres table not found (or has no geometry column)')
+        continue
+      }
+      if (existing !== -1) specs.splice(existing, 1)
+      specs.push({ id, row, opts: t })
+    }
+
+    const out = []
+    for (const { id, row, opts } of specs) {
+      let srid = opts.srid ?? row.srid
+      if (!srid) {
+        // geometry without a typmod: read the SRID off a row
+        const q = `SELECT ST_SRID(${quoteIdent(row.geom)}) AS srid FROM ${quoteIdent(row.schema)}.${quoteIdent(row.table)} WHERE ${quoteIdent(row.geom)} IS NOT NULL LIMIT 1`
+        srid = (await pool.query(q)).rows[0]?.srid ?? options.defaultSrid ?? 0
+      }
+      if (!srid) {
+        log?.warn({ set: id }, 'table has no SRID (set `srid` for it in the config): skipped')
+        continue
+      }
+      const all = (columnsOf.get(row.oid) ?? []).filter((c) => !SKIPPED_TYPES.has(c.type) && !c.type.startsWith('_'))
+      const wanted = Array.isArray(opts.properties) ? all.filter((c) => opts.properties.includes(c.name)) : all
+      const pk = (columnsOf.get(row.oid) ?? []).find((c) => c.pk && ['int2', 'int4', 'int8'].includes(c.type))
+      const t = {
+        schema: row.schema,
+        table: row.table,
+        geom: row.geom,
+        geomType: row.geom_type,
+        srid,
+        comment: row.comment,
+        columns: wanted,
+        idColumn: pk && wanted.includes(pk) ? pk.name : null,
+        extent: opts.extent ?? options.extent ?? 4096,
+        buffer: opts.buffer ?? options.buffer ?? 64,
+        limit: opts.limit ?? options.featureLimit ?? null,
+        minzoom: opts.minzoom,
+        maxzoom: opts.maxzoom,
+        layer: opts.layer ?? (geomCount.get(row.oid) > 1 ? `${row.table}.${row.geom}` : row.table),
+      }
+      const bounds = await tableBounds(pool, t, options.boundsTimeoutMs ?? 2000)
+      out.push({ id, source: makeTableSource(id, t, bounds) })
+    }
+    if (options.functions !== false) {
+      const { rows: fns } = await pool.query(FUNCTIONS_SQL)
+      const taken = new Set(out.map((s) => s.id))
+      for (const f of fns.filter((f) => inSchemas(f.schema))) {
+        const id = taken.has(f.name) || fns.filter((g) => g.name === f.name).length > 1 ? `${f.schema}.${f.name}` : f.name
+        taken.add(id)
+        out.push({ id, source: makeFunctionSource(id, f) })
+      }
+    }
+    await prewarm(out.map((s) => s.source).filter((s) => !s.takesQuery && s.metadata.table))
+    return out
+  }
+
+  /**
+   * Opens `poolSize` connections and prepares every table query on each (run once on a tile far from any data, which
+   * the index answers at once), so the first real requests pay neither connection nor planning.
+   */
+  async function prewarm (sources) {
+    const clients = []
+    try {
+      for (let i = 0; i < (options.poolSize ?? 10); i++) clients.push(await pool.connect())
+      await Promise.all(clients.map(async (client) => {
+        for (const s of sources) await client.query({ name: s.statement, text: s.sql, values: [30, 0, 0] }).catch(() => {})
+      }))
+    } finally {
+      for (const c of clients) c.release()
+    }
+  }
+
+  return { url, discover, close: () => pool.end(), pool }
+}
