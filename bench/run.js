@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
 import { findNginx, startBaseline, startNginx, startTileCannon } from './servers.js'
 import { mirror } from './mirror.js'
+import { createProvider } from '../lib/sources/postgis.js'
 import { fill, findTiles } from './tiles.js'
 import { markdown, svgChart } from './report.js'
 
@@ -29,6 +30,8 @@ const USAGE = `Usage: node bench/run.js [options]
   --header "K: V"      request header (repeatable; default "Accept-Encoding: gzip, br")
   --baseline           add a bare node:http server answering the same tiles from memory
   --nginx              add the same tiles exploded to files under nginx (one worker), where nginx is installed
+  --pg-ceiling         for PostGIS sets: the same tile queries run directly with pg in a tight loop, no HTTP
+                       (the database-bound ceiling; its row comes first)
   --markdown           print markdown tables (default: also printed when no --json)
   --json FILE          write every figure and the machine to FILE
   --chart FILE         write an SVG chart of req/s per zoom and server
@@ -55,6 +58,7 @@ function parse (argv) {
       header: { type: 'string', multiple: true, default: [] },
       baseline: { type: 'boolean', default: false },
       nginx: { type: 'boolean', default: false },
+      'pg-ceiling': { type: 'boolean', default: false },
       markdown: { type: 'boolean', default: false },
       json: { type: 'string' },
       chart: { type: 'string' },
@@ -134,6 +138,43 @@ function load (origin, paths, { duration, connections, headers }) {
 /** The useful part of a fetch failure: ECONNREFUSED, bad port, … */
 const why = (err) => err.cause?.code ?? err.cause?.message ?? err.message
 
+/**
+ * The database-bound ceiling: a source's own tile query, run with its pg pool in a tight loop (as many at once as the
+ * pool has connections) for `duration` seconds. No HTTP, no cache: what tile-cannon with the cache off cannot beat.
+ */
+async function queryLoop (source, tiles, { duration }) {
+  const latencies = []
+  let bytes = 0
+  let errors = 0
+  let next = 0
+  const end = Date.now() + duration * 1000
+  const started = Date.now()
+  await Promise.all(Array.from({ length: 10 }, async () => {
+    while (Date.now() < end) {
+      const [z, x, y] = tiles[next++ % tiles.length]
+      const t = process.hrtime.bigint()
+      try {
+        const tile = await source.getTile(z, x, y)
+        bytes += tile?.length ?? 0
+      } catch {
+        errors++
+      }
+      latencies.push(Number(process.hrtime.bigint() - t) / 1e6)
+    }
+  }))
+  const seconds = (Date.now() - started) / 1000
+  latencies.sort((a, b) => a - b)
+  return {
+    rps: latencies.length / seconds,
+    throughput: bytes / seconds,
+    latencyAvg: latencies.reduce((a, b) => a + b, 0) / latencies.length,
+    latencyP99: latencies[Math.floor(latencies.length * 0.99)] ?? 0,
+    errors,
+    non2xx: 0,
+    requests: latencies.length,
+  }
+}
+
 const progress = (msg) => { if (process.stderr.isTTY) process.stderr.write(`\r\x1b[K${msg}`); else process.stderr.write(`${msg}\n`) }
 
 async function getJson (url) {
@@ -169,6 +210,8 @@ export async function run (opts) {
       const catalog = await getJson(`${instances[0].base}/catalog`)
       sets = catalog.filter((s) => (!opts.format || s.kind === (opts.format === 'postgres' ? 'postgis' : opts.format)) && (opts.set.length === 0 || opts.set.includes(s.id)))
       if (sets.length === 0) throw new UsageError(`no tile-cannon set matches${opts.format ? ` --format ${opts.format}` : ''}${opts.set.length ? ` --set ${opts.set.join(',')}` : ''}`)
+      // Another server is known by one URL template, so it can be compared on one set only.
+      if (opts.servers.length && sets.length > 1) throw new UsageError(`--server compares one set, and ${sets.length} match: pick one with --set (${sets.map((s) => s.id).join(', ')})`)
       for (const s of sets) s.tilejsonData = await getJson(`${instances[0].base}/${encodeURIComponent(s.id)}.json`)
     } else {
       const tilejsonData = opts.tilejson ? await getJson(opts.tilejson) : {}
@@ -218,6 +261,16 @@ export async function run (opts) {
       servers.unshift({ name: 'node:http baseline', template: (set) => reference.template(set).replace(origin, base.base) })
     }
 
+    if (opts['pg-ceiling']) {
+      const database = opts.data.find((d) => /^postgres(ql)?:\/\//.test(d))
+      if (!database) throw new UsageError('--pg-ceiling needs --data postgres://…')
+      progress('discovering the database for the pg ceiling…')
+      const provider = createProvider(database, { poolSize: 10 })
+      started.push({ stop: () => provider.close() })
+      const direct = new Map((await provider.discover()).map(({ id, source }) => [id, source]))
+      servers.unshift({ name: 'pg direct (ceiling)', direct: (set) => direct.get(set.id) })
+    }
+
     // Measure: for each round, set and zoom, every server in a rotated order.
     const results = {} // set → zoom → server → [runs]
     const total = opts.rounds * servers.length * sets.reduce((n, set) => n + set.zooms.length, 0)
@@ -227,13 +280,24 @@ export async function run (opts) {
       for (const set of sets) {
         for (const z of set.zooms) {
           for (const server of order) {
+            const key = set.id ?? set.name
+            if (server.direct) {
+              const source = server.direct(set)
+              if (!source) continue
+              progress(`[${++done}/${total}] round ${round + 1} ${key} z${z} ${server.name}`)
+              if (opts.warmup > 0) await queryLoop(source, set.tiles[z], { ...opts, duration: opts.warmup })
+              const r = await queryLoop(source, set.tiles[z], opts)
+              results[key] ??= {}
+              results[key][z] ??= {}
+              ;(results[key][z][server.name] ??= []).push(r)
+              continue
+            }
             const template = server.template(set)
             const origin = new URL(template.replace('{z}', 0).replace('{x}', 0).replace('{y}', 0)).origin
             const paths = set.tiles[z].map(([tz, x, y]) => fill(template, tz, x, y).slice(origin.length))
             progress(`[${++done}/${total}] round ${round + 1} ${set.id ?? set.name} z${z} ${server.name}`)
             if (opts.warmup > 0) await load(origin, paths, { ...opts, duration: opts.warmup })
             const r = await load(origin, paths, opts)
-            const key = set.id ?? set.name
             results[key] ??= {}
             results[key][z] ??= {}
             results[key][z][server.name] ??= []
@@ -304,9 +368,10 @@ async function main () {
     if (opts.chart) writeFileSync(opts.chart, svgChart(report))
     if (opts.markdown || !opts.json) console.log(markdown(report))
     console.log(`machine: ${report.machine.cpu}, ${report.machine.cores} cores, Node ${report.machine.node}, load ${report.machine.loadBefore.map((l) => l.toFixed(2)).join(' ')} → ${report.machine.loadAfter.map((l) => l.toFixed(2)).join(' ')}`)
-    const failed = report.sets.some((s) => s.rows.some((r) => Object.values(r.results).some((x) => x.errors > 0)))
+    // A server answering errors or non-2xx was not serving the tiles asked for: its figures do not count.
+    const failed = report.sets.some((s) => s.rows.some((r) => Object.values(r.results).some((x) => x.errors > 0 || x.non2xx > 0)))
     if (failed) {
-      console.error('bench: some requests failed (see Errors)')
+      console.error('bench: some requests failed or were not answered 2xx (see Errors and Non-2xx): those figures are not comparable')
       process.exitCode = 1
     }
   } catch (err) {

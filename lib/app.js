@@ -1,4 +1,5 @@
 // buildApp(config) → a Fastify instance with the catalog loaded and every route registered. Tests use it with inject().
+import { STATUS_CODES } from 'node:http'
 import Fastify, { LogController } from 'fastify'
 import cors from '@fastify/cors'
 import { TileCache } from './cache.js'
@@ -17,6 +18,11 @@ export async function buildApp (config, { loggerInstance } = {}) {
     return503OnClosing: false, // requests already on a connection are served while closing: a pm2 reload drops none
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
+    // A malformed URL (bad percent-encoding) gets our JSON shape too.
+    frameworkErrors: (err, request, reply) => {
+      const status = err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400
+      reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: 'malformed request' })
+    },
   })
 
   const tileCache = new TileCache(Math.floor(config.cacheMB * 1024 * 1024))
@@ -33,7 +39,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
     }
     const status = err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500
     if (status === 500) request.log.error({ err }, 'request failed')
-    return reply.code(status).send({ statusCode: status, error: status === 500 ? 'Internal Server Error' : 'Bad Request', message: status === 500 ? 'internal error' : err.message })
+    return reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: status === 500 ? 'internal error' : err.message })
   })
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send({ statusCode: 404, error: 'Not Found', message: 'no such route' })

@@ -15,9 +15,17 @@ export class TileCache {
     return this.lru === null ? undefined : this.lru.get(key)
   }
 
+  /** The record under `key` without touching its recency. */
+  peek (key) {
+    return this.lru === null ? undefined : this.lru.peek(key)
+  }
+
   /** Stores (or re-stores, after the record grew) a record that has a `size` in bytes. */
   set (key, record) {
-    if (this.lru !== null && record.size <= this.maxBytes) this.lru.set(key, record)
+    if (this.lru === null) return
+    // lru-cache weighs a value only when it is new to the key: drop the old weighing of a grown record first.
+    if (this.lru.peek(key) === record) this.lru.delete(key)
+    if (record.size <= this.maxBytes) this.lru.set(key, record)
   }
 
   /** Runs `load` once for all concurrent callers of `key`. */

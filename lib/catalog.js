@@ -173,19 +173,29 @@ export class Catalog {
     }
     let source = null
     let reason = null
+    // A -wal beside a file we already have open may be our own reader's: only a file new to us is judged by it.
+    const ours = spec.path && this.byPath.get(spec.path)?.source
     if (!kind) {
       reason = 'no source kind serves this URL'
-    } else if (spec.path && SIDECARS.some((s) => existsSync(spec.path + s))) {
+    } else if (file !== null && !file.isFile()) {
+      reason = 'not a regular file'
+    } else if (spec.path && !ours && SIDECARS.some((s) => existsSync(spec.path + s))) {
       reason = 'still being written (a -journal or -wal file is beside it)'
     } else {
       try {
         source = await kind.open({ ...this.config.sets[id], ...spec, id }, { log: this.log })
       } catch (err) {
-        reason = err.message
+        // Reasons reach 503 bodies and /health: name the file, never the folder it is in.
+        reason = spec.path ? String(err.message).replaceAll(dirname(spec.path) + '/', '') : String(err.message)
       }
+    }
+    if (this.closed) { // the catalog closed while this file was opening
+      await source?.close()
+      return null
     }
     const entry = this.makeEntry({ id, kind: kind?.kind ?? 'unknown', path: spec.path, url: spec.url, reason }, source)
     entry.file = file
+    if (source?.settle && file !== null) this.settleLater(entry)
     if (source !== null) {
       this.log.info({ set: id, kind: entry.kind, format: source.format, minzoom: source.tilejson.minzoom, maxzoom: source.tilejson.maxzoom }, 'serving')
     } else {
@@ -256,6 +266,7 @@ export class Catalog {
   /** Stops an entry from being found; its handle closes once the reads under way on it are done. */
   retire (entry) {
     entry.retired = true
+    clearTimeout(entry.settleTimer)
     this.cache.purge(entry.key)
     if (entry.active === 0) this.closeSource(entry)
   }
@@ -266,6 +277,27 @@ export class Catalog {
     Promise.resolve()
       .then(() => source.close())
       .catch((err) => this.log.warn({ set: entry.id, err: err.message }, 'closing tileset failed'))
+  }
+
+  /**
+   * Tells a source its file has settled once the file has not changed for `settleMs` (at once for a file that old
+   * already): MBTiles then keeps its lock, which is faster but refuses writers (see mbtiles.js).
+   */
+  settleLater (entry) {
+    const wait = entry.file.mtimeMs + this.config.settleMs - Date.now()
+    const settle = async () => {
+      if (entry.retired || this.closed) return
+      let now = null
+      try { now = await stat(entry.path) } catch {}
+      if (now === null || !sameFile(now, entry.file) || SIDECARS.some((s) => existsSync(entry.path + s))) return // the watcher re-opens it
+      try { entry.source.settle() } catch (err) { this.log.warn({ set: entry.id, err: err.message }, 'settling failed') }
+    }
+    if (wait <= 0) {
+      try { entry.source.settle() } catch (err) { this.log.warn({ set: entry.id, err: err.message }, 'settling failed') }
+    } else {
+      entry.settleTimer = setTimeout(settle, wait)
+      entry.settleTimer.unref()
+    }
   }
 
   /** Reads a stored tile, keeping the entry's handle open until the read is done. */
@@ -293,6 +325,16 @@ export class Catalog {
     if (known && !force && known.file && sameFile(known.file, info) && known.source !== null) return
     // SQLite keeps readers consistent while another process writes in place; re-read when it is done.
     if (known && known.source !== null && !force && SIDECARS.some((s) => existsSync(path + s))) return
+    if (!force) {
+      // A writer may pause between commits (its journal gone meanwhile): open only what has stopped changing.
+      await new Promise((resolve) => setTimeout(resolve, this.config.watchDebounceMs))
+      let again = null
+      try { again = await stat(path) } catch {}
+      if (again === null || !sameFile(again, info)) {
+        this.schedule(path)
+        return
+      }
+    }
     await this.openSpec({ path, folder: known?.folder }, known?.id)
   }
 
@@ -311,12 +353,12 @@ export class Catalog {
         await this.openDatabase(spec.url)
       } else {
         const known = [...this.entries.values()].find((e) => (spec.url && e.url === spec.url) || (spec.demo && e.kind === 'demo'))
-        seen.add(known)
-        await this.openSpec(spec, known?.id)
+        seen.add(spec.url ?? 'demo')
+        await this.openSpec(spec, known?.id ?? spec.id)
       }
     }
     for (const entry of [...this.entries.values()]) {
-      const kept = entry.path ? seen.has(entry.path) : entry.group ? seen.has(entry.group) : seen.has(entry) || entry.retired || entry.kind === 'demo'
+      const kept = entry.path ? seen.has(entry.path) : entry.group ? seen.has(entry.group) : entry.url ? seen.has(entry.url) : seen.has('demo')
       if (!kept) this.remove(entry)
     }
     this.log.info({ sets: this.available().length, unavailable: this.unavailable().length }, 'catalog reloaded')
@@ -325,7 +367,8 @@ export class Catalog {
   /** Watches the served folders (and the folders of served files) for changes. */
   watch () {
     const folders = new Map() // folder → names to watch (null: every tileset file)
-    for (const item of this.config.paths) {
+    const configured = Object.values(this.config.sets).filter((s) => s.path).map((s) => s.path)
+    for (const item of [...this.config.paths, ...configured]) {
       if (isUrl(item)) continue
       const path = resolve(item)
       if (this.isFolder(path)) folders.set(path, null)

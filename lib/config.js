@@ -18,6 +18,7 @@ export const DEFAULTS = {
   logRequests: false,
   watch: true,
   watchDebounceMs: 300,
+  settleMs: 60_000,
   demo: true,
   sets: {},
   postgres: {},
@@ -44,6 +45,7 @@ const schema = {
     logRequests: { type: 'boolean' },
     watch: { type: 'boolean' },
     watchDebounceMs: { type: 'integer', minimum: 0 },
+    settleMs: { type: 'integer', minimum: 0 },
     demo: { type: 'boolean' },
     postgres: {
       type: 'object',

@@ -17,14 +17,20 @@ export function acceptMask (header) {
   let mask = maskMemo.get(header)
   if (mask !== undefined) return mask
   mask = 0
+  let listed = 0 // codings named explicitly, accepted or refused: `*` speaks only for the others
+  let star = false
   for (const part of header.split(',')) {
-    const [name, ...params] = part.trim().toLowerCase().split(';')
+    const [rawName, ...params] = part.trim().toLowerCase().split(';')
+    const name = rawName === 'x-gzip' ? 'gzip' : rawName
     const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='))
-    if (q && !(Number(q.slice(2)) > 0)) continue
-    if (name === '*') mask |= GZIP | BR | DEFLATE | ZSTD
-    else if (name === 'x-gzip') mask |= GZIP
-    else mask |= BIT[name] ?? 0
+    const accepted = !q || Number(q.slice(2)) > 0
+    if (name === '*') star = accepted
+    else {
+      listed |= BIT[name] ?? 0
+      if (accepted) mask |= BIT[name] ?? 0
+    }
   }
+  if (star) mask |= (GZIP | BR | DEFLATE | ZSTD) & ~listed
   if (maskMemo.size > 500) maskMemo.clear()
   maskMemo.set(header, mask)
   return mask

@@ -1,6 +1,6 @@
 // The tile pipeline between a route and a source: cache → source.getTile → tiletype → encoding → headers.
 // Kept out of the route so every kind of source goes through the same steps.
-import { hash } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { describeTile, isCompressible } from './tiletype.js'
 import { chooseEncoding, transcode } from './encoding.js'
 
@@ -37,7 +37,7 @@ export class TileService {
         stored,
         info,
         // Strong validator from the stored bytes; each coding gets its own suffix, so ETags differ per encoding.
-        tag: hash('sha1', stored, 'base64url').slice(0, 20),
+        tag: createHash('sha1').update(stored).digest('base64url').slice(0, 20),
         vary: compressible || info.encoding !== 'identity',
         compressible,
         cacheControl: entry.cacheControl,
@@ -66,12 +66,12 @@ export class TileService {
       'cache-control': record.cacheControl,
     }
     if (encoding !== 'identity') headers['content-encoding'] = encoding
-    if (record.vary) headers.vary = 'Accept-Encoding'
-    const variant = { body, headers, etag: headers.etag }
+    // Vary is not in `headers`: the route adds Accept-Encoding to whatever Vary is already set (CORS sets Origin).
+    const variant = { body, headers, etag: headers.etag, vary: record.vary }
     record.variants[encoding] = variant
     if (body !== record.stored) {
       record.size += body.length
-      if (this.cache.get(record.key) === record) this.cache.set(record.key, record) // re-weigh: it grew
+      if (this.cache.peek(record.key) === record) this.cache.set(record.key, record) // re-weigh: it grew
     }
     return variant
   }

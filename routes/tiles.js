@@ -1,7 +1,7 @@
 // GET/HEAD /:set/:z/:x/:y[.ext] — the hot path. The extension is accepted and ignored: the bytes decide the type.
 import { acceptMask } from '../lib/encoding.js'
 import { ABSENT, etagMatches } from '../lib/tiles.js'
-import { inGrid, parseTileY } from '../lib/tile.js'
+import { MAX_ZOOM, inGrid, parseTileY } from '../lib/tile.js'
 import { unavailable, notFound, badRequest } from './errors.js'
 
 const schema = {
@@ -9,8 +9,9 @@ const schema = {
     type: 'object',
     properties: {
       set: { type: 'string', minLength: 1, maxLength: 512 },
-      z: { type: 'integer', minimum: 0, maximum: 30 },
-      x: { type: 'integer', minimum: 0 },
+      // Digits only: a validator's coercion would let ' 3', '1e0' or '0x1' through, each a new CDN cache key.
+      z: { type: 'string', pattern: '^[0-9]{1,2}$' },
+      x: { type: 'string', pattern: '^[0-9]{1,10}$' },
       y: { type: 'string', pattern: '^[0-9]{1,10}(@[1-4]x)?(\\.[A-Za-z0-9]{1,8})?$' },
     },
     required: ['set', 'z', 'x', 'y'],
@@ -21,7 +22,10 @@ export default async function tileRoutes (app) {
   const { catalog, tiles } = app
 
   app.get('/:set/:z/:x/:y', { schema }, async (request, reply) => {
-    const { set, z, x } = request.params
+    const { set } = request.params
+    const z = Number(request.params.z)
+    const x = Number(request.params.x)
+    if (z > MAX_ZOOM) return badRequest(reply, `zoom ${z} is above ${MAX_ZOOM}`)
     const entry = catalog.get(set)
     if (entry === undefined) return notFound(reply, `no tileset '${set}'`)
     if (entry.source === null) return unavailable(reply, entry)
@@ -50,6 +54,10 @@ export default async function tileRoutes (app) {
       return unavailable(reply, entry, err, request.log)
     }
     reply.headers(variant.headers)
+    if (variant.vary) {
+      const vary = reply.getHeader('vary')
+      reply.header('vary', vary === undefined ? 'Accept-Encoding' : `${vary}, Accept-Encoding`)
+    }
     const inm = request.headers['if-none-match']
     if (inm !== undefined && etagMatches(inm, variant.etag)) return reply.code(304).send()
     return reply.send(variant.body)

@@ -1,7 +1,8 @@
 // The HTTP behaviour map clients and CDNs rely on, on generated MBTiles and PMTiles sets.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import { VectorTile } from '@mapbox/vector-tile'
@@ -117,7 +118,8 @@ test('absent tiles: 204 for vector sets, 404 for raster, configurable per set', 
 test('bad coordinates are 400, zooms outside the set 404, unknown sets 404 JSON', async (t) => {
   const { app } = await fixtureApp(t)
   for (const url of ['/roads/a/0/0', '/roads/1/b/0', '/roads/1/0/c', '/roads/-1/0/0', '/roads/1/-1/0', '/roads/1/0/-1',
-    '/roads/1/2/0', '/roads/1/0/2', '/roads/31/0/0', '/roads/1.5/0/0', '/roads/2/1/1.p/bf', '/roads/2/1/1..pbf']) {
+    '/roads/1/2/0', '/roads/1/0/2', '/roads/31/0/0', '/roads/1.5/0/0', '/roads/2/1/1.p/bf', '/roads/2/1/1..pbf',
+    '/roads/%203/0/0', '/roads/1e0/0/0', '/roads/0x1/0/0', '/roads/1/1e0/0', '/roads/1/%200/0', '/roads/100/0/0']) {
     const res = await app.inject({ url })
     assert.ok(res.statusCode === 400 || res.statusCode === 404, `${url} → ${res.statusCode}`)
     if (!url.includes('.p/')) assert.equal(res.statusCode, 400, url)
@@ -211,6 +213,9 @@ test('CORS on by default, configurable; Cache-Control configurable', async (t) =
   assert.equal(denied.headers['access-control-allow-origin'], undefined)
   assert.equal((await strict.inject({ url: '/photo/0/0/0' })).headers['cache-control'], 'no-cache')
 
+  // With a list of origins CORS answers Vary: Origin; the tile's Vary: Accept-Encoding joins it, never replaces it.
+  assert.deepEqual(ok.headers.vary.split(', ').sort(), ['Accept-Encoding', 'Origin'])
+
   const { app: off } = await fixtureApp(t, { cors: false })
   assert.equal((await off.inject({ url: '/roads/0/0/0', headers: { origin: 'https://a.example' } })).headers['access-control-allow-origin'], undefined)
 })
@@ -233,6 +238,8 @@ test('broken files never stop the others: left out of /list, 503 with a reason, 
   db.exec('DROP TABLE tiles')
   db.close()
   writeMbtiles(join(dir, 'nulls.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: null }, { z: 1, x: 0, y: 0, data: PNG }] })
+  mkdirSync(join(dir, 'folder.mbtiles'))
+  execFileSync('mkfifo', [join(dir, 'pipe.pmtiles')]) // opening a FIFO would block the event loop for good
 
   const app = await makeApp(t, { paths: [dir] })
   assert.deepEqual((await app.inject({ url: '/list' })).json().sort(), ['good', 'nulls'])
@@ -243,6 +250,8 @@ test('broken files never stop the others: left out of /list, 503 with a reason, 
   assert.match(reasons.v4, /version 4/)
   assert.match(reasons.cut, /incomplete/)
   assert.match(reasons.notiles, /no tiles table/)
+  assert.match(reasons.folder, /not a regular file/)
+  assert.match(reasons.pipe, /not a regular file/)
   for (const id of Object.keys(reasons)) {
     const res = await app.inject({ url: `/${id}/0/0/0` })
     assert.equal(res.statusCode, 503, id)
@@ -254,7 +263,8 @@ test('broken files never stop the others: left out of /list, 503 with a reason, 
   assert.equal((await app.inject({ url: '/nulls/0/0/0' })).statusCode, 404, 'a NULL tile row is a missing tile')
   assert.equal((await app.inject({ url: '/nulls/1/0/0' })).statusCode, 200)
   const health = (await app.inject({ url: '/health' })).json()
-  assert.equal(health.unavailable.length, 6)
+  assert.equal(health.unavailable.length, 8)
+  assert.ok(!JSON.stringify(health).includes(dir), 'no folder in /health either')
 })
 
 test('a tile read that fails at request time is a 503 for that set only', async (t) => {
@@ -272,4 +282,26 @@ test('a tile read that fails at request time is a 503 for that set only', async 
   assert.ok(entry.errors.size === 1, 'logged once')
   await app.inject({ url: '/lying/2/1/1' })
   assert.ok(entry.errors.size === 1, 'still logged once')
+})
+
+test('JSON tiles stored in a TEXT column are served', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'text.mbtiles')
+  writeMbtiles(file, { tiles: [] })
+  const Database = (await import('better-sqlite3')).default
+  const db = new Database(file)
+  db.prepare('INSERT INTO tiles VALUES (0, 0, 0, ?)').run('{"type":"FeatureCollection","features":[]}')
+  db.close()
+  const app = await makeApp(t, { paths: [dir] })
+  const res = await app.inject({ url: '/text/0/0/0' })
+  assert.equal(res.statusCode, 200)
+  assert.equal(res.headers['content-type'], 'application/json')
+  assert.deepEqual(res.json(), { type: 'FeatureCollection', features: [] })
+})
+
+test('a malformed URL gets a JSON 400, not a crash', async (t) => {
+  const { app } = await fixtureApp(t)
+  const res = await app.inject({ url: '/roads/%E0%A4%A/0/0' })
+  assert.equal(res.statusCode, 400)
+  assert.equal(res.json().statusCode, 400)
 })

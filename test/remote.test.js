@@ -45,6 +45,10 @@ test('a remote PMTiles URL is served through range requests, with leaf directori
   await app.inject({ url: '/remote/3/2/1' })
   assert.equal(remote.ranges.length, before, 'a cached tile reads nothing')
 
+  await app.catalog.reload()
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), ['remote'], 'a reload keeps remote sets')
+  assert.equal((await app.inject({ url: '/remote/5/3/3' })).statusCode, 200)
+
   remote.down()
   const res = await app.inject({ url: '/remote/4/0/1' })
   assert.equal(res.statusCode, 503, 'remote errors are 503 for that set')

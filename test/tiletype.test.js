@@ -60,6 +60,8 @@ test('Accept-Encoding: q-values, wildcards and the choice of coding', () => {
   assert.equal(acceptMask('gzip, deflate, br'), GZIP | BR | 4)
   assert.equal(acceptMask('br;q=1.0, gzip;q=0'), BR)
   assert.equal(acceptMask('*'), 15)
+  assert.equal(acceptMask('gzip;q=0, *'), 15 & ~GZIP, '* speaks only for codings not named')
+  assert.equal(acceptMask('*;q=0, br'), BR)
   assert.equal(acceptMask('identity'), 0)
   assert.equal(acceptMask(undefined), 0)
   assert.equal(chooseEncoding('gzip', true, GZIP), 'gzip')
@@ -88,8 +90,10 @@ test('the cache is bounded in bytes and de-duplicates concurrent reads of one ti
   const answers = await Promise.all(Array.from({ length: 20 }, () => app.inject({ url: '/s/0/0/0', headers: { 'accept-encoding': 'gzip' } })))
   assert.ok(answers.every((a) => a.statusCode === 200))
   assert.equal(reads, 1, '20 concurrent requests, one read')
+  const before = app.tileCache.stats.bytes
   await app.inject({ url: '/s/0/0/0' })
   assert.equal(reads, 1, 'another encoding of a cached tile reads nothing')
+  assert.equal(app.tileCache.stats.bytes, before + makeMvt(0, 0, 0).length, 'the decoded copy is weighed too')
 
   const off = await makeApp(t, { paths: [dir], cacheMB: 0 })
   const offEntry = off.catalog.get('s')

@@ -108,3 +108,44 @@ test('reload (SIGHUP) re-opens every set, finds new files and drops missing ones
   assert.equal(a.retired, true)
   assert.equal((await app.inject({ url: '/a/0/0/0' })).statusCode, 200)
 })
+
+test('a writer committing into a new file in a served folder is never blocked, and the set appears when done', async (t) => {
+  const dir = tempDir(t)
+  const app = await makeApp(t, { paths: [dir], watch: true, watchDebounceMs: 50 })
+  const Database = (await import('better-sqlite3')).default
+  const db = new Database(join(dir, 'grow.mbtiles'))
+  db.exec('CREATE TABLE metadata (name TEXT, value TEXT); CREATE TABLE tiles (zoom_level INTEGER, tile_column INTEGER, tile_row INTEGER, tile_data BLOB)')
+  const insert = db.prepare('INSERT INTO tiles VALUES (?, ?, ?, ?)')
+  const tiles = vectorTiles(pyramid(0, 3))
+  for (const tile of tiles) {
+    insert.run(tile.z, tile.x, 2 ** tile.z - 1 - tile.y, tile.data) // one commit each; throws if the server locked it
+    await sleep(30)
+  }
+  db.close()
+  await eventually(async () => (await app.inject({ url: '/grow/3/1/1' })).statusCode === 200, 'the finished file')
+  assert.equal(app.catalog.get('grow').source.tilejson.maxzoom, 3)
+})
+
+test('a WAL-mode MBTiles is served, and survives a reload', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'wal.mbtiles')
+  writeMbtiles(file, { tiles: vectorTiles([[0, 0, 0]]) })
+  const Database = (await import('better-sqlite3')).default
+  const db = new Database(file)
+  db.pragma('journal_mode = WAL')
+  db.close()
+  const app = await makeApp(t, { paths: [dir], settleMs: 0 })
+  assert.equal((await app.inject({ url: '/wal/0/0/0' })).statusCode, 200)
+  await app.catalog.reload()
+  assert.equal((await app.inject({ url: '/wal/0/0/0' })).statusCode, 200)
+})
+
+test('a set configured by path is watched too', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'one.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }] })
+  const app = await makeApp(t, { sets: { named: { path: join(dir, 'one.mbtiles') } }, watch: true, watchDebounceMs: 50 })
+  assert.equal((await app.inject({ url: '/named/0/0/0' })).headers['content-type'], 'image/png')
+  writeMbtiles(join(dir, 'next.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
+  renameSync(join(dir, 'next.tmp'), join(dir, 'one.mbtiles'))
+  await eventually(async () => (await app.inject({ url: '/named/0/0/0' })).headers['content-type'] === 'application/x-protobuf', 'the replaced file')
+})

@@ -4,7 +4,6 @@
 import { close, fstat, open as openCallback, readSync } from 'node:fs'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
-import { basename } from 'node:path'
 import { Compression, FetchSource, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
 import { buildTileJson, describedBy, normalizeFormat } from './tilejson.js'
 
@@ -78,7 +77,10 @@ function checkHeader (bytes, size) {
   const version = bytes[7]
   if (version !== 3) throw new Error(`unsupported PMTiles spec version ${version} (only version 3 is read)`)
   if (size !== undefined) {
-    const end = Number(bytes.readBigUInt64LE(56) + bytes.readBigUInt64LE(64))
+    // Every section (root directory, metadata, leaf directories, tile data) must lie inside the file: a copy in
+    // progress may stop anywhere, and writers order the sections differently.
+    let end = 0
+    for (const at of [8, 24, 40, 56]) end = Math.max(end, Number(bytes.readBigUInt64LE(at) + bytes.readBigUInt64LE(at + 8)))
     if (end > size) {
       const err = new Error(`incomplete PMTiles archive: ${size} bytes of ${end} (still being written, or truncated)`)
       err.incomplete = true
@@ -88,16 +90,16 @@ function checkHeader (bytes, size) {
 }
 
 export async function open (spec) {
-  let source
+  let source = null
   let size
-  if (spec.url) {
-    source = new HttpRangeSource(spec.url)
-  } else {
-    const fd = await openFd(spec.path, 'r')
-    source = new FileRangeSource(fd, spec.path)
-    size = (await fstatFd(fd)).size
-  }
   try {
+    if (spec.url) {
+      source = new HttpRangeSource(spec.url)
+    } else {
+      const fd = await openFd(spec.path, 'r')
+      source = new FileRangeSource(fd, spec.path)
+      size = (await fstatFd(fd)).size
+    }
     checkHeader(await source.read(0, HEADER_BYTES), size)
     // A private directory cache per archive: a reload or a removed file drops it with the source.
     const cache = new ResolvedValueCache(256, false, decompressInternal)
@@ -163,8 +165,7 @@ export async function open (spec) {
       },
     }
   } catch (err) {
-    await source.close()
-    if (spec.path) err.message = String(err.message).replaceAll(spec.path, basename(spec.path))
+    await source?.close()
     throw err
   }
 }

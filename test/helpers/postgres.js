@@ -158,18 +158,7 @@ export async function loadGeoJson (url, table, geojson) {
   }
 }
 
-/** The 50,000 points around Zurich (47.37 N, 8.54 E) of the published PostGIS benchmarks, deterministic. */
-export async function loadZurichPoints (url, table = 'zurich_points', n = 50000) {
-  await runSql(url, `
-    SELECT setseed(0.42);
-    CREATE TABLE ${table} (id integer PRIMARY KEY, name text, value double precision, geom geometry(Point, 4326));
-    INSERT INTO ${table}
-      SELECT i, 'point ' || i, round((random() * 1000)::numeric, 2),
-             ST_SetSRID(ST_MakePoint(8.54 + (random() - 0.5) * 0.6, 47.37 + (random() - 0.5) * 0.4), 4326)
-      FROM generate_series(1, ${n}) AS i;
-    CREATE INDEX ON ${table} USING gist (geom);
-    ANALYZE ${table};`)
-}
+export { loadZurichPoints } from '../../bench/zurich-points.js'
 
 /** Runs a .sql file with psql, statement by statement, stopping at the first error (as the file's authors ran it). */
 export function runSqlFile (bin, url, file) {
