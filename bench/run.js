@@ -7,7 +7,7 @@ import os from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
-import { findNginx, startBaseline, startNginx, startTileCannon } from './servers.js'
+import { findNginx, startBaseline, startNginx, startPgHttp, startTileCannon } from './servers.js'
 import { mirror } from './mirror.js'
 import { createProvider } from '../lib/sources/postgis.js'
 import { fill, findTiles } from './tiles.js'
@@ -31,7 +31,8 @@ const USAGE = `Usage: node bench/run.js [options]
   --baseline           add a bare node:http server answering the same tiles from memory
   --nginx              add the same tiles exploded to files under nginx (one worker), where nginx is installed
   --pg-ceiling         for PostGIS sets: the same tile queries run directly with pg in a tight loop, no HTTP
-                       (the database-bound ceiling; its row comes first)
+                       (the database-bound ceiling; its row comes first), and a bare node:http server running
+                       the same query per request (the HTTP + database floor)
   --markdown           print markdown tables (default: also printed when no --json)
   --json FILE          write every figure and the machine to FILE
   --chart FILE         write an SVG chart of req/s per zoom and server
@@ -268,6 +269,10 @@ export async function run (opts) {
       const provider = createProvider(database, { poolSize: 10 })
       started.push({ stop: () => provider.close() })
       const direct = new Map((await provider.discover()).map(({ id, source }) => [id, source]))
+      progress('starting the node:http + pg floor…')
+      const floor = await startPgHttp(database)
+      started.push(floor)
+      servers.unshift({ name: 'node:http + pg', template: (set) => `${floor.base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` })
       servers.unshift({ name: 'pg direct (ceiling)', direct: (set) => direct.get(set.id) })
     }
 

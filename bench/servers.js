@@ -53,6 +53,13 @@ export async function startBaseline (listFile) {
   return { ...proc, base: `http://127.0.0.1:${port}` }
 }
 
+/** The node:http + pg floor for PostGIS sets (see pg-http.js). */
+export async function startPgHttp (url) {
+  const port = await freePort()
+  const proc = await forkReady(join(HERE, 'pg-http.js'), [url, String(port)])
+  return { ...proc, base: `http://127.0.0.1:${port}` }
+}
+
 /** True when an nginx binary is on PATH (or at the usual Debian place). */
 export function findNginx () {
   for (const dir of (process.env.PATH ?? '').split(':').concat('/usr/sbin')) {
