@@ -9,7 +9,7 @@ import * as mbtiles from './sources/mbtiles.js'
 import * as pmtiles from './sources/pmtiles.js'
 import * as demo from './sources/demo.js'
 import * as postgis from './sources/postgis.js'
-import { compose } from './sources/composite.js'
+import { compose, layerNames } from './sources/composite.js'
 import { isVector } from './tiletype.js'
 
 const FILE_KINDS = [mbtiles, pmtiles]
@@ -55,6 +55,7 @@ export class Catalog {
     if (ids.length > 16 || new Set(ids).size !== ids.length) return undefined
     const parts = ids.map((id) => this.aliases.get(id))
     if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return undefined
+    if (layerNames(parts) === null) return undefined
     if (this.composites.size >= MAX_COMPOSITES) this.composites.clear()
     const entry = this.makeEntry({ id: name, kind: 'composite' }, compose(name, parts))
     entry.parts = parts
@@ -231,7 +232,10 @@ export class Catalog {
       const previous = this.entries.get(id)
       const finalId = previous && previous.group !== url ? `${new URL(url).pathname.slice(1) || 'postgres'}.${id}` : id
       ids.add(finalId)
-      this.register(this.makeEntry({ id: finalId, kind: postgis.kind, group: url }, source))
+      // Unchanged since the last discovery: keep the entry, and with it its cached tiles.
+      const same = previous && previous.group === url && previous.source?.sql === source.sql &&
+        JSON.stringify(previous.source.tilejson) === JSON.stringify(source.tilejson)
+      if (!same) this.register(this.makeEntry({ id: finalId, kind: postgis.kind, group: url }, source))
     }
     for (const entry of [...this.entries.values()]) if (entry.group === url && !ids.has(entry.id)) this.remove(entry)
     this.log.info({ database: redact(url), sets: ids.size }, 'postgres sets discovered')

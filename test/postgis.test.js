@@ -175,7 +175,7 @@ test('a slow query is a 503 for that tile after the statement timeout, never a h
   assert.ok(Date.now() - started < 2500, `answered in ${Date.now() - started} ms`)
   assert.match(res.json().message, /slow_tile/)
   assert.doesNotMatch(res.payload, /statement timeout|postgres:\/\//, 'no database detail leaks')
-  assert.equal((await app.inject({ url: '/public.zurich_points/0/0/0' })).statusCode, 200)
+  assert.equal((await app.inject({ url: `/${encodeURIComponent('Mixed Case Roads')}/0/0/0` })).statusCode, 200, 'other sets keep serving')
 })
 
 test('re-discovery (SIGHUP) finds new tables and drops removed ones', async (t) => {
@@ -257,4 +257,46 @@ test('a database unreachable at start-up never stops the server', async (t) => {
   const app = await makeApp(t, { paths: [`postgres://nobody:secret@127.0.0.1:${await freePort()}/none`, dir], postgres: { connectTimeoutMs: 500, retryMs: 60_000 } })
   assert.deepEqual((await app.inject({ url: '/list' })).json(), ['file'])
   assert.equal((await app.inject({ url: '/file/0/0/0' })).statusCode, 200)
+})
+
+test('tiles at the world edges and projected CRSs get their features; odd column names; SRID-0 data with a configured SRID', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `
+    CREATE TABLE edge_points (id integer PRIMARY KEY, t text, geom geometry(Point, 4326));
+    INSERT INTO edge_points VALUES (1, 'west', ST_SetSRID(ST_MakePoint(-179.5, 10), 4326)), (2, 'east', ST_SetSRID(ST_MakePoint(179.5, 10), 4326));
+    CREATE TABLE swiss (id integer PRIMARY KEY, mvt_geom text, geom geometry(Point, 2056));
+    INSERT INTO swiss VALUES (1, 'zurich', ST_Transform(ST_SetSRID(ST_MakePoint(8.54, 47.37), 4326), 2056));
+    CREATE TABLE no_srid (id integer PRIMARY KEY, geom geometry);
+    INSERT INTO no_srid VALUES (1, ST_MakePoint(8.54, 47.37));
+    CREATE FUNCTION ov(z integer, x integer, y integer) RETURNS bytea AS $$ SELECT ''::bytea $$ LANGUAGE sql;
+    CREATE FUNCTION ov(z integer, x integer, y integer, query json) RETURNS bytea AS $$ SELECT ''::bytea $$ LANGUAGE sql;`)
+  t.after(() => runSql(db.url, 'DROP TABLE edge_points, swiss, no_srid; DROP FUNCTION ov(integer, integer, integer); DROP FUNCTION ov(integer, integer, integer, json)'))
+  const app = await makeApp(t, { paths: [db.url], postgres: { tables: { declared: { table: 'no_srid', srid: 4326 } } } })
+  const names = (buf) => { const l = decode(buf).layers.edge_points; return Array.from({ length: l?.length ?? 0 }, (_, i) => l.feature(i).properties.t).sort() }
+  assert.deepEqual(names((await app.inject({ url: '/edge_points/0/0/0' })).rawPayload), ['east', 'west'])
+  assert.deepEqual(names((await app.inject({ url: '/edge_points/1/0/0' })).rawPayload), ['west'], 'x = 0 at z1')
+  assert.deepEqual(names((await app.inject({ url: '/edge_points/1/1/0' })).rawPayload), ['east'], 'x = 2^z - 1 at z1')
+  const [ex, ey] = lonLatToTile(179.5, 10, 8)
+  assert.deepEqual(names((await app.inject({ url: `/edge_points/8/${ex}/${ey}` })).rawPayload), ['east'])
+  for (const z of [0, 3, 12]) {
+    const [x, y] = lonLatToTile(8.54, 47.37, z)
+    const swiss = decode((await app.inject({ url: `/swiss/${z}/${x}/${y}` })).rawPayload).layers.swiss
+    assert.equal(swiss?.feature(0).properties.mvt_geom, 'zurich', `EPSG:2056 at z${z}, with a column named like the geometry alias`)
+  }
+  const [x, y] = lonLatToTile(8.54, 47.37, 10)
+  assert.equal((await app.inject({ url: `/declared/10/${x}/${y}` })).statusCode, 200, 'SRID-0 rows served in the configured SRID')
+  const list = (await app.inject({ url: '/list' })).json()
+  assert.ok(list.includes('public.ov') && list.includes('public.ov-2'), 'overloads both served: ' + list.filter((i) => i.includes('ov')))
+})
+
+test('composites: each part within its zoom range, no duplicate layers, and re-discovery keeps unchanged caches', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await makeApp(t, { paths: [db.url], postgres: { tables: { low: { table: 'zurich_points', maxzoom: 3 } } } })
+  const [x, y] = lonLatToTile(8.54, 47.37, 10)
+  const tile = decode((await app.inject({ url: `/low,Mixed Case Roads/10/${x}/${y}` })).rawPayload)
+  assert.deepEqual(Object.keys(tile.layers), ['Mixed Case Roads'], 'the maxzoom 3 part stays out at z10')
+  assert.equal((await app.inject({ url: '/public.zurich_points,other.zurich_points/0/0/0' })).statusCode, 404, 'two layers named zurich_points')
+  const entry = app.catalog.get('Mixed Case Roads')
+  await app.catalog.reload()
+  assert.equal(app.catalog.get('Mixed Case Roads'), entry, 'unchanged set kept as is')
 })

@@ -1,6 +1,7 @@
 // PostGIS source: one pg pool per database, many sets: every table and view with a geometry column, and every
 // function `fn(z integer, x integer, y integer[, query json]) returns bytea`. Each set's tile query is built once at
 // discovery; identifiers come quoted from the catalog, request values are bound parameters, never spliced into SQL.
+import { createHash } from 'node:crypto'
 import pg from 'pg'
 import { buildTileJson, describedBy } from './tilejson.js'
 
@@ -10,13 +11,19 @@ export const matchesUrl = (url) => /^postgres(ql)?:\/\//i.test(url)
 const quoteIdent = (s) => `"${String(s).replaceAll('"', '""')}"`
 const quoteLiteral = (s) => `'${String(s).replaceAll("'", "''")}'`
 
-const NUMBER_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'numeric', 'oid'])
+const NUMBER_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'oid'])
 const STRING_TYPES = new Set(['text', 'varchar', 'bpchar', 'char', 'name', 'uuid', 'citext', 'date', 'timestamp', 'timestamptz', 'time'])
 // Types ST_AsMVT encodes as they are; others are passed as text so a column of any type never breaks a tile.
 const NATIVE_TYPES = new Set([...NUMBER_TYPES, 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
 const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea', 'tsvector'])
 
 const fieldType = (t) => (NUMBER_TYPES.has(t) ? 'Number' : t === 'bool' ? 'Boolean' : 'String')
+// ST_AsMVT spreads a json(b) column into one property per key, so it names no field of its own.
+const listedField = (c) => c.type !== 'json' && c.type !== 'jsonb'
+const GEOM_ALIAS = 'tc_mvt_geom'
+const WORLD_BOX = 'ST_MakeEnvelope(-20037508.342789244, -20037508.342789244, 20037508.342789244, 20037508.342789244, 3857)::box2d'
+/** Statement names from the SQL itself: re-discovery reuses what each connection already prepared. */
+const statementName = (sql) => 'tc_' + createHash('sha1').update(sql).digest('hex').slice(0, 24)
 
 const TABLES_SQL = `
 SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind,
@@ -59,26 +66,37 @@ function commentJson (comment) {
 // Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
 const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'MULTISURFACE'])
 
-/** The SQL of a table set's tile: envelope transformed once to the table's SRID, the GiST index used by &&. */
-function tableTileSql ({ schema, table, geom, geomType, srid, columns, extent, buffer, limit, idColumn, layer }) {
+/**
+ * The SQL of a table set's tile. The filter envelope (the tile plus its buffer) is transformed once to the table's
+ * SRID, so the GiST index answers `&&`; for other SRIDs it is first clipped to the Mercator world (a margin past
+ * ±180° would wrap to the other side) and densified (a projected CRS bends the tile's edges).
+ * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`.
+ */
+function tableTileSql ({ schema, table, geom, geomType, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }) {
   const g = `g.${quoteIdent(geom)}`
-  const linear = MAYBE_CURVED.has(String(geomType).toUpperCase()) ? `ST_CurveToLine(${g})` : g
+  const declared = storedSrid === 0 ? `ST_SetSRID(${g}, ${srid})` : g
+  const linear = MAYBE_CURVED.has(String(geomType).toUpperCase()) ? `ST_CurveToLine(${declared})` : declared
   const inTileSrid = srid === 3857 ? linear : `ST_Transform(${linear}, 3857)`
   const margin = buffer / extent
-  const envelope = srid === 3857
-    ? `ST_TileEnvelope($1, $2, $3, margin => ${margin})`
-    : `ST_Transform(ST_TileEnvelope($1, $2, $3, margin => ${margin}), ${srid})`
+  const tile = 'ST_TileEnvelope($1::integer, $2::integer, $3::integer)'
+  const area = `ST_TileEnvelope($1::integer, $2::integer, $3::integer, margin => ${margin})`
+  let envelope = srid === 3857
+    ? area
+    : `ST_Transform(ST_Segmentize(ST_ClipByBox2D(${area}, ${WORLD_BOX}), 2504688.542848655 / (1 << $1::integer)), ${srid})`
+  if (storedSrid === 0) envelope = `ST_SetSRID(${envelope}, 0)`
   const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::text AS ${quoteIdent(c.name)}`))
-  return `SELECT ST_AsMVT(t, ${quoteLiteral(layer)}, ${extent}, 'mvt_geom'${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
-  SELECT ST_AsMVTGeom(${inTileSrid}, ST_TileEnvelope($1, $2, $3), ${extent}, ${buffer}, true) AS mvt_geom${props.length ? ', ' + props.join(', ') : ''}
+  return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
+  SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
   FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
   WHERE ${g} && ${envelope}${limit ? `\n  LIMIT ${limit}` : ''}
-) AS t WHERE t.mvt_geom IS NOT NULL`
+) AS t WHERE t.${GEOM_ALIAS} IS NOT NULL`
 }
 
 /** Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. */
 async function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
   const client = await pool.connect()
+  const lost = () => {} // a connection dropped while checked out must not crash the process
+  client.on('error', lost)
   try {
     await client.query('BEGIN')
     await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
@@ -105,6 +123,7 @@ async function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
     await client.query('ROLLBACK').catch(() => {})
     return undefined // a slow or failing extent never stops the set; TileJSON falls back to the world
   } finally {
+    client.off('error', lost)
     client.release()
   }
 }
@@ -132,13 +151,11 @@ export function createProvider (url, options = {}, { log } = {}) {
   })
   pool.on('connect', () => { poolErrors = 0 })
 
-  let statementCounter = 0
-
   function makeTableSource (id, t, bounds) {
     const sql = tableTileSql(t)
-    const name = `tc_${++statementCounter}_${t.table.replace(/[^A-Za-z0-9_]/g, '').slice(0, 30)}`
+    const name = statementName(sql)
     const tj = commentJson(t.comment)
-    const fields = Object.fromEntries(t.columns.map((c) => [c.name, fieldType(c.type)]))
+    const fields = Object.fromEntries(t.columns.filter(listedField).map((c) => [c.name, fieldType(c.type)]))
     return {
       id,
       kind,
@@ -167,14 +184,15 @@ export function createProvider (url, options = {}, { log } = {}) {
   function makeFunctionSource (id, f) {
     const takesQuery = f.nargs === 4
     const sql = `SELECT ${quoteIdent(f.schema)}.${quoteIdent(f.name)}($1::integer, $2::integer, $3::integer${takesQuery ? `, $4::${f.args.endsWith('jsonb') ? 'jsonb' : 'json'}` : ''}) AS tile`
-    const name = `tc_${++statementCounter}_fn_${f.name.replace(/[^A-Za-z0-9_]/g, '').slice(0, 30)}`
+    const name = statementName(sql)
     const tj = commentJson(f.comment)
+    const format = tj.format === 'mlt' ? 'mlt' : 'pbf'
     return {
       id,
       kind,
-      format: 'pbf',
-      hints: { format: tj.format === 'mlt' ? 'mlt' : 'pbf' },
-      composable: true,
+      format,
+      hints: { format },
+      composable: format === 'pbf',
       takesQuery,
       metadata: { schema: f.schema, function: f.name, arguments: f.args },
       tilejson: buildTileJson({
@@ -197,8 +215,17 @@ export function createProvider (url, options = {}, { log } = {}) {
     }
   }
 
+  // One discovery at a time (start-up retry, SIGHUP and the interval may overlap).
+  let discovering = Promise.resolve()
+  let warmed = false
+  function discover () {
+    const run = discovering.then(discoverNow, discoverNow)
+    discovering = run.catch(() => {})
+    return run
+  }
+
   /** Every set in the database now: [{ id, source }], or throws when the database cannot be reached. */
-  async function discover () {
+  async function discoverNow () {
     const schemas = options.schemas ?? null
     const inSchemas = (s) => schemas === null || schemas.includes(s)
     const { rows: geomRows } = await pool.query(TABLES_SQL)
@@ -235,18 +262,51 @@ export function createProvider (url, options = {}, { log } = {}) {
     }
 
     const out = []
-    for (const { id, row, opts } of specs) {
-      let srid = opts.srid ?? row.srid
-      if (!srid) {
-        // geometry without a typmod: read the SRID off a row
-        const q = `SELECT ST_SRID(${quoteIdent(row.geom)}) AS srid FROM ${quoteIdent(row.schema)}.${quoteIdent(row.table)} WHERE ${quoteIdent(row.geom)} IS NOT NULL LIMIT 1`
-        srid = (await pool.query(q)).rows[0]?.srid ?? options.defaultSrid ?? 0
+    const taken = new Set()
+    const unique = (id) => {
+      let candidate = id
+      for (let n = 2; taken.has(candidate); n++) candidate = `${id}-${n}`
+      taken.add(candidate)
+      return candidate
+    }
+    // Configured ids first: they are what the user asked for by name.
+    specs.sort((a, b) => Number(Object.keys(b.opts).length > 0) - Number(Object.keys(a.opts).length > 0))
+    for (const { id: wanted, row, opts } of specs) {
+      const id = unique(wanted)
+      try {
+        const source = await tableSource(id, row, opts)
+        if (source) out.push({ id, source })
+      } catch (err) {
+        // One broken relation (a view that fails, a table locked by a migration) never hides the others.
+        log?.warn({ set: id, err: err.message }, 'postgres table skipped')
       }
+    }
+    if (options.functions !== false) {
+      const { rows: fns } = await pool.query(FUNCTIONS_SQL)
+      for (const f of fns.filter((f) => inSchemas(f.schema))) {
+        const id = unique(taken.has(f.name) || fns.filter((g) => g.name === f.name).length > 1 ? `${f.schema}.${f.name}` : f.name)
+        out.push({ id, source: makeFunctionSource(id, f) })
+      }
+    }
+    if (!warmed) {
+      warmed = true
+      await prewarm(out.map((s) => s.source).filter((s) => !s.takesQuery && s.metadata.table))
+    }
+    return out
+
+    async function tableSource (id, row, opts) {
+      // A column without a typmod (SRID 0 in geometry_columns): what its rows hold, or what the config says.
+      let storedSrid = row.srid
+      if (!storedSrid) {
+        const q = `SELECT ST_SRID(${quoteIdent(row.geom)}) AS srid FROM ${quoteIdent(row.schema)}.${quoteIdent(row.table)} WHERE ${quoteIdent(row.geom)} IS NOT NULL LIMIT 1`
+        storedSrid = (await pool.query(q)).rows[0]?.srid ?? 0
+      }
+      const srid = opts.srid || storedSrid || options.defaultSrid || 0
       if (!srid) {
         log?.warn({ set: id }, 'table has no SRID (set `srid` for it in the config): skipped')
-        continue
+        return null
       }
-      const all = (columnsOf.get(row.oid) ?? []).filter((c) => !SKIPPED_TYPES.has(c.type) && !c.type.startsWith('_'))
+      const all = (columnsOf.get(row.oid) ?? []).filter((c) => !SKIPPED_TYPES.has(c.type) && !c.type.startsWith('_') && c.name !== GEOM_ALIAS)
       const wanted = Array.isArray(opts.properties) ? all.filter((c) => opts.properties.includes(c.name)) : all
       const pk = (columnsOf.get(row.oid) ?? []).find((c) => c.pk && ['int2', 'int4', 'int8'].includes(c.type))
       const t = {
@@ -255,6 +315,7 @@ export function createProvider (url, options = {}, { log } = {}) {
         geom: row.geom,
         geomType: row.geom_type,
         srid,
+        storedSrid: storedSrid === srid ? srid : storedSrid,
         comment: row.comment,
         columns: wanted,
         idColumn: pk && wanted.includes(pk) ? pk.name : null,
@@ -266,19 +327,8 @@ export function createProvider (url, options = {}, { log } = {}) {
         layer: opts.layer ?? (geomCount.get(row.oid) > 1 ? `${row.table}.${row.geom}` : row.table),
       }
       const bounds = await tableBounds(pool, t, options.boundsTimeoutMs ?? 2000)
-      out.push({ id, source: makeTableSource(id, t, bounds) })
+      return makeTableSource(id, t, bounds)
     }
-    if (options.functions !== false) {
-      const { rows: fns } = await pool.query(FUNCTIONS_SQL)
-      const taken = new Set(out.map((s) => s.id))
-      for (const f of fns.filter((f) => inSchemas(f.schema))) {
-        const id = taken.has(f.name) || fns.filter((g) => g.name === f.name).length > 1 ? `${f.schema}.${f.name}` : f.name
-        taken.add(id)
-        out.push({ id, source: makeFunctionSource(id, f) })
-      }
-    }
-    await prewarm(out.map((s) => s.source).filter((s) => !s.takesQuery && s.metadata.table))
-    return out
   }
 
   /**
@@ -287,13 +337,23 @@ export function createProvider (url, options = {}, { log } = {}) {
    */
   async function prewarm (sources) {
     const clients = []
+    const lost = () => {} // a connection dropped while checked out must not crash the process
     try {
-      for (let i = 0; i < (options.poolSize ?? 10); i++) clients.push(await pool.connect())
+      for (let i = 0; i < (options.poolSize ?? 10); i++) {
+        const client = await pool.connect()
+        client.on('error', lost)
+        clients.push(client)
+      }
       await Promise.all(clients.map(async (client) => {
         for (const s of sources) await client.query({ name: s.statement, text: s.sql, values: [30, 0, 0] }).catch(() => {})
       }))
+    } catch (err) {
+      log?.warn({ err: err.message }, 'postgres pool warm-up incomplete')
     } finally {
-      for (const c of clients) c.release()
+      for (const c of clients) {
+        c.off('error', lost)
+        c.release()
+      }
     }
   }
 
