@@ -22,13 +22,15 @@ export const describedBy = (meta, id) => ({ name: meta.name ?? id, description: 
 
 /**
  * TileJSON fields (all but `tiles`) from what a kind knows. Missing bounds fall back to the world, a missing center
- * to the middle of the bounds at the lowest zoom.
+ * to the middle of the bounds.
  */
 export function buildTileJson ({ name, description, attribution, version, minzoom, maxzoom, bounds, center, vectorLayers, format, extra }) {
   const b = bounds ?? WORLD_BOUNDS
   const min = Number.isInteger(minzoom) ? minzoom : 0
   const max = Number.isInteger(maxzoom) ? maxzoom : Math.max(min, 14)
-  const c = center ?? [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, min]
+  // No center given: the middle of the bounds, at the zoom where they fill about one tile.
+  const fit = Math.floor(Math.log2(360 / Math.max(b[2] - b[0], 1e-9)))
+  const c = center ?? [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, Math.min(Math.max(fit, min), max)]
   const tilejson = {
     tilejson: '3.0.0',
     name,
