@@ -7,18 +7,11 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { ROOT } from './helpers/app.js'
+import { freePort } from '../bench/servers.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
 import { ConfigError, loadConfig } from '../lib/config.js'
 
 const SERVER = join(ROOT, 'server.js')
-
-async function freePort () {
-  const srv = createServer().listen(0, '127.0.0.1')
-  await once(srv, 'listening')
-  const { port } = srv.address()
-  srv.close()
-  return port
-}
 
 function run (args, { cwd = ROOT, env = {} } = {}) {
   const child = spawn(process.execPath, [SERVER, ...args], { cwd, env: { ...process.env, ...env, TILE_CANNON_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })

@@ -2,8 +2,7 @@
 // port and socket; run as the `postgres` user when we are root). Returns null when PostgreSQL is not installed.
 import { execFileSync, spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
-import { once } from 'node:events'
+import { freePort } from '../../bench/servers.js'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
@@ -18,13 +17,6 @@ function findBin () {
   return null
 }
 
-async function freePort () {
-  const srv = createServer().listen(0, '127.0.0.1')
-  await once(srv, 'listening')
-  const { port } = srv.address()
-  srv.close()
-  return port
-}
 
 export const POSTGIS_MISSING = 'PostgreSQL with PostGIS is not installed (Debian: postgresql postgresql-15-postgis-3) and DATABASE_URL is not set'
 
@@ -37,12 +29,7 @@ export async function startPostgis () {
   const db = `tile_cannon_test_${process.pid}_${Date.now() % 100000}`
   if (process.env.DATABASE_URL) {
     const adminUrl = process.env.DATABASE_URL
-    const admin = new pg.Client({ connectionString: adminUrl })
-    await admin.connect()
-    await admin.query(`CREATE DATABASE ${db}`)
-    await admin.end()
-    const url = withDatabase(adminUrl, db)
-    await prepare(url)
+    const url = await createDatabase(adminUrl, db)
     return { url, adminUrl, bin: findBin(), async stop () { await dropDatabase(adminUrl, db) }, start: null, pause: null }
   }
   const bin = findBin()
@@ -64,12 +51,7 @@ export async function startPostgis () {
   const start = async () => { run('pg_ctl', ['-D', data, '-o', opts, '-w', '-l', join(dir, 'log'), 'start']) }
   await start()
   const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${db}`)
-  await admin.end()
-  const url = withDatabase(adminUrl, db)
-  await prepare(url)
+  const url = await createDatabase(adminUrl, db)
   return {
     url,
     adminUrl,
@@ -84,17 +66,17 @@ export async function startPostgis () {
   }
 }
 
-function withDatabase (url, db) {
-  const u = new URL(url)
+/** A fresh database with PostGIS and hstore, next to the one at adminUrl; returns its URL. */
+async function createDatabase (adminUrl, db) {
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${db}`)
+  await admin.end()
+  const u = new URL(adminUrl)
   u.pathname = `/${db}`
-  return u.toString()
-}
-
-async function prepare (url) {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  await client.query('CREATE EXTENSION IF NOT EXISTS postgis; CREATE EXTENSION IF NOT EXISTS hstore')
-  await client.end()
+  const url = u.toString()
+  await runSql(url, 'CREATE EXTENSION IF NOT EXISTS postgis; CREATE EXTENSION IF NOT EXISTS hstore')
+  return url
 }
 
 async function dropDatabase (adminUrl, db) {
