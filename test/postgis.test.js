@@ -266,11 +266,14 @@ test('tiles at the world edges and projected CRSs get their features; odd column
     INSERT INTO edge_points VALUES (1, 'west', ST_SetSRID(ST_MakePoint(-179.5, 10), 4326)), (2, 'east', ST_SetSRID(ST_MakePoint(179.5, 10), 4326));
     CREATE TABLE swiss (id integer PRIMARY KEY, mvt_geom text, geom geometry(Point, 2056));
     INSERT INTO swiss VALUES (1, 'zurich', ST_Transform(ST_SetSRID(ST_MakePoint(8.54, 47.37), 4326), 2056));
+    CREATE TABLE geog_points (id integer PRIMARY KEY, label text, geog geography(Point, 4326));
+    INSERT INTO geog_points VALUES (1, 'zurich', 'SRID=4326;POINT(8.54 47.37)'), (2, 'sydney', 'SRID=4326;POINT(151.2 -33.87)');
+    CREATE INDEX ON geog_points USING gist (geog);
     CREATE TABLE no_srid (id integer PRIMARY KEY, geom geometry);
     INSERT INTO no_srid VALUES (1, ST_MakePoint(8.54, 47.37));
     CREATE FUNCTION ov(z integer, x integer, y integer) RETURNS bytea AS $$ SELECT ''::bytea $$ LANGUAGE sql;
     CREATE FUNCTION ov(z integer, x integer, y integer, query json) RETURNS bytea AS $$ SELECT ''::bytea $$ LANGUAGE sql;`)
-  t.after(() => runSql(db.url, 'DROP TABLE edge_points, swiss, no_srid; DROP FUNCTION ov(integer, integer, integer); DROP FUNCTION ov(integer, integer, integer, json)'))
+  t.after(() => runSql(db.url, 'DROP TABLE edge_points, swiss, no_srid, geog_points; DROP FUNCTION ov(integer, integer, integer); DROP FUNCTION ov(integer, integer, integer, json)'))
   const app = await makeApp(t, { paths: [db.url], postgres: { tables: { declared: { table: 'no_srid', srid: 4326 } } } })
   const names = (buf) => { const l = decode(buf).layers.edge_points; return Array.from({ length: l?.length ?? 0 }, (_, i) => l.feature(i).properties.t).sort() }
   assert.deepEqual(names((await app.inject({ url: '/edge_points/0/0/0' })).rawPayload), ['east', 'west'])
@@ -285,6 +288,9 @@ test('tiles at the world edges and projected CRSs get their features; odd column
   }
   const [x, y] = lonLatToTile(8.54, 47.37, 10)
   assert.equal((await app.inject({ url: `/declared/10/${x}/${y}` })).statusCode, 200, 'SRID-0 rows served in the configured SRID')
+  const geog = decode((await app.inject({ url: `/geog_points/10/${x}/${y}` })).rawPayload).layers.geog_points
+  assert.equal(geog.length, 1, 'a geography column: only Zurich in the Zurich tile')
+  assert.equal(geog.feature(0).properties.label, 'zurich')
   const list = (await app.inject({ url: '/list' })).json()
   assert.ok(list.includes('public.ov') && list.includes('public.ov-2'), 'overloads both served: ' + list.filter((i) => i.includes('ov')))
 })

@@ -17,6 +17,7 @@ const STRING_TYPES = new Set(['text', 'varchar', 'bpchar', 'char', 'name', 'uuid
 const NATIVE_TYPES = new Set([...NUMBER_TYPES, 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
 const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea', 'tsvector'])
 
+
 const fieldType = (t) => (NUMBER_TYPES.has(t) ? 'Number' : t === 'bool' ? 'Boolean' : 'String')
 // ST_AsMVT spreads a json(b) column into one property per key, so it names no field of its own.
 const listedField = (c) => c.type !== 'json' && c.type !== 'jsonb'
@@ -27,12 +28,14 @@ const statementName = (sql) => 'tc_' + createHash('sha1').update(sql).digest('he
 
 const TABLES_SQL = `
 SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind,
-       gc.f_geometry_column AS geom, gc.srid, gc.type AS geom_type, obj_description(c.oid, 'pg_class') AS comment
-FROM geometry_columns gc
+       gc.geom, gc.srid, gc.geom_type, gc.geography, obj_description(c.oid, 'pg_class') AS comment
+FROM (SELECT f_table_schema, f_table_name, f_geometry_column AS geom, srid, type AS geom_type, false AS geography FROM geometry_columns
+      UNION ALL
+      SELECT f_table_schema, f_table_name, f_geography_column, srid, type, true FROM geography_columns) AS gc
 JOIN pg_namespace n ON n.nspname = gc.f_table_schema
 JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = gc.f_table_name
 WHERE has_table_privilege(c.oid, 'SELECT') AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
-ORDER BY n.nspname, c.relname, gc.f_geometry_column`
+ORDER BY n.nspname, c.relname, gc.geom`
 
 const COLUMNS_SQL = `
 SELECT a.attrelid::int AS oid, a.attname AS name, t.typname AS type,
@@ -72,9 +75,11 @@ const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING'
  * ±180° would wrap to the other side) and densified (a projected CRS bends the tile's edges).
  * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`.
  */
-function tableTileSql ({ schema, table, geom, geomType, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }) {
+function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }) {
   const g = `g.${quoteIdent(geom)}`
-  const declared = storedSrid === 0 ? `ST_SetSRID(${g}, ${srid})` : g
+  // A geography column is drawn as its geometry (lon/lat) and filtered by its own index with a geography envelope.
+  const asGeometry = geography ? `${g}::geometry` : g
+  const declared = storedSrid === 0 ? `ST_SetSRID(${asGeometry}, ${srid})` : asGeometry
   const linear = MAYBE_CURVED.has(String(geomType).toUpperCase()) ? `ST_CurveToLine(${declared})` : declared
   const inTileSrid = srid === 3857 ? linear : `ST_Transform(${linear}, 3857)`
   const margin = buffer / extent
@@ -84,6 +89,7 @@ function tableTileSql ({ schema, table, geom, geomType, srid, storedSrid, column
     ? area
     : `ST_Transform(ST_Segmentize(ST_ClipByBox2D(${area}, ${WORLD_BOX}), 2504688.542848655 / (1 << $1::integer)), ${srid})`
   if (storedSrid === 0) envelope = `ST_SetSRID(${envelope}, 0)`
+  if (geography) envelope = `${envelope}::geography`
   const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::text AS ${quoteIdent(c.name)}`))
   return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
   SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
@@ -112,7 +118,7 @@ async function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
       await client.query('ROLLBACK')
       await client.query('BEGIN')
       await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
-      row = (await client.query(box(`SELECT ST_Extent(${quoteIdent(geom)}) FROM ${quoteIdent(schema)}.${quoteIdent(table)}`))).rows[0]
+      row = (await client.query(box(`SELECT ST_Extent(${quoteIdent(geom)}::geometry) FROM ${quoteIdent(schema)}.${quoteIdent(table)}`))).rows[0]
     }
     await client.query('COMMIT')
     if (!row || row.w === null) return undefined
@@ -296,7 +302,7 @@ export function createProvider (url, options = {}, { log } = {}) {
 
     async function tableSource (id, row, opts) {
       // A column without a typmod (SRID 0 in geometry_columns): what its rows hold, or what the config says.
-      let storedSrid = row.srid
+      let storedSrid = row.geography ? row.srid || 4326 : row.srid
       if (!storedSrid) {
         const q = `SELECT ST_SRID(${quoteIdent(row.geom)}) AS srid FROM ${quoteIdent(row.schema)}.${quoteIdent(row.table)} WHERE ${quoteIdent(row.geom)} IS NOT NULL LIMIT 1`
         storedSrid = (await pool.query(q)).rows[0]?.srid ?? 0
@@ -314,6 +320,7 @@ export function createProvider (url, options = {}, { log } = {}) {
         table: row.table,
         geom: row.geom,
         geomType: row.geom_type,
+        geography: row.geography,
         srid,
         storedSrid: storedSrid === srid ? srid : storedSrid,
         comment: row.comment,
