@@ -17,7 +17,8 @@ const SIDECARS = ['-journal', '-wal']
 const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s)
 
 const kindForFile = (name) => FILE_KINDS.find((k) => k.extensions.includes(extname(name).toLowerCase()))
-const kindForUrl = (url) => [pmtiles, postgis].find((k) => k.matchesUrl(url))
+const URL_KINDS = [pmtiles, postgis]
+const kindForUrl = (url) => URL_KINDS.find((k) => k.matchesUrl(url))
 /** A database URL fit for logs: no password. */
 const redact = (url) => { try { const u = new URL(url); if (u.password) u.password = '***'; return u.toString() } catch { return 'postgres' } }
 const MAX_COMPOSITES = 100
@@ -107,7 +108,7 @@ export class Catalog {
         const names = (await readdir(path)).sort()
         for (const name of names) {
           const file = join(path, name)
-          if (kindForFile(name) && !specs.some((s) => s.path === file)) specs.push({ path: file, folder: path })
+          if (kindForFile(name) && !specs.some((s) => s.path === file)) specs.push({ path: file })
         }
       } else if (kindForFile(path)) {
         if (!specs.some((s) => s.path === path)) specs.push({ path })
@@ -339,7 +340,7 @@ export class Catalog {
         return
       }
     }
-    await this.openSpec({ path, folder: known?.folder }, known?.id)
+    await this.openSpec({ path }, known?.id)
   }
 
   /** Full reload (SIGHUP): every set re-opened, new files found, missing ones dropped. */
