@@ -135,8 +135,6 @@ export class Catalog {
 
   /** An entry: a set as the routes see it, with its per-set options and bookkeeping. `source` null: unavailable. */
   makeEntry ({ id, kind, path = null, url = null, group = null, reason = null }, source = null) {
-    path ??= null
-    url ??= null
     const options = this.config.sets[id] ?? {}
     const entry = {
       id,

@@ -77,7 +77,7 @@ export async function open (spec) {
       }),
       async getTile (z, x, y) {
         const data = tileStatement.get(z, x, flipY(z, y))
-        if (typeof data === 'string') return Buffer.from(data) // a TEXT column: some writers store JSON tiles so
+        if (typeof data === 'string') return Buffer.from(data) // some writers store JSON tiles in a TEXT column
         return data ?? null // a NULL tile_data row is a missing tile
       },
       /**
