@@ -9,15 +9,16 @@ import * as mbtiles from './sources/mbtiles.js'
 import * as pmtiles from './sources/pmtiles.js'
 import * as demo from './sources/demo.js'
 import * as postgis from './sources/postgis.js'
+import * as cog from './sources/cog.js'
 import { compose, layerNames } from './sources/composite.js'
 import { isVector } from './tiletype.js'
 
-const FILE_KINDS = [mbtiles, pmtiles]
+const FILE_KINDS = [mbtiles, pmtiles, cog]
 const SIDECARS = ['-journal', '-wal']
 const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s)
 
 const kindForFile = (name) => FILE_KINDS.find((k) => k.extensions.includes(extname(name).toLowerCase()))
-const URL_KINDS = [pmtiles, postgis]
+const URL_KINDS = [pmtiles, cog, postgis]
 const kindForUrl = (url) => URL_KINDS.find((k) => k.matchesUrl(url))
 /** A database URL fit for logs: no password. */
 const redact = (url) => { try { const u = new URL(url); if (u.password) u.password = '***'; return u.toString() } catch { return 'postgres' } }
@@ -113,7 +114,7 @@ export class Catalog {
       } else if (kindForFile(path)) {
         if (!specs.some((s) => s.path === path)) specs.push({ path })
       } else {
-        this.log.error({ path: item }, 'not a tileset file (.mbtiles or .pmtiles): skipped')
+        this.log.error({ path: item }, 'not a tileset file (.mbtiles, .pmtiles, .tif or .tiff): skipped')
       }
     }
     const database = this.config.postgres.url
@@ -304,10 +305,10 @@ export class Catalog {
   }
 
   /** Reads a stored tile, keeping the entry's handle open until the read is done. */
-  async readTile (entry, z, x, y, query) {
+  async readTile (entry, z, x, y, query, variant) {
     entry.active++
     try {
-      return await entry.source.getTile(z, x, y, query)
+      return await entry.source.getTile(z, x, y, query, variant)
     } finally {
       if (--entry.active === 0 && entry.retired) this.closeSource(entry)
     }

@@ -98,6 +98,7 @@ const schema = {
           url: { type: 'string', pattern: '^https?://' },
           missingStatus: { enum: [204, 404] },
           cacheControl: { type: 'string' },
+          emptyTiles: { type: 'boolean' }, // rasters: a transparent tile, not 404, where the set has no data
         },
       },
     },

@@ -16,18 +16,20 @@ export class TileService {
 
   /**
    * The stored tile and what it is, from the cache or the source. `query` (only for sets that take one, such as
-   * PostGIS functions) is part of the cache key, in a canonical order.
+   * PostGIS functions and rendered rasters) is part of the cache key, in a canonical order; so is `variant`
+   * ({ scale, format }, for sets that render tiles to order).
    */
-  record (entry, z, x, y, query) {
+  record (entry, z, x, y, query, variant) {
     let key = entry.key + z + '/' + x + '/' + y
+    if (variant !== undefined) key += '@' + variant.scale + '.' + variant.format
     if (query !== undefined) key += '?' + canonicalQuery(query)
     const hit = this.cache.get(key)
     if (hit !== undefined) return hit
-    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key, query))
+    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key, query, variant))
   }
 
-  async load (entry, z, x, y, key, query) {
-    const stored = await this.catalog.readTile(entry, z, x, y, query)
+  async load (entry, z, x, y, key, query, variant) {
+    const stored = await this.catalog.readTile(entry, z, x, y, query, variant)
     let record = ABSENT
     if (stored !== null && stored.length > 0) {
       const info = describeTile(stored, entry.source.hints, entry.sniffed)

@@ -1,5 +1,5 @@
 // TileJSON (/:set.json, also /:set) and raw metadata (/:set/meta).
-import { notFound, unavailable } from './errors.js'
+import { badRequest, notFound, unavailable } from './errors.js'
 
 const EXTENSIONS = { pbf: 'pbf', mlt: 'mlt', png: 'png', jpg: 'jpg', webp: 'webp', gif: 'gif', avif: 'avif', json: 'json' }
 const HOST = /^[A-Za-z0-9.\-:[\]_]+$/
@@ -18,9 +18,15 @@ export function baseUrl (request, publicUrl) {
     `${host && HOST.test(host) ? host : 'localhost'}${PREFIX.test(prefix) ? prefix.replace(/\/$/, '') : ''}`
 }
 
-export function tileUrl (base, entry) {
+export function tileUrl (base, entry, search = '') {
   const ext = EXTENSIONS[entry.source.format]
-  return `${base}/${encodeURIComponent(entry.id)}/{z}/{x}/{y}${ext ? '.' + ext : ''}`
+  return `${base}/${encodeURIComponent(entry.id)}/{z}/{x}/{y}${ext ? '.' + ext : ''}${search}`
+}
+
+/** The query string a TileJSON request carries, passed on to tile URLs of sets that take options (as titiler does). */
+const searchOf = (request) => {
+  const i = request.url.indexOf('?')
+  return i === -1 ? '' : request.url.slice(i)
 }
 
 export default async function metaRoutes (app) {
@@ -37,7 +43,16 @@ export default async function metaRoutes (app) {
     const name = request.params.set
     const entry = lookup(name.endsWith('.json') && !catalog.get(name) ? name.slice(0, -5) : name, reply)
     if (entry === reply) return reply
-    return { ...entry.source.tilejson, id: entry.id, tiles: [tileUrl(baseUrl(request, config.publicUrl), entry)] }
+    let search = ''
+    if (entry.source.parseQuery !== undefined || entry.source.takesQuery) {
+      try {
+        entry.source.parseQuery?.(request.query)
+      } catch (err) {
+        return badRequest(reply, err.message)
+      }
+      search = searchOf(request)
+    }
+    return { ...entry.source.tilejson, id: entry.id, tiles: [tileUrl(baseUrl(request, config.publicUrl), entry, search)] }
   }
   app.get('/:set', { schema: { params: setParams } }, tilejson)
 

@@ -1,4 +1,5 @@
-// GET/HEAD /:set/:z/:x/:y[.ext] — the hot path. The extension is accepted and ignored: the bytes decide the type.
+// GET/HEAD /:set/:z/:x/:y[@2x][.ext] — the hot path. For stored tiles the extension is accepted and ignored (the bytes
+// decide the type); sets that render to order (rasters) take it, the scale and their query options as the request.
 import { acceptMask } from '../lib/encoding.js'
 import { ABSENT, etagMatches } from '../lib/tiles.js'
 import { MAX_ZOOM, inGrid, parseTileY } from '../lib/tile.js'
@@ -18,6 +19,8 @@ const schema = {
   },
 }
 
+const ONE = [1]
+
 export default async function tileRoutes (app) {
   const { catalog, tiles } = app
 
@@ -29,15 +32,32 @@ export default async function tileRoutes (app) {
     const entry = catalog.get(set)
     if (entry === undefined) return notFound(reply, `no tileset '${set}'`)
     if (entry.source === null) return unavailable(reply, entry)
-    const { y, scale } = parseTileY(request.params.y)
-    if (scale !== 1) return notFound(reply, `${entry.id} has no @${scale}x tiles`)
+    const { source } = entry
+    const { y, scale, ext } = parseTileY(request.params.y)
+    if (!(source.scales ?? ONE).includes(scale)) return notFound(reply, `${entry.id} has no @${scale}x tiles`)
     if (!inGrid(z, x, y)) return badRequest(reply, `tile ${z}/${x}/${y} is outside the 2^${z} grid`)
-    const { minzoom, maxzoom } = entry.source.tilejson
+    const { minzoom, maxzoom } = source.tilejson
     if (z < minzoom || z > maxzoom) return notFound(reply, `zoom ${z} is outside ${entry.id}'s range ${minzoom}-${maxzoom}`)
+    let rendering // what a set that renders to order (rasters) is asked for
+    if (source.formats !== undefined) {
+      const format = ext === '' ? source.formats[0] : source.formatAliases?.[ext.toLowerCase()] ?? ext.toLowerCase()
+      if (!source.formats.includes(format)) return badRequest(reply, `.${ext} is not a format of ${entry.id} (${source.formats.join(', ')})`)
+      rendering = { scale, format }
+    }
+    let query
+    if (source.parseQuery !== undefined) {
+      try {
+        query = source.parseQuery(request.query)
+      } catch (err) {
+        return badRequest(reply, err.message)
+      }
+    } else if (source.takesQuery) {
+      query = request.query
+    }
 
     let record
     try {
-      record = tiles.record(entry, z, x, y, entry.source.takesQuery ? request.query : undefined) // cached: no promise
+      record = tiles.record(entry, z, x, y, query, rendering) // cached: no promise
       if (record instanceof Promise) record = await record
     } catch (err) {
       return unavailable(reply, entry, err, request.log)

@@ -1,31 +1,11 @@
 // Remote PMTiles over HTTP range requests, against a real range-serving HTTP server on 127.0.0.1.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
-import { createServer } from 'node:http'
 import { gunzipSync } from 'node:zlib'
 import { join } from 'node:path'
 import { makeApp } from './helpers/app.js'
+import { rangeServer } from './helpers/http.js'
 import { makeMvt, pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
-
-async function rangeServer (t, file) {
-  const ranges = []
-  let up = true
-  const server = createServer((req, res) => {
-    if (!up) { res.writeHead(500); res.end(); return }
-    const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
-    if (!m) { res.writeHead(200, { 'content-length': file.length }); res.end(file); return }
-    const start = Number(m[1])
-    const end = Math.min(Number(m[2]), file.length - 1)
-    ranges.push([start, end])
-    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
-    res.end(file.subarray(start, end + 1))
-  })
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  t.after(() => server.close())
-  return { url: `http://127.0.0.1:${server.address().port}/remote.pmtiles`, ranges, down: () => { up = false } }
-}
 
 test('a remote PMTiles URL is served through range requests, with leaf directories', async (t) => {
   const dir = tempDir(t)

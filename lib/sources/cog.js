@@ -1,0 +1,185 @@
+// Cloud Optimized GeoTIFF source: raster tiles rendered on request, in any CRS the file declares. This side only
+// validates options and checks that a tile touches the raster; reading, reprojecting and encoding run in the raster
+// worker pool (lib/raster/), so the event loop never decodes a pixel.
+import { availableParallelism, totalmem } from 'node:os'
+import { Piscina } from 'piscina'
+import { buildTileJson } from './tilejson.js'
+import { COLORMAP_NAMES } from '../raster/render.js'
+import { tileExtent } from '../raster/warp.js'
+
+export const kind = 'cog'
+export const extensions = ['.tif', '.tiff']
+export const matchesUrl = (url) => /^https?:\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
+
+const FORMATS = ['png', 'webp', 'jpg']
+const FORMAT_ALIASES = { jpeg: 'jpg' }
+const RESAMPLING = ['nearest', 'bilinear', 'cubic']
+const ENCODINGS = ['terrarium', 'mapbox']
+const COLORMAPS = new Set(COLORMAP_NAMES)
+
+// One pool for every COG set of the process, started with the first and stopped with the last.
+let pool = null
+let users = 0
+function acquirePool (log) {
+  if (pool === null) {
+    const threads = Math.max(1, Number(process.env.TILE_CANNON_RASTER_THREADS) || availableParallelism())
+    pool = new Piscina({
+      filename: new URL('../raster/worker.js', import.meta.url).href,
+      minThreads: threads,
+      maxThreads: threads,
+      idleTimeout: 60000,
+      concurrentTasksPerWorker: 2, // a remote block read waits on the network: let another tile run meanwhile
+      // geotiff.js imports web-worker, which in any worker thread reads workerData.mod; an object without it keeps
+      // that module inert. Decoded blocks: 5 % of the machine's memory in all (GDAL's default block cache), at least
+      // 64 MiB per worker; TILE_CANNON_COG_BLOCK_CACHE_MB sets the per-worker size.
+      workerData: {
+        blockCacheBytes: Math.floor((Number(process.env.TILE_CANNON_COG_BLOCK_CACHE_MB) || Math.max(64, totalmem() * 0.05 / threads / 2 ** 20)) * 2 ** 20),
+      },
+    })
+    // A worker that dies is replaced by piscina and its task fails (503 for that tile); never an uncaught error.
+    pool.on('error', (err) => log?.error({ err: err.message }, 'raster worker failed'))
+  }
+  users++
+  return pool
+}
+async function releasePool () {
+  if (--users > 0 || pool === null) return
+  const p = pool
+  pool = null
+  await p.destroy()
+}
+
+/** An option error: the route answers 400 with its message. */
+export class OptionError extends Error {}
+
+const list = (value) => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).flatMap((v) => String(v).split(',')))
+const single = (query, name) => {
+  const value = query[name]
+  if (Array.isArray(value)) throw new OptionError(`${name} is given more than once`)
+  return value === undefined || value === '' ? undefined : String(value)
+}
+
+/**
+ * titiler-style query options → what the workers need, with the defaults filled in (also the cache key, so equal
+ * requests share a tile however they were spelled).
+ */
+export function resolveOptions (info, query) {
+  const bidxList = list(query.bidx)
+  let bidx
+  if (bidxList.length > 0) {
+    bidx = bidxList.map((s) => {
+      const b = Number(s)
+      if (!Number.isInteger(b) || b < 1 || b > info.bands) throw new OptionError(`bidx ${s} is not a band of this file (1-${info.bands})`)
+      return b - 1
+    })
+    if (bidx.length !== 1 && bidx.length !== 3) throw new OptionError('bidx takes 1 band (grey or colormap) or 3 (RGB)')
+  } else {
+    const colour = info.alphaBand >= 0 ? info.bands - 1 : info.bands
+    bidx = colour >= 3 ? [0, 1, 2] : [0]
+  }
+
+  const resampling = single(query, 'resampling') ?? 'nearest'
+  if (!RESAMPLING.includes(resampling)) throw new OptionError(`resampling must be one of ${RESAMPLING.join(', ')}`)
+
+  const encoding = single(query, 'encoding') ?? null
+  if (encoding !== null && !ENCODINGS.includes(encoding)) throw new OptionError(`encoding must be ${ENCODINGS.join(' or ')}`)
+  if (encoding !== null && bidx.length !== 1) throw new OptionError('encoding=' + encoding + ' needs a single band')
+
+  const colormap = single(query, 'colormap_name') ?? null
+  if (colormap !== null) {
+    if (!COLORMAPS.has(colormap)) throw new OptionError(`unknown colormap_name '${colormap}'`)
+    if (bidx.length !== 1) throw new OptionError('colormap_name needs a single band')
+    if (encoding !== null) throw new OptionError('colormap_name and encoding cannot be combined')
+  }
+
+  let nodata = null
+  const nodataText = single(query, 'nodata')
+  if (nodataText !== undefined) {
+    nodata = nodataText.toLowerCase() === 'nan' ? 'nan' : Number(nodataText) // a string: JSON (the cache key) has no NaN
+    if (Number.isNaN(nodata)) throw new OptionError('nodata must be a number or nan')
+  }
+
+  let rescale = null
+  const ranges = query.rescale === undefined ? [] : Array.isArray(query.rescale) ? query.rescale : [query.rescale]
+  if (ranges.length > 0) {
+    if (encoding !== null) throw new OptionError('rescale and encoding cannot be combined')
+    rescale = ranges.map((r) => {
+      const pair = String(r).split(',').map((s) => (s.trim() === '' ? NaN : Number(s)))
+      if (pair.length !== 2 || !pair.every(Number.isFinite) || pair[0] >= pair[1]) throw new OptionError(`rescale '${r}' is not min,max with min < max`)
+      return pair
+    })
+    if (rescale.length === 1) rescale = bidx.map(() => rescale[0])
+    if (rescale.length !== bidx.length) throw new OptionError(`rescale needs one min,max or one per band (${bidx.length})`)
+  }
+  const palette = info.palette && bidx.length === 1 && colormap === null && rescale === null && encoding === null
+  if (rescale === null && encoding === null && !palette && info.stats) rescale = bidx.map((b) => info.stats[b])
+  return { bidx, resampling, encoding, colormap, nodata, rescale, palette }
+}
+
+const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+/** Zoom at which a Web Mercator tile pixel is `resolution` metres. */
+const zoomFor = (resolution) => Math.log2(156543.03392804097 / resolution)
+
+export async function open (spec, { log } = {}) {
+  const src = spec.url ? { key: `${spec.url}#${Date.now()}`, url: spec.url } : { key: `${spec.path}#${Date.now()}`, path: spec.path }
+  const workers = acquirePool(log)
+  let info
+  try {
+    info = await workers.run({ op: 'describe', src })
+  } catch (err) {
+    await releasePool()
+    throw err
+  }
+  const maxzoom = Math.max(0, Math.min(24, Math.round(zoomFor(info.resolution))))
+  const minzoom = Math.max(0, Math.min(maxzoom, Math.round(zoomFor(info.coarsest))))
+  const [west, south, east, north] = info.lonLatBounds
+  const crossesAntimeridian = west < -180 || east > 180
+  const bounds = crossesAntimeridian ? [-180, south, 180, north] : info.lonLatBounds
+  const defaults = resolveOptions(info, {}) // validated once: a file whose defaults cannot render fails here
+  const mercator = info.mercatorBounds
+
+  /** Does tile z/x/y touch the raster? (Cheap, on the event loop: tiles outside never reach a worker.) */
+  function touches (z, x, y) {
+    const [minX, minY, maxX, maxY] = tileExtent(z, x, y)
+    if (maxY <= mercator[1] || minY >= mercator[3]) return false
+    const world = tileExtent(0, 0, 0)[2] * 2
+    for (const shift of crossesAntimeridian ? [-world, 0, world] : [0]) {
+      if (maxX > mercator[0] + shift && minX < mercator[2] + shift) return true
+    }
+    return false
+  }
+
+  const empties = new Map() // transparent tiles, rendered once per scale and format (option emptyTiles)
+  const emptyTile = (scale, format) => {
+    const key = scale + format
+    if (!empties.has(key)) empties.set(key, workers.run({ op: 'empty', scale, format }).then(asBuffer))
+    return empties.get(key)
+  }
+
+  let closed = false
+  return {
+    id: spec.id,
+    kind,
+    format: 'png',
+    hints: { format: 'png' },
+    formats: FORMATS,
+    formatAliases: FORMAT_ALIASES,
+    scales: [1, 2],
+    takesQuery: true,
+    metadata: { ...info.meta, bounds, minzoom, maxzoom, defaults },
+    tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, format: 'png' }),
+    parseQuery: (query) => resolveOptions(info, query),
+    async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {
+      if (closed) throw new Error('tileset closed')
+      const bytes = touches(z, x, y) ? await workers.run({ op: 'tile', src, z, x, y, scale, format, options }) : null
+      if (bytes !== null) return asBuffer(bytes)
+      return spec.emptyTiles ? emptyTile(scale, format) : null
+    },
+    async close () {
+      if (closed) return
+      closed = true
+      await releasePool()
+    },
+  }
+}

@@ -1,0 +1,403 @@
+// COG sets against a real reference: GDAL (gdalwarp) cuts the same Web Mercator tile from the same file, and the
+// pixels must agree within a stated tolerance. Runs on the shared fixtures (NAIP in 3857 with each compression, UTM,
+// NAD83 UTM, 4326 world and full-earth, the dateline file, int16, float32 DEM, NaN nodata, paletted, RGBA, ZSTD) and
+// on COGs the tests make with GDAL (UTM float DEM with nodata, Swiss LV95, big-endian band-interleaved).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import sharp from 'sharp'
+import { fromFile } from 'geotiff'
+import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
+import { tempDir } from './helpers/data.js'
+import { rangeServer } from './helpers/http.js'
+import { lonLatToTile } from '../lib/tile.js'
+import { tileExtent } from '../lib/raster/warp.js'
+import { colormap } from '../lib/raster/render.js'
+
+const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0
+const COG = join(FIXTURES, 'cog')
+const NO_GDAL = 'gdal-bin (gdalwarp, gdal_translate) is not installed'
+
+/** GDAL's tile: one array per band, then alpha (0/255), from `gdalwarp -te <tile bounds> -ts n n -r <resampling>`. */
+async function gdalTile (dir, file, z, x, y, { size = 256, resampling = 'near' } = {}) {
+  const out = join(dir, `ref-${z}-${x}-${y}-${size}-${resampling}.tif`)
+  execFileSync('gdalwarp', ['-q', '-overwrite', '-t_srs', 'EPSG:3857', '-te', ...tileExtent(z, x, y).map(String),
+    '-ts', String(size), String(size), '-r', resampling, '-dstalpha', file, out])
+  return (await (await fromFile(out)).getImage()).readRasters()
+}
+
+/** Our tile through the whole HTTP path, decoded to RGBA (null with the status when not 200). */
+async function ourTile (app, url) {
+  const res = await app.inject(url)
+  if (res.statusCode !== 200) return { res, rgba: null }
+  return { res, rgba: await sharp(res.rawPayload).ensureAlpha().raw().toBuffer() }
+}
+
+/**
+ * How far our RGBA is from GDAL's values rendered the way the set's options say (bands, rescale): the share of pixels
+ * where both agree on transparent vs not, and the mean absolute difference per channel where both are opaque.
+ */
+function compare (rgba, ref, options) {
+  const { bidx, rescale } = options
+  const alpha = ref[ref.length - 1]
+  const n = alpha.length
+  let agree = 0; let both = 0; let sum = 0
+  for (let k = 0; k < n; k++) {
+    const ours = rgba[k * 4 + 3] > 0
+    const theirs = alpha[k] > 0
+    if (ours === theirs) agree++
+    if (!ours || !theirs) continue
+    let skip = false
+    let diff = 0
+    for (let c = 0; c < 3; c++) {
+      const b = bidx.length === 1 ? 0 : c
+      let v = ref[bidx[b]][k]
+      if (Number.isNaN(v)) { skip = true; break }
+      if (rescale) v = ((v - rescale[b][0]) * 255) / (rescale[b][1] - rescale[b][0])
+      v = Math.max(0, Math.min(255, Math.round(v)))
+      diff += Math.abs(v - rgba[k * 4 + c])
+    }
+    if (skip) continue
+    both++
+    sum += diff / 3
+  }
+  return { agreement: agree / n, both, mean: both ? sum / both : 0 }
+}
+
+/** A tile at zoom z over the raster: its middle, or (for the dateline file) a given point. */
+const tileAt = (tilejson, z, lonLat) => {
+  const [w, s, e, n] = tilejson.bounds
+  return [z, ...lonLatToTile(lonLat?.[0] ?? (w + e) / 2, lonLat?.[1] ?? (s + n) / 2, z)]
+}
+
+/** Writes an Esri ASCII grid (a format every GDAL reads) of width × height from f(col, row). */
+function asciiGrid (path, { width, height, x0, y0, cell, nodata = -9999 }, f) {
+  const lines = [`ncols ${width}`, `nrows ${height}`, `xllcorner ${x0}`, `yllcorner ${y0}`, `cellsize ${cell}`, `NODATA_value ${nodata}`]
+  for (let r = 0; r < height; r++) lines.push(Array.from({ length: width }, (_, c) => f(c, r)).join(' '))
+  writeFileSync(path, lines.join('\n') + '\n')
+}
+
+/** COGs made here with GDAL, so the suite has real data of its own (and kinds the fixtures lack). */
+function generatedCogs (dir) {
+  const dem = join(dir, 'dem.asc')
+  // A hill with a nodata lake in one corner, on the UTM 33N grid around Vienna.
+  asciiGrid(dem, { width: 600, height: 400, x0: 590000, y0: 5330000, cell: 25 }, (c, r) =>
+    c < 80 && r < 60 ? -9999 : (200 + 300 * Math.exp(-((c - 300) ** 2 + (r - 200) ** 2) / 20000) + 15 * Math.sin(c / 7)).toFixed(2))
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:32633', '-ot', 'Float32', '-co', 'COMPRESS=DEFLATE',
+    '-co', 'PREDICTOR=YES', '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', dem, join(dir, 'utm_dem.tif')])
+  const swiss = join(dir, 'swiss.asc')
+  asciiGrid(swiss, { width: 500, height: 500, x0: 2680000, y0: 1240000, cell: 10 }, (c, r) => ((c * 7 + r * 3) % 997) + (c % 50 === 0 ? 4000 : 0))
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:2056', '-ot', 'UInt16', '-co', 'COMPRESS=LZW',
+    '-co', 'BLOCKSIZE=256', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'swiss_lv95.tif')])
+  // Three bands, band-interleaved (planar), big-endian, ZSTD: all the byte-level variants at once.
+  execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-a_srs', 'EPSG:32633', '-ot', 'Int16', '-b', '1', '-b', '1', '-b', '1',
+    '-co', 'TILED=YES', '-co', 'BLOCKXSIZE=128', '-co', 'BLOCKYSIZE=128', '-co', 'INTERLEAVE=BAND', '-co', 'ENDIANNESS=BIG',
+    '-co', 'COMPRESS=ZSTD', dem, join(dir, 'planar_bigendian.tif')])
+  execFileSync('gdaladdo', ['-q', join(dir, 'planar_bigendian.tif'), '2', '4'])
+  return ['utm_dem', 'swiss_lv95', 'planar_bigendian']
+}
+
+// file stem → tiles to check ([zoom offset from maxzoom] or explicit points) and the tolerances that hold for it.
+const FIXTURE_CASES = {
+  usda_naip_128_none_z2: {},
+  usda_naip_256_lzw_z3: {},
+  usda_naip_512_deflate_z2: {},
+  usda_naip_512_jpeg_z5: { mean: 2 }, // JPEG decoders differ by a level or two
+  usda_naip_512_webp_z5: {},
+  'cog': {},
+  cog_rgb: { mean: 2 },
+  cog_rgba: {},
+  cog_world: { points: [[10, 48], [-100, 40]] },
+  cog_fullearth: { agreement: 0.95 }, // nearest-neighbour ties on its 0.83° grid fall either way
+  cog_int16: {},
+  cog_nodata_nan: {},
+  cog_with_nan: {},
+  cog_dateline: { points: [[179.5, 51.8], [-179.2, 51.8]] },
+  elev: {},
+  image_web_z5_z11: {},
+  rgba8_cog: {},
+}
+
+async function checkAgainstGdal (t, app, dir, id, file, { points, mean = 1.5, agreement = 0.97 } = {}) {
+  const tilejson = (await app.inject(`/${id}.json`)).json()
+  const { defaults } = (await app.inject(`/${id}/meta`)).json()
+  assert.ok(tilejson.maxzoom >= tilejson.minzoom, `${id}: zoom range`)
+  const zooms = [tilejson.maxzoom, Math.max(tilejson.minzoom, tilejson.maxzoom - 2)]
+  const tiles = points ? points.map((p) => tileAt(tilejson, tilejson.maxzoom - 1, p)) : zooms.map((z) => tileAt(tilejson, z))
+  for (const [z, x, y] of tiles) {
+    for (const [resampling, gdalName, limit] of [['nearest', 'near', mean], ['bilinear', 'bilinear', mean + 2.5]]) {
+      const query = resampling === 'nearest' ? '' : '?resampling=bilinear'
+      const { res, rgba } = await ourTile(app, `/${id}/${z}/${x}/${y}.png${query}`)
+      const ref = await gdalTile(dir, file, z, x, y, { resampling: gdalName })
+      const gdalOpaque = ref[ref.length - 1].filter((a) => a > 0).length
+      if (rgba === null) {
+        assert.equal(res.statusCode, 404, `${id} ${z}/${x}/${y}: ${res.body}`)
+        assert.ok(gdalOpaque < 0.01 * 65536, `${id} ${z}/${x}/${y}: 404 where GDAL has ${gdalOpaque} pixels`)
+        continue
+      }
+      assert.equal(res.headers['content-type'], 'image/png')
+      const r = compare(rgba, ref, defaults)
+      assert.ok(r.agreement >= agreement, `${id} ${z}/${x}/${y} ${resampling}: transparency agrees on only ${(r.agreement * 100).toFixed(1)} %`)
+      assert.ok(gdalOpaque === 0 || r.both > 0.5 * gdalOpaque, `${id} ${z}/${x}/${y}: only ${r.both} of ${gdalOpaque} pixels compared`)
+      assert.ok(r.mean <= limit, `${id} ${z}/${x}/${y} ${resampling}: mean difference ${r.mean.toFixed(2)} > ${limit}`)
+    }
+  }
+}
+
+test('COG fixtures: tiles match gdalwarp pixel for pixel (nearest and bilinear) in every CRS and compression', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures (../shared/fixtures) are not present')) return
+  const dir = tempDir(t)
+  const app = await makeApp(t, { paths: [COG], cacheMB: 0 })
+  for (const [id, options] of Object.entries(FIXTURE_CASES)) {
+    const file = join(COG, (id === 'rgba8_cog' ? id + '.tiff' : id + '.tif'))
+    await checkAgainstGdal(t, app, dir, id, file, options)
+  }
+})
+
+test('generated COGs (UTM float DEM with nodata, Swiss LV95 uint16, big-endian planar ZSTD int16) match gdalwarp', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  const ids = generatedCogs(dir)
+  const app = await makeApp(t, { paths: ids.map((id) => join(dir, id + '.tif')), cacheMB: 0 })
+  for (const id of ids) {
+    const meta = (await app.inject(`/${id}/meta`)).json()
+    assert.ok(meta.statistics, `${id}: statistics for the default rescale`)
+    await checkAgainstGdal(t, app, dir, id, join(dir, id + '.tif'))
+  }
+  // The nodata lake is transparent: the top-left corner tile of the DEM at its finest zoom.
+  const tj = (await app.inject('/utm_dem.json')).json()
+  const meta = (await app.inject('/utm_dem/meta')).json()
+  assert.equal(meta.nodata, -9999)
+  assert.equal(meta.crs.includes('+proj=utm') || meta.crs.includes('+proj=tmerc'), true)
+  const [cx, cy] = lonLatToTile(tj.bounds[0] + 0.001, tj.bounds[3] - 0.001, tj.maxzoom)
+  const { rgba } = await ourTile(app, `/utm_dem/${tj.maxzoom}/${cx}/${cy}.png`)
+  assert.ok(rgba, 'corner tile renders')
+  let transparent = 0
+  for (let k = 3; k < rgba.length; k += 4) if (rgba[k] === 0) transparent++
+  assert.ok(transparent > 1000, `nodata shows as transparency (${transparent} px)`)
+})
+
+test('paletted COG: the colour table applies, as GDAL expands it', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures (../shared/fixtures) are not present')) return
+  const dir = tempDir(t)
+  const app = await makeApp(t, { paths: [join(COG, 'cog_cmap.tif')], cacheMB: 0 })
+  const expanded = join(dir, 'expanded.vrt')
+  execFileSync('gdal_translate', ['-q', '-of', 'VRT', '-expand', 'rgb', join(COG, 'cog_cmap.tif'), expanded])
+  const tilejson = (await app.inject('/cog_cmap.json')).json()
+  for (const z of [tilejson.maxzoom, tilejson.maxzoom - 3]) {
+    const [, x, y] = tileAt(tilejson, z)
+    const { rgba } = await ourTile(app, `/cog_cmap/${z}/${x}/${y}.png`)
+    const ref = await gdalTile(dir, expanded, z, x, y)
+    const r = compare(rgba, ref, { bidx: [0, 1, 2], rescale: null })
+    assert.ok(r.both > 1000 && r.mean < 1, `cog_cmap z${z}: mean ${r.mean} over ${r.both} px`)
+  }
+})
+
+/** A small COG for tests that need one, from the fixtures or made with GDAL. */
+function anyCog (t) {
+  if (HAVE_FIXTURES) return { file: join(COG, 'cog.tif'), id: 'cog' }
+  if (!needs(t, HAVE_GDAL, `${NO_GDAL}, and without the shared fixtures there is no COG to serve`)) return null
+  const dir = tempDir(t)
+  const [id] = generatedCogs(dir)
+  return { file: join(dir, id + '.tif'), id }
+}
+
+test('COG options: bidx, rescale, colormap_name, nodata, resampling, formats and @2x; bad values are 400', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null) return
+  const app = await makeApp(t, { paths: [cog.file] })
+  const { id } = cog
+  const tilejson = (await app.inject(`/${id}.json`)).json()
+  const [z, x, y] = tileAt(tilejson, tilejson.maxzoom - 1)
+  const base = `/${id}/${z}/${x}/${y}`
+
+  const png = await app.inject(`${base}.png`)
+  assert.equal(png.statusCode, 200)
+  assert.equal(png.headers['content-type'], 'image/png')
+  assert.deepEqual([(await sharp(png.rawPayload).metadata()).width], [256])
+  const noExt = await app.inject(base)
+  assert.equal(noExt.headers['content-type'], 'image/png', 'no extension: PNG')
+  const webp = await app.inject(`${base}.webp`)
+  assert.equal(webp.headers['content-type'], 'image/webp')
+  const jpg = await app.inject(`${base}.jpg`)
+  assert.equal(jpg.headers['content-type'], 'image/jpeg')
+  const jpeg = await app.inject(`${base}.jpeg`)
+  assert.equal(jpeg.headers['content-type'], 'image/jpeg')
+  const retina = await app.inject(`${base}@2x.png`)
+  assert.equal(retina.statusCode, 200)
+  assert.equal((await sharp(retina.rawPayload).metadata()).width, 512)
+
+  // A colormap maps the rescaled grey through its ramp: every opaque pixel is a viridis colour of its grey level.
+  const grey = await sharp(png.rawPayload).ensureAlpha().raw().toBuffer()
+  const viridis = await app.inject(`${base}.png?colormap_name=viridis`)
+  const colours = await sharp(viridis.rawPayload).ensureAlpha().raw().toBuffer()
+  const ramp = colormap('viridis')
+  let checked = 0
+  for (let k = 0; k < grey.length; k += 4) {
+    if (grey[k + 3] === 0) continue
+    const g = grey[k]
+    assert.deepEqual([colours[k], colours[k + 1], colours[k + 2]], [ramp[g * 3], ramp[g * 3 + 1], ramp[g * 3 + 2]])
+    checked++
+  }
+  assert.ok(checked > 1000)
+
+  // rescale changes the picture; the same options spelled differently share a cache entry (same ETag).
+  const a = await app.inject(`${base}.png?rescale=0,1000`)
+  const b = await app.inject(`${base}.png?rescale=0.0,1e3&unknown=1`)
+  assert.notEqual(a.headers.etag, png.headers.etag)
+  assert.equal(a.headers.etag, b.headers.etag)
+  // nodata from the request: a value that fills the tile makes it transparent (404 for a raster with nothing).
+  const bidx = await app.inject(`${base}.png?bidx=1&resampling=cubic`)
+  assert.equal(bidx.statusCode, 200)
+
+  for (const bad of ['bidx=0', 'bidx=9', 'bidx=1&bidx=1', 'rescale=5,1', 'rescale=a,b', 'rescale=1', 'colormap_name=nope',
+    'resampling=lanczos2', 'encoding=png', 'nodata=abc', 'encoding=mapbox&colormap_name=viridis', 'resampling=nearest&resampling=cubic']) {
+    const res = await app.inject(`${base}.png?${bad}`)
+    assert.equal(res.statusCode, 400, `${bad}: ${res.body}`)
+    assert.match(res.json().message, /\w/)
+  }
+  assert.equal((await app.inject(`${base}.gif`)).statusCode, 400)
+  assert.equal((await app.inject(`${base}@3x.png`)).statusCode, 404)
+  assert.equal((await app.inject(`/${id}.json?rescale=5,1`)).statusCode, 400)
+  // TileJSON passes the options on to the tile URLs, as titiler does.
+  const withOptions = (await app.inject(`/${id}.json?colormap_name=magma`)).json()
+  assert.match(withOptions.tiles[0], /\/\{z\}\/\{x\}\/\{y\}\.png\?colormap_name=magma$/)
+})
+
+test('COG TileJSON and /meta: WGS84 bounds as GDAL computes them, zooms from the resolution, the file described', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures (../shared/fixtures) are not present')) return
+  const app = await makeApp(t, { paths: [COG] })
+  for (const id of ['cog', 'usda_naip_512_webp_z5', 'cog_with_nan', 'cog_rgb']) {
+    const info = JSON.parse(execFileSync('gdalinfo', ['-json', join(COG, id + '.tif')]))
+    const ring = info.wgs84Extent.coordinates[0]
+    const lons = ring.map((p) => p[0]); const lats = ring.map((p) => p[1])
+    const tilejson = (await app.inject(`/${id}.json`)).json()
+    const [w, s, e, n] = tilejson.bounds
+    const tol = Math.max(1e-4, (Math.max(...lons) - Math.min(...lons)) * 0.01)
+    assert.ok(Math.abs(w - Math.min(...lons)) < tol && Math.abs(e - Math.max(...lons)) < tol, `${id} lon bounds ${w},${e} vs GDAL`)
+    assert.ok(Math.abs(s - Math.min(...lats)) < tol && Math.abs(n - Math.max(...lats)) < tol, `${id} lat bounds ${s},${n} vs GDAL`)
+    const meta = (await app.inject(`/${id}/meta`)).json()
+    assert.equal(meta.width, info.size[0])
+    assert.equal(meta.height, info.size[1])
+    assert.equal(meta.bands, info.bands.length)
+    assert.equal(meta.overviews.length, info.bands[0].overviews?.length ?? 0)
+  }
+  const naip = (await app.inject('/usda_naip_512_webp_z5.json')).json()
+  assert.equal(naip.maxzoom, 18, 'NAIP at 0.6 m: zoom 18')
+  assert.equal(naip.format, 'png')
+  assert.equal((await app.inject('/cog/meta')).json().crs.includes('+zone=21') || (await app.inject('/cog/meta')).json().crs.includes('lon_0=-57'), true)
+  // A raster across the antimeridian: bounds cover the world's width, and tiles on both sides render.
+  const dateline = (await app.inject('/cog_dateline.json')).json()
+  assert.deepEqual([dateline.bounds[0], dateline.bounds[2]], [-180, 180])
+  for (const lon of [179.5, -179.2]) {
+    const [z, x, y] = tileAt(dateline, 8, [lon, 51.8])
+    assert.equal((await app.inject(`/cog_dateline/${z}/${x}/${y}.png`)).statusCode, 200, `dateline tile at ${lon}`)
+  }
+})
+
+test('terrain-RGB: encoding=mapbox and terrarium give heights that decode to the DEM values', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  let file = HAVE_FIXTURES ? join(COG, 'elev.tif') : null
+  if (file === null) { generatedCogs(dir); file = join(dir, 'utm_dem.tif') }
+  const id = HAVE_FIXTURES ? 'elev' : 'utm_dem'
+  const app = await makeApp(t, { paths: [file] })
+  const tilejson = (await app.inject(`/${id}.json`)).json()
+  const [z, x, y] = tileAt(tilejson, tilejson.maxzoom)
+  const ref = await gdalTile(dir, file, z, x, y)
+  for (const [encoding, decode] of [
+    ['mapbox', (r, g, b) => -10000 + (r * 65536 + g * 256 + b) * 0.1],
+    ['terrarium', (r, g, b) => r * 256 + g + b / 256 - 32768],
+  ]) {
+    const { res, rgba } = await ourTile(app, `/${id}/${z}/${x}/${y}.png?encoding=${encoding}`)
+    assert.equal(res.statusCode, 200)
+    let n = 0; let worst = 0
+    for (let k = 0; k < ref[0].length; k++) {
+      if (!(ref[1][k] > 0) || rgba[k * 4 + 3] === 0) continue
+      worst = Math.max(worst, Math.abs(decode(rgba[k * 4], rgba[k * 4 + 1], rgba[k * 4 + 2]) - ref[0][k]))
+      n++
+    }
+    assert.ok(n > 30000, `${encoding}: ${n} pixels compared`)
+    assert.ok(worst <= (encoding === 'mapbox' ? 0.051 : 0.004), `${encoding}: worst height error ${worst} m`)
+  }
+  // Lossless WebP keeps terrain exact too.
+  const webp = await app.inject(`/${id}/${z}/${x}/${y}.webp?encoding=mapbox`)
+  const png = await app.inject(`/${id}/${z}/${x}/${y}.png?encoding=mapbox`)
+  assert.deepEqual(await sharp(webp.rawPayload).raw().toBuffer(), await sharp(png.rawPayload).raw().toBuffer())
+})
+
+test('outside the raster 404, or a transparent tile with emptyTiles; a sparse COG with no data blocks answers cleanly', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null) return
+  const app = await makeApp(t, { paths: [cog.file] })
+  const tilejson = (await app.inject(`/${cog.id}.json`)).json()
+  const z = tilejson.maxzoom
+  const [, x, y] = tileAt(tilejson, z)
+  const far = `/${cog.id}/${z}/${(x + 2 ** (z - 1)) % 2 ** z}/${y}.png` // the other side of the world
+  assert.equal((await app.inject(far)).statusCode, 404)
+  const transparentApp = await makeApp(t, { paths: [], sets: { [cog.id]: { path: cog.file, emptyTiles: true } } })
+  const empty = await transparentApp.inject(far)
+  assert.equal(empty.statusCode, 200)
+  const pixels = await sharp(empty.rawPayload).ensureAlpha().raw().toBuffer()
+  assert.ok(pixels.every((v, i) => i % 4 !== 3 || v === 0), 'fully transparent')
+  if (HAVE_FIXTURES) {
+    const sparse = await makeApp(t, { paths: [join(COG, 'sparse.tiff')] })
+    const tj = (await sparse.inject('/sparse.json')).json()
+    for (const zoom of [tj.minzoom, tj.maxzoom]) {
+      const [, sx, sy] = tileAt(tj, zoom)
+      assert.equal((await sparse.inject(`/sparse/${zoom}/${sx}/${sy}.png`)).statusCode, 404, 'no data blocks: nothing to draw')
+    }
+  }
+})
+
+test('broken, non-COG and unsupported TIFFs are unavailable with a reason; the other sets keep serving', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null) return
+  const dir = tempDir(t)
+  copyFileSync(cog.file, join(dir, 'good.tif'))
+  writeFileSync(join(dir, 'garbage.tif'), 'this is not a tiff at all')
+  writeFileSync(join(dir, 'empty.tiff'), '')
+  writeFileSync(join(dir, 'truncated.tif'), readFileSync(cog.file).subarray(0, 600))
+  const broken = ['garbage', 'empty', 'truncated']
+  if (HAVE_FIXTURES) {
+    for (const name of ['nocog.tif', 'goes.tif', 'cog_hirise_mars.tif']) copyFileSync(join(COG, name), join(dir, name))
+    broken.push('nocog', 'goes', 'cog_hirise_mars')
+  }
+  const app = await makeApp(t, { paths: [dir] })
+  assert.deepEqual((await app.inject('/list')).json(), ['good'])
+  for (const id of broken) {
+    const res = await app.inject(`/${id}/3/1/1.png`)
+    assert.equal(res.statusCode, 503, id)
+    assert.ok(!res.body.includes(dir) && !res.body.includes('    at '), `${id}: no path or stack in ${res.body}`)
+  }
+  if (HAVE_FIXTURES) {
+    assert.match((await app.inject('/nocog/3/1/1.png')).json().message, /not a Cloud Optimized GeoTIFF/)
+    assert.match((await app.inject('/cog_hirise_mars/3/1/1.png')).json().message, /not the Earth/)
+    assert.match((await app.inject('/goes/3/1/1.png')).json().message, /unsupported CRS/)
+  }
+  const tilejson = (await app.inject('/good.json')).json()
+  const [z, x, y] = tileAt(tilejson, tilejson.maxzoom)
+  assert.equal((await app.inject(`/good/${z}/${x}/${y}.png`)).statusCode, 200)
+})
+
+test('a remote COG over HTTP range requests renders the same tile as the local file', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null) return
+  const bytes = readFileSync(cog.file)
+  const remote = await rangeServer(t, bytes, 'remote.tif')
+  const app = await makeApp(t, { paths: [cog.file, remote.url] })
+  const tilejson = (await app.inject('/remote.json')).json()
+  const [z, x, y] = tileAt(tilejson, tilejson.maxzoom - 1)
+  const local = await app.inject(`/${cog.id}/${z}/${x}/${y}.png`)
+  const far = await app.inject(`/remote/${z}/${x}/${y}.png`)
+  assert.equal(far.statusCode, 200)
+  assert.deepEqual(far.rawPayload, local.rawPayload)
+  assert.ok(remote.ranges.length > 0, 'read with range requests')
+  const read = remote.ranges.reduce((s, [a, b]) => s + b - a + 1, 0)
+  assert.ok(read < bytes.length, `read ${read} of ${bytes.length} bytes: only the blocks needed`)
+})

@@ -1,0 +1,23 @@
+// A range-serving HTTP server for remote-source tests (PMTiles, COGs).
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+
+/** A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name; `down()` makes it fail. */
+export async function rangeServer (t, file, name = 'remote.pmtiles') {
+  const ranges = []
+  let up = true
+  const server = createServer((req, res) => {
+    if (!up) { res.writeHead(500); res.end(); return }
+    const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
+    if (!m) { res.writeHead(200, { 'content-length': file.length }); res.end(file); return }
+    const start = Number(m[1])
+    const end = Math.min(Number(m[2]), file.length - 1)
+    ranges.push([start, end])
+    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
+    res.end(file.subarray(start, end + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  return { url: `http://127.0.0.1:${server.address().port}/${name}`, ranges, down: () => { up = false } }
+}
