@@ -11,14 +11,14 @@ export function markdown (report) {
   const first = report.servers[0]
   for (const set of report.sets) {
     out.push(`### ${set.location}`, '')
-    out.push(`| Zoom | Location | Server | Requests/sec | vs ${first} | Throughput (MB/s) | Avg Latency | P99 Latency | Errors | Non-2xx |`)
-    out.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|')
+    out.push(`| Zoom | Location | Server | Requests/sec | vs ${first} | Throughput (MB/s) | Avg Latency | P99 Latency | Errors | Non-2xx | Server CPU (cores) |`)
+    out.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|')
     for (const row of set.rows) {
       const base = row.results[first]?.rps
       for (const server of report.servers) {
         const r = row.results[server]
         if (!r) continue
-        out.push(`| ${row.zoom} | ${set.location} | ${server} | ${fmt(r.rps)} | ${ratio(r.rps, base)} | ${mb(r.throughput)} | ${ms(r.latencyAvg)} | ${ms(r.latencyP99)} | ${r.errors} | ${r.non2xx} |`)
+        out.push(`| ${row.zoom} | ${set.location} | ${server} | ${fmt(r.rps)} | ${ratio(r.rps, base)} | ${mb(r.throughput)} | ${ms(r.latencyAvg)} | ${ms(r.latencyP99)} | ${r.errors} | ${r.non2xx} | ${r.cores === null || r.cores === undefined ? '–' : fmt(r.cores, 2)} |`)
       }
     }
     out.push('')

@@ -2,9 +2,9 @@
 // The honest bench: per-zoom req/s, throughput and latency for tile-cannon and any other server, side by side, over
 // many real tiles per zoom, with fixed request headers, servers alternating across rounds, and an optional node:http
 // baseline in the same run so results read as ratios on a noisy machine. See bench/README.md.
-import { writeFileSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
-import { join } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
 import { findNginx, startBaseline, startNginx, startPgHttp, startTileCannon } from './servers.js'
@@ -30,6 +30,7 @@ const USAGE = `Usage: node bench/run.js [options]
   --header "K: V"      request header (repeatable; default "Accept-Encoding: gzip, br")
   --baseline           add a bare node:http server answering the same tiles from memory
   --nginx              add the same tiles exploded to files under nginx (one worker), where nginx is installed
+  --titiler URL        for COG sets: add a running titiler (its base URL), asked for the same files and rendering
   --pg-ceiling         for PostGIS sets: the same tile queries run directly with pg in a tight loop, no HTTP
                        (the database-bound ceiling; its row comes first), and a bare node:http server running
                        the same query per request (the HTTP + database floor)
@@ -60,6 +61,7 @@ function parse (argv) {
       baseline: { type: 'boolean', default: false },
       nginx: { type: 'boolean', default: false },
       'pg-ceiling': { type: 'boolean', default: false },
+      titiler: { type: 'string' },
       markdown: { type: 'boolean', default: false },
       json: { type: 'string' },
       chart: { type: 'string' },
@@ -96,6 +98,7 @@ function parse (argv) {
     if (i < 1) throw new UsageError(`--header wants "Name: value", got "${h}"`)
     headers[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim()
   }
+  if (values.titiler !== undefined && !/^https?:\/\/[^/]+/.test(values.titiler)) throw new UsageError('--titiler wants the base URL of a running titiler, like http://127.0.0.1:8000')
   return {
     ...values,
     zooms,
@@ -134,6 +137,32 @@ function load (origin, paths, { duration, connections, headers }) {
     }, (err, result) => (err ? reject(err) : resolve(result)))
     autocannon.track(instance, { renderProgressBar: false, renderResultsTable: false, renderLatencyTable: false })
   })
+}
+
+/** CPU seconds a process has used so far, all threads (Linux /proc; null elsewhere). */
+function cpuSeconds (pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / 100 // utime + stime, in USER_HZ (100 on Linux)
+  } catch {
+    return null
+  }
+}
+
+/**
+ * titiler's URL for the same file and the same rendering: its /cog/tiles endpoint with `url=` the file's path and
+ * the options tile-cannon applies by default (bands, rescale), so both servers do the same work.
+ */
+async function titilerTemplate (base, set, data, ours) {
+  if (set.kind !== 'cog') throw new UsageError(`--titiler compares COG sets; ${set.id} is ${set.kind}`)
+  const file = data.map((d) => resolve(d)).flatMap((d) => (statSync(d).isDirectory() ? ['.tif', '.tiff'].map((e) => join(d, set.id + e)) : [d]))
+    .find((f) => existsSync(f) && basename(f).replace(/\.tiff?$/i, '') === set.id)
+  if (!file) throw new UsageError(`--titiler: cannot find the file of ${set.id} among --data`)
+  const { defaults } = await getJson(`${ours}/${encodeURIComponent(set.id)}/meta`)
+  const query = new URLSearchParams({ url: file })
+  for (const b of defaults.bidx) query.append('bidx', String(b + 1))
+  if (defaults.rescale) for (const [min, max] of defaults.rescale) query.append('rescale', `${min},${max}`)
+  return `${base.replace(/\/$/, '')}/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?${query}`
 }
 
 /** The useful part of a fetch failure: ECONNREFUSED, bad port, … */
@@ -242,6 +271,11 @@ export async function run (opts) {
       ...instances.map((i) => ({ name: i.name, template: (set) => `${i.base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` })),
       ...opts.servers.map((s) => ({ name: s.name, template: () => s.template })),
     ]
+    if (opts.titiler) {
+      if (!instances.length) throw new UsageError('--titiler compares with tile-cannon on the same files: give them with --data')
+      for (const set of sets) set.titiler = await titilerTemplate(opts.titiler, set, data, instances[0].base)
+      servers.push({ name: 'titiler', template: (set) => set.titiler })
+    }
     // Baselines answer the first server's paths with its very answers, so the same path list works for them.
     const reference = servers[0]
     const origin = new URL(fill(reference.template(sets[0]), 0, 0, 0)).origin
@@ -277,6 +311,7 @@ export async function run (opts) {
     }
 
     // Measure: for each round, set and zoom, every server in a rotated order.
+    for (const s of servers) s.pid = started.find((p) => p.base && s.template?.({ id: '' })?.startsWith(p.base))?.child?.pid ?? null
     const results = {} // set → zoom → server → [runs]
     const total = opts.rounds * servers.length * sets.reduce((n, set) => n + set.zooms.length, 0)
     let done = 0
@@ -302,7 +337,11 @@ export async function run (opts) {
             const paths = set.tiles[z].map(([tz, x, y]) => fill(template, tz, x, y).slice(origin.length))
             progress(`[${++done}/${total}] round ${round + 1} ${set.id ?? set.name} z${z} ${server.name}`)
             if (opts.warmup > 0) await load(origin, paths, { ...opts, duration: opts.warmup })
+            const cpuBefore = server.pid ? cpuSeconds(server.pid) : null
+            const wallBefore = performance.now()
             const r = await load(origin, paths, opts)
+            // Cores the server kept busy (every thread of its process): rendering spread over the machine shows here.
+            const cores = cpuBefore === null ? null : (cpuSeconds(server.pid) - cpuBefore) / ((performance.now() - wallBefore) / 1000)
             results[key] ??= {}
             results[key][z] ??= {}
             results[key][z][server.name] ??= []
@@ -314,6 +353,7 @@ export async function run (opts) {
               errors: r.errors + r.timeouts,
               non2xx: r.non2xx,
               requests: r.requests.total,
+              cores,
             })
           }
         }
@@ -338,7 +378,7 @@ export async function run (opts) {
             zoom: z,
             tiles: set.tiles[z].length,
             results: Object.fromEntries(Object.entries(results[key][z]).map(([name, runs]) => [name, {
-              rps: mean(runs, 'rps'), throughput: mean(runs, 'throughput'), latencyAvg: mean(runs, 'latencyAvg'), latencyP99: mean(runs, 'latencyP99'), errors: sum(runs, 'errors'), non2xx: sum(runs, 'non2xx'), requests: sum(runs, 'requests'), runs,
+              rps: mean(runs, 'rps'), throughput: mean(runs, 'throughput'), latencyAvg: mean(runs, 'latencyAvg'), latencyP99: mean(runs, 'latencyP99'), errors: sum(runs, 'errors'), non2xx: sum(runs, 'non2xx'), requests: sum(runs, 'requests'), cores: runs[0].cores === null || runs[0].cores === undefined ? null : mean(runs, 'cores'), runs,
             }])),
           })),
         }

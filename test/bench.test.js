@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ROOT, needs } from './helpers/app.js'
+import { FIXTURES, HAVE_FIXTURES, ROOT, needs } from './helpers/app.js'
 import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
 const RUN = join(ROOT, 'bench', 'run.js')
@@ -121,4 +121,18 @@ test('bench baselines answer exactly what tile-cannon answers: node:http and ngi
   const report = JSON.parse(readFileSync(json, 'utf8'))
   assert.deepEqual(report.servers, ['node:http baseline', 'nginx static files', 'tile-cannon'])
   for (const server of report.servers) assert.ok(report.sets[0].rows[0].results[server].rps > 0 && report.sets[0].rows[0].results[server].non2xx === 0, server)
+})
+
+test('bench: COG mode, cache off, with the server CPU it kept busy', async (t) => {
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures (../shared/fixtures) hold the COGs this bench reads')) return
+  const dir = tempDir(t)
+  const json = join(dir, 'cog.json')
+  const res = bench(['--data', join(FIXTURES, 'cog', 'image_web_z5_z11.tif'), '--format', 'cog', '--zooms', '9', '--duration', '1',
+    '--warmup', '0', '--connections', '4', '--cache', 'off', '--json', json, '--markdown'])
+  assert.equal(res.status, 0, res.stderr)
+  assert.match(res.stdout, /Server CPU \(cores\)/)
+  const row = JSON.parse(readFileSync(json, 'utf8')).sets[0].rows[0]
+  const r = row.results['tile-cannon']
+  assert.ok(r.rps > 0 && r.errors === 0 && r.non2xx === 0, JSON.stringify(r))
+  assert.ok(r.cores > 0, `server CPU measured: ${r.cores}`)
 })

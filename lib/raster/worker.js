@@ -98,7 +98,7 @@ async function render ({ src, z, x, y, format, options }, n, { cols, rows, alpha
   const window = await readWindow(ds, level, win, options.bidx, options.nodata)
   if (window === null) return null
   const nb = options.bidx.length
-  resample(level, win, window.bands, window.density, cols, rows, count, resampling, values, alpha, scale2)
+  resample(level, win, window.bands, window.density, cols, rows, count, resampling, values, alpha, scale2, ds.toSource === null)
   if (!alpha.some((a) => a > 0)) return null
   const rgba = toRgba(values, alpha, count, nb, {
     rescale: options.rescale,
