@@ -47,7 +47,7 @@ export default async function tileRoutes (app) {
     let query
     if (source.parseQuery !== undefined) {
       try {
-        query = source.parseQuery(request.query)
+        query = source.parseQuery(request.query, rendering)
       } catch (err) {
         return badRequest(reply, err.message)
       }

@@ -96,7 +96,10 @@ function generatedCogs (dir) {
     '-co', 'TILED=YES', '-co', 'BLOCKXSIZE=128', '-co', 'BLOCKYSIZE=128', '-co', 'INTERLEAVE=BAND', '-co', 'ENDIANNESS=BIG',
     '-co', 'COMPRESS=ZSTD', dem, join(dir, 'planar_bigendian.tif')])
   execFileSync('gdaladdo', ['-q', join(dir, 'planar_bigendian.tif'), '2', '4'])
-  return ['utm_dem', 'swiss_lv95', 'planar_bigendian']
+  // Geographic, 179.5°E to 180.5°E: half of it is west of the antimeridian, on the other side of the map.
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:4326', '-a_ullr', '179.5', '60', '180.5', '59', '-ot', 'UInt16',
+    '-co', 'COMPRESS=DEFLATE', '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'geo_antimeridian.tif')])
+  return ['utm_dem', 'swiss_lv95', 'planar_bigendian', 'geo_antimeridian']
 }
 
 // file stem → tiles to check ([zoom offset from maxzoom] or explicit points) and the tolerances that hold for it.
@@ -125,7 +128,7 @@ async function checkAgainstGdal (t, app, dir, id, file, { points, mean = 1.5, ag
   const { defaults } = (await app.inject(`/${id}/meta`)).json()
   assert.ok(tilejson.maxzoom >= tilejson.minzoom, `${id}: zoom range`)
   const zooms = [tilejson.maxzoom, Math.max(tilejson.minzoom, tilejson.maxzoom - 2)]
-  const tiles = points ? points.map((p) => tileAt(tilejson, tilejson.maxzoom - 1, p)) : zooms.map((z) => tileAt(tilejson, z))
+  const tiles = points ? points.map((p) => tileAt(tilejson, Math.max(tilejson.minzoom, tilejson.maxzoom - 1), p)) : zooms.map((z) => tileAt(tilejson, z))
   for (const [z, x, y] of tiles) {
     for (const [resampling, gdalName, limit] of [['nearest', 'near', mean], ['bilinear', 'bilinear', mean + 2.5]]) {
       const query = resampling === 'nearest' ? '' : '?resampling=bilinear'
@@ -157,7 +160,9 @@ test('COG fixtures: tiles match gdalwarp pixel for pixel (nearest and bilinear) 
   }
 })
 
-test('generated COGs (UTM float DEM with nodata, Swiss LV95 uint16, big-endian planar ZSTD int16) match gdalwarp', async (t) => {
+const GENERATED_CASES = { geo_antimeridian: { points: [[179.8, 59.5], [-179.7, 59.5]] } }
+
+test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar ZSTD int16, 4326 across the antimeridian) match gdalwarp', async (t) => {
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)
   const ids = generatedCogs(dir)
@@ -165,8 +170,11 @@ test('generated COGs (UTM float DEM with nodata, Swiss LV95 uint16, big-endian p
   for (const id of ids) {
     const meta = (await app.inject(`/${id}/meta`)).json()
     assert.ok(meta.statistics, `${id}: statistics for the default rescale`)
-    await checkAgainstGdal(t, app, dir, id, join(dir, id + '.tif'))
+    await checkAgainstGdal(t, app, dir, id, join(dir, id + '.tif'), GENERATED_CASES[id])
   }
+  const across = (await app.inject('/geo_antimeridian.json')).json()
+  assert.deepEqual([across.bounds[0], across.bounds[2]], [-180, 180], 'bounds widen to the world rather than wrap')
+  assert.ok(across.center[0] > 179 && across.center[0] <= 180, `centre on the raster: ${across.center}`)
   // The nodata lake is transparent: the top-left corner tile of the DEM at its finest zoom.
   const tj = (await app.inject('/utm_dem.json')).json()
   const meta = (await app.inject('/utm_dem/meta')).json()
@@ -255,12 +263,14 @@ test('COG options: bidx, rescale, colormap_name, nodata, resampling, formats and
   assert.equal(bidx.statusCode, 200)
 
   for (const bad of ['bidx=0', 'bidx=9', 'bidx=1&bidx=1', 'rescale=5,1', 'rescale=a,b', 'rescale=1', 'colormap_name=nope',
-    'resampling=lanczos2', 'encoding=png', 'nodata=abc', 'encoding=mapbox&colormap_name=viridis', 'resampling=nearest&resampling=cubic']) {
+    'resampling=lanczos2', 'encoding=png', 'nodata=abc', 'nodata=Infinity', 'nodata=0x10', 'nodata=%20', 'rescale=0,Infinity',
+    'encoding=mapbox&colormap_name=viridis', 'resampling=nearest&resampling=cubic']) {
     const res = await app.inject(`${base}.png?${bad}`)
     assert.equal(res.statusCode, 400, `${bad}: ${res.body}`)
     assert.match(res.json().message, /\w/)
   }
   assert.equal((await app.inject(`${base}.gif`)).statusCode, 400)
+  assert.equal((await app.inject(`${base}.jpg?encoding=mapbox`)).statusCode, 400, 'terrain-RGB in JPEG would corrupt heights')
   assert.equal((await app.inject(`${base}@3x.png`)).statusCode, 404)
   assert.equal((await app.inject(`/${id}.json?rescale=5,1`)).statusCode, 400)
   // TileJSON passes the options on to the tile URLs, as titiler does.

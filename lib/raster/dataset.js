@@ -168,6 +168,9 @@ async function describe (tiff, src) {
   }
   const compression = fd.getValue('Compression') ?? 1
   if (!COMPRESSIONS[compression] || compression === 34887) throw new RasterError(`unsupported compression ${compression}`)
+  const predictor = fd.getValue('Predictor') ?? 1
+  // geotiff.js undoes the predictor on file-order bytes: wrong for big-endian samples wider than a byte.
+  if (!base.littleEndian && predictor > 1 && bits > 8) throw new RasterError('unsupported: a big-endian file with a predictor (rewrite it little-endian with gdal_translate -of COG)')
   const photometric = fd.getValue('PhotometricInterpretation')
   if (photometric === 6 && compression !== 7) throw new RasterError('unsupported: YCbCr pixels outside JPEG compression')
   const extra = Array.from(fd.getValue('ExtraSamples') ?? [])
@@ -226,7 +229,16 @@ async function describe (tiff, src) {
 function sourceTransform (ds) {
   const { crs } = ds
   if (crs.mercator) return null
-  if (crs.geographic) return (x, y, out) => { out[0] = lonOf(x); out[1] = latOf(y) }
+  if (crs.geographic) {
+    // Longitudes west of the raster's edge are taken one turn east: a grid laid out over 179.5…180.5 is read at -179.7.
+    const west = ds.transform[0]
+    const east = west + ds.width * ds.transform[1]
+    return (x, y, out) => {
+      const lon = lonOf(x)
+      out[0] = lon < west && lon + 360 <= east ? lon + 360 : lon // only where that lands on the raster: coordinates stay continuous
+      out[1] = latOf(y)
+    }
+  }
   const forward = proj4('EPSG:3857', crs.proj).forward
   const [fx, fy] = crs.factor
   const point = [0, 0]
@@ -278,7 +290,7 @@ function footprint (ds) {
     west = Math.min(west, lon); east = Math.max(east, lon)
     south = Math.min(south, p[1]); north = Math.max(north, p[1])
   }
-  if (crs.geographic || (east - west) > 359.9) { west = Math.max(west, -180); east = Math.min(east, 180) }
+  if ((east - west) > 359.9) { west = Math.max(west, -180); east = Math.min(east, 180) } // the whole world round
   south = Math.max(south, -90); north = Math.min(north, 90)
   const mx0 = mercatorX(west); const mx1 = mercatorX(east)
   const my0 = mercatorY(south); const my1 = mercatorY(north)
@@ -303,7 +315,7 @@ async function statistics (ds) {
     let max = -Infinity
     for (let i = 0; i < values.length; i++) {
       const v = values[i]
-      if (v !== v || v === ds.nodata) continue // eslint-disable-line no-self-compare
+      if (!Number.isFinite(v) || v === ds.nodata) continue // NaN and ±Inf would make the stretch useless
       if (v < min) min = v
       if (v > max) max = v
     }

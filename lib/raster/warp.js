@@ -69,8 +69,10 @@ export function sourcePixels (ds, extent, n, cols, rows) {
  * The pyramid level to read for an output resolution (Mercator metres per pixel), as gdalwarp's -ovr AUTO picks it:
  * the coarsest overview still at least as fine as the output, with 10 % of slack.
  */
-export function chooseLevel (ds, outputResolution) {
-  const target = (outputResolution / ds.resolution) * (1 + 1e-9) // an exact power of two picks that overview, as GDAL does
+export function chooseLevel (ds, outputResolution, tileRatio) {
+  // The reduction this tile needs: measured on its own source footprint when given (full-resolution pixels per
+  // output pixel), else from the raster's mean resolution. An exact power of two picks that overview, as GDAL does.
+  const target = (tileRatio ?? outputResolution / ds.resolution) * (1 + 1e-9)
   const { levels } = ds
   if (!(target > 1) || levels.length === 1) return levels[0]
   let i = 0
@@ -116,10 +118,12 @@ const triangle = (t) => Math.max(0, 1 - Math.abs(t))
 
 /** Source pixels per output pixel along each axis, measured across the tile (1 or more: kernels stretch, never shrink). */
 export function sampleScale (level, cols, rows, n) {
-  const a = 0; const b = n - 1; const c = (n - 1) * n
-  const sx = Math.hypot(cols[b] - cols[a], rows[b] - rows[a]) / (n - 1) / level.fx
-  const sy = Math.hypot(cols[c] - cols[a], rows[c] - rows[a]) / (n - 1) / level.fy
-  return [Number.isFinite(sx) ? Math.max(1, sx) : 1, Number.isFinite(sy) ? Math.max(1, sy) : 1]
+  const [px, py] = pixelSteps(cols, rows, n)
+  const sx = px / level.fx
+  const sy = py / level.fy
+  // At most 8: minzoom keeps tiles within 8× of some level, and a wider kernel would only cost time.
+  const clamp = (s) => (Number.isFinite(s) ? Math.min(8, Math.max(1, s)) : 1)
+  return [clamp(sx), clamp(sy)]
 }
 
 /**
@@ -168,7 +172,7 @@ export function resample (level, win, bands, density, cols, rows, count, resampl
     const px0 = Math.max(0, Math.floor(cc - radius * sx) + 1); const px1 = Math.min(w - 1, Math.ceil(cc + radius * sx) - 1)
     const py0 = Math.max(0, Math.floor(rr - radius * sy) + 1); const py1 = Math.min(h - 1, Math.ceil(rr + radius * sy) - 1)
     for (let px = px0; px <= px1; px++) wx[px - px0] = kernel((px - cc) / sx)
-    let wsum = 0; let dsum = 0
+    let wsum = 0; let vsum = 0; let dsum = 0
     acc.fill(0)
     for (let py = py0; py <= py1; py++) {
       const wy = kernel((py - rr) / sy)
@@ -179,14 +183,15 @@ export function resample (level, win, bands, density, cols, rows, count, resampl
         wsum += weight
         const d = density[p]
         if (d === 0) continue
-        const wd = weight * d / 255
-        dsum += wd
-        for (let b = 0; b < nb; b++) acc[b] += wd * bands[b][p]
+        // Values average over the valid pixels by kernel weight alone (as GDAL does); alpha averages the density.
+        vsum += weight
+        dsum += weight * d / 255
+        for (let b = 0; b < nb; b++) acc[b] += weight * bands[b][p]
       }
     }
-    if (dsum <= 1e-5 || wsum <= 0) continue
+    if (vsum <= 1e-5 || wsum <= 0) continue
     alpha[k] = Math.min(1, Math.max(0, dsum / wsum))
-    for (let b = 0; b < nb; b++) values[k * nb + b] = acc[b] / dsum
+    for (let b = 0; b < nb; b++) values[k * nb + b] = acc[b] / vsum
   }
 }
 
@@ -225,4 +230,29 @@ function nearestSeparable (level, win, bands, density, cols, rows, count, values
       else { const v = k * 3; values[v] = b0[p]; values[v + 1] = b1[p]; values[v + 2] = b2[p] }
     }
   }
+}
+
+/**
+ * Full-resolution source pixels per output pixel across this tile, along the axis where the source is finest (the
+ * larger ratio), or undefined. GDAL's suggested output resolution takes the finer axis too, so overviews match
+ * gdalwarp's for 4326 rasters, whose pixels stretch unevenly in Mercator.
+ */
+export function tileRatio (cols, rows, n) {
+  const [sx, sy] = pixelSteps(cols, rows, n)
+  const r = Math.max(Number.isFinite(sx) ? sx : 0, Number.isFinite(sy) ? sy : 0)
+  return r > 0 ? r : undefined
+}
+
+/**
+ * Full-resolution source pixels between neighbouring output pixels, along x and along y: steps measured at three
+ * places, the median taken, so one seam in the tile (the antimeridian) cannot skew them.
+ */
+function pixelSteps (cols, rows, n) {
+  const step = (k, d) => Math.hypot(cols[k + d] - cols[k], rows[k + d] - rows[k])
+  const median = (a, b, c) => Math.max(Math.min(a, b), Math.min(Math.max(a, b), c))
+  const q = n >> 2; const mid = n >> 1
+  return [
+    median(step(mid * n + q, 1), step(mid * n + mid, 1), step(mid * n + 3 * q, 1)),
+    median(step(q * n + mid, n), step(mid * n + mid, n), step(3 * q * n + mid, n)),
+  ]
 }

@@ -5,7 +5,7 @@ import sharp from 'sharp'
 import { getDecoder } from 'geotiff'
 import { LRUCache } from 'lru-cache'
 import { openDataset, describeDataset, RasterError } from './dataset.js'
-import { tileExtent, sourcePixels, chooseLevel, windowOf, resample, sampleScale } from './warp.js'
+import { tileExtent, sourcePixels, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
 import { toRgba, encode } from './render.js'
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
@@ -14,8 +14,14 @@ sharp.cache(false)
 const BLOCK_CACHE_BYTES = workerData?.blockCacheBytes ?? 64 * 2 ** 20
 // Decoded blocks of every dataset this worker has open, bounded by bytes.
 const blocks = new LRUCache({ maxSize: BLOCK_CACHE_BYTES, sizeCalculation: (b) => b.bytes })
+// Open datasets; one idle for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a
+// path that was re-opened (a replaced file), half a minute later so that reads under way finish.
+const latest = new Map() // path or URL → key of the newest dataset
 const datasets = new LRUCache({
   max: 64,
+  ttl: 10 * 60_000,
+  updateAgeOnGet: true,
+  ttlAutopurge: true,
   dispose: (pending) => { pending.then((ds) => ds.tiff.close?.(), () => {}) },
 })
 
@@ -25,6 +31,10 @@ function dataset (src) {
     pending = openDataset(src)
     pending.catch(() => datasets.delete(src.key))
     datasets.set(src.key, pending)
+    const where = src.path ?? src.url
+    const previous = latest.get(where)
+    if (previous !== undefined && previous !== src.key) setTimeout(() => datasets.delete(previous), 30_000).unref()
+    latest.set(where, src.key)
   }
   return pending
 }
@@ -56,6 +66,7 @@ async function describe (src) {
     resolution: ds.resolution,
     // rio-tiler's minzoom rule: the resolution at which the whole raster is about one 256 px tile.
     coarsest: ds.resolution * 2 ** Math.max(0, Math.floor(Math.log2(Math.max(ds.width, ds.height) / 256))),
+    coarsestLevel: ds.resolution * ds.levels[ds.levels.length - 1].fx,
     meta: describeDataset(ds),
   }
 }
@@ -90,11 +101,13 @@ async function render ({ src, z, x, y, format, options }, n, { cols, rows, alpha
   const count = n * n
   const extent = tileExtent(z, x, y)
   sourcePixels(ds, extent, n, cols, rows)
-  const level = chooseLevel(ds, (extent[2] - extent[0]) / n)
+  const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(cols, rows, n))
   const resampling = ds.palette && options.palette ? 'nearest' : options.resampling // indices do not interpolate
   const scale2 = resampling === 'nearest' ? [1, 1] : sampleScale(level, cols, rows, n)
   const win = windowOf(level, cols, rows, count, resampling, Math.max(...scale2))
   if (win === null) return null
+  // A safety net for odd projections (near a pole, say): no tile may make a worker hold more than 16 Mpx of one level.
+  if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new Error('this tile would need too large a part of the raster')
   const window = await readWindow(ds, level, win, options.bidx, options.nodata)
   if (window === null) return null
   const nb = options.bidx.length

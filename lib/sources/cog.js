@@ -52,6 +52,10 @@ async function releasePool () {
 /** An option error: the route answers 400 with its message. */
 export class OptionError extends Error {}
 
+// A plain decimal number: Number() would also take '', ' ', '0x10' and 'Infinity', and JSON (the cache key) turns
+// Infinity into null, the same key as no value at all.
+const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i
+const number = (s) => (NUMBER.test(s) && Number.isFinite(Number(s)) ? Number(s) : NaN)
 const list = (value) => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).flatMap((v) => String(v).split(',')))
 const single = (query, name) => {
   const value = query[name]
@@ -63,12 +67,12 @@ const single = (query, name) => {
  * titiler-style query options → what the workers need, with the defaults filled in (also the cache key, so equal
  * requests share a tile however they were spelled).
  */
-export function resolveOptions (info, query) {
+export function resolveOptions (info, query, rendering) {
   const bidxList = list(query.bidx)
   let bidx
   if (bidxList.length > 0) {
     bidx = bidxList.map((s) => {
-      const b = Number(s)
+      const b = number(s)
       if (!Number.isInteger(b) || b < 1 || b > info.bands) throw new OptionError(`bidx ${s} is not a band of this file (1-${info.bands})`)
       return b - 1
     })
@@ -84,6 +88,7 @@ export function resolveOptions (info, query) {
   const encoding = single(query, 'encoding') ?? null
   if (encoding !== null && !ENCODINGS.includes(encoding)) throw new OptionError(`encoding must be ${ENCODINGS.join(' or ')}`)
   if (encoding !== null && bidx.length !== 1) throw new OptionError('encoding=' + encoding + ' needs a single band')
+  if (encoding !== null && rendering?.format === 'jpg') throw new OptionError(`encoding=${encoding} needs a lossless format (.png or .webp): JPEG would corrupt the heights`)
 
   const colormap = single(query, 'colormap_name') ?? null
   if (colormap !== null) {
@@ -95,8 +100,8 @@ export function resolveOptions (info, query) {
   let nodata = null
   const nodataText = single(query, 'nodata')
   if (nodataText !== undefined) {
-    nodata = nodataText.toLowerCase() === 'nan' ? 'nan' : Number(nodataText) // a string: JSON (the cache key) has no NaN
-    if (Number.isNaN(nodata)) throw new OptionError('nodata must be a number or nan')
+    nodata = nodataText.toLowerCase() === 'nan' ? 'nan' : number(nodataText) // a string: JSON (the cache key) has no NaN
+    if (Number.isNaN(nodata)) throw new OptionError('nodata must be a finite number or nan')
   }
 
   let rescale = null
@@ -104,7 +109,7 @@ export function resolveOptions (info, query) {
   if (ranges.length > 0) {
     if (encoding !== null) throw new OptionError('rescale and encoding cannot be combined')
     rescale = ranges.map((r) => {
-      const pair = String(r).split(',').map((s) => (s.trim() === '' ? NaN : Number(s)))
+      const pair = String(r).split(',').map((s) => number(s.trim()))
       if (pair.length !== 2 || !pair.every(Number.isFinite) || pair[0] >= pair[1]) throw new OptionError(`rescale '${r}' is not min,max with min < max`)
       return pair
     })
@@ -132,10 +137,16 @@ export async function open (spec, { log } = {}) {
     throw err
   }
   const maxzoom = Math.max(0, Math.min(24, Math.round(zoomFor(info.resolution))))
-  const minzoom = Math.max(0, Math.min(maxzoom, Math.round(zoomFor(info.coarsest))))
+  // rio-tiler's rule, but never more than 8× coarser than the smallest level the file has: a big file without
+  // overviews would otherwise make one low-zoom tile read (and hold) most of the raster.
+  const minzoom = Math.max(0, Math.min(maxzoom, Math.max(Math.round(zoomFor(info.coarsest)), Math.ceil(zoomFor(info.coarsestLevel) - 3 - 1e-6))))
   const [west, south, east, north] = info.lonLatBounds
   const crossesAntimeridian = west < -180 || east > 180
   const bounds = crossesAntimeridian ? [-180, south, 180, north] : info.lonLatBounds
+  // The centre of the raster itself, also when its bounds had to widen to the whole world (antimeridian).
+  const middle = (west + east) / 2
+  const center = [middle > 180 ? middle - 360 : middle < -180 ? middle + 360 : middle, (south + north) / 2,
+    Math.min(maxzoom, Math.max(minzoom, Math.floor(Math.log2(360 / Math.max(east - west, 1e-9)))))]
   const defaults = resolveOptions(info, {}) // validated once: a file whose defaults cannot render fails here
   const mercator = info.mercatorBounds
 
@@ -153,7 +164,11 @@ export async function open (spec, { log } = {}) {
   const empties = new Map() // transparent tiles, rendered once per scale and format (option emptyTiles)
   const emptyTile = (scale, format) => {
     const key = scale + format
-    if (!empties.has(key)) empties.set(key, workers.run({ op: 'empty', scale, format }).then(asBuffer))
+    if (!empties.has(key)) {
+      const pending = workers.run({ op: 'empty', scale, format }).then(asBuffer)
+      pending.catch(() => empties.delete(key)) // a failure is not kept: the next request tries again
+      empties.set(key, pending)
+    }
     return empties.get(key)
   }
 
@@ -168,8 +183,8 @@ export async function open (spec, { log } = {}) {
     scales: [1, 2],
     takesQuery: true,
     metadata: { ...info.meta, bounds, minzoom, maxzoom, defaults },
-    tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, format: 'png' }),
-    parseQuery: (query) => resolveOptions(info, query),
+    tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, center, format: 'png' }),
+    parseQuery: (query, rendering) => resolveOptions(info, query, rendering),
     async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {
       if (closed) throw new Error('tileset closed')
       const bytes = touches(z, x, y) ? await workers.run({ op: 'tile', src, z, x, y, scale, format, options }) : null
