@@ -46,6 +46,22 @@ export function tileToLonLat (z, x, y) {
   return [lon, lat]
 }
 
+// Web Mercator metres (EPSG:3857) ↔ lon/lat, by formula.
+const EARTH_RADIUS = 6378137
+const HALF_WORLD = Math.PI * EARTH_RADIUS // metres from the origin to the antimeridian
+export const mercatorX = (lon) => (lon * HALF_WORLD) / 180
+export const mercatorY = (lat) => Math.log(Math.tan(((90 + Math.max(WORLD_BOUNDS[1], Math.min(WORLD_BOUNDS[3], lat))) * Math.PI) / 360)) * EARTH_RADIUS
+export const lonOf = (x) => (x / HALF_WORLD) * 180
+export const latOf = (y) => (Math.atan(Math.sinh(y / EARTH_RADIUS)) * 180) / Math.PI
+
+/** Mercator extent of tile z/x/y: [minX, minY, maxX, maxY]. */
+export function tileExtent (z, x, y) {
+  const size = (2 * HALF_WORLD) / 2 ** z
+  const minX = -HALF_WORLD + x * size
+  const maxY = HALF_WORLD - y * size
+  return [minX, maxY - size, minX + size, maxY]
+}
+
 /** [west, south, east, north] of a tile. */
 export function tileBounds (z, x, y) {
   const [w, n] = tileToLonLat(z, x, y)

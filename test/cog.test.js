@@ -12,8 +12,7 @@ import { fromFile } from 'geotiff'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { tempDir } from './helpers/data.js'
 import { rangeServer } from './helpers/http.js'
-import { lonLatToTile } from '../lib/tile.js'
-import { tileExtent } from '../lib/raster/warp.js'
+import { lonLatToTile, tileExtent } from '../lib/tile.js'
 import { colormap } from '../lib/raster/render.js'
 
 const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0
@@ -226,7 +225,7 @@ test('COG options: bidx, rescale, colormap_name, nodata, resampling, formats and
   const png = await app.inject(`${base}.png`)
   assert.equal(png.statusCode, 200)
   assert.equal(png.headers['content-type'], 'image/png')
-  assert.deepEqual([(await sharp(png.rawPayload).metadata()).width], [256])
+  assert.equal((await sharp(png.rawPayload).metadata()).width, 256)
   const noExt = await app.inject(base)
   assert.equal(noExt.headers['content-type'], 'image/png', 'no extension: PNG')
   const webp = await app.inject(`${base}.webp`)
@@ -258,7 +257,7 @@ test('COG options: bidx, rescale, colormap_name, nodata, resampling, formats and
   const b = await app.inject(`${base}.png?rescale=0.0,1e3&unknown=1`)
   assert.notEqual(a.headers.etag, png.headers.etag)
   assert.equal(a.headers.etag, b.headers.etag)
-  // nodata from the request: a value that fills the tile makes it transparent (404 for a raster with nothing).
+  // One band chosen explicitly, with cubic resampling.
   const bidx = await app.inject(`${base}.png?bidx=1&resampling=cubic`)
   assert.equal(bidx.statusCode, 200)
 
@@ -300,7 +299,7 @@ test('COG TileJSON and /meta: WGS84 bounds as GDAL computes them, zooms from the
   const naip = (await app.inject('/usda_naip_512_webp_z5.json')).json()
   assert.equal(naip.maxzoom, 18, 'NAIP at 0.6 m: zoom 18')
   assert.equal(naip.format, 'png')
-  assert.equal((await app.inject('/cog/meta')).json().crs.includes('+zone=21') || (await app.inject('/cog/meta')).json().crs.includes('lon_0=-57'), true)
+  assert.match((await app.inject('/cog/meta')).json().crs, /\+zone=21|lon_0=-57/)
   // A raster across the antimeridian: bounds cover the world's width, and tiles on both sides render.
   const dateline = (await app.inject('/cog_dateline.json')).json()
   assert.deepEqual([dateline.bounds[0], dateline.bounds[2]], [-180, 180])

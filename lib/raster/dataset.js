@@ -7,11 +7,10 @@ import { fromFile, fromUrl, addDecoder, BaseDecoder } from 'geotiff'
 import geokeys from 'geotiff-geokeys-to-proj4'
 import proj4 from 'proj4'
 import sharp from 'sharp'
+import { latOf, lonOf, mercatorX, mercatorY } from '../tile.js'
 
 const MERCATOR_CODES = new Set([3857, 900913, 3785, 102100, 102113])
 const EARTH_RADIUS = 6378137
-const ORIGIN = Math.PI * EARTH_RADIUS // half the Mercator world, in metres
-const MAX_LAT = 85.05112877980659
 const COMPRESSIONS = { 1: 'none', 5: 'LZW', 7: 'JPEG', 8: 'DEFLATE', 32946: 'DEFLATE', 32773: 'PackBits', 34887: 'LERC', 50000: 'ZSTD', 50001: 'WEBP' }
 const DTYPES = { 1: 'uint', 2: 'int', 3: 'float' }
 
@@ -46,12 +45,6 @@ addDecoder([8, 32946], async () => ZlibDecoder)
 
 /** A reason a file cannot be served; its message reaches the 503 body. */
 export class RasterError extends Error {}
-
-// Web Mercator ↔ lon/lat, by formula: the hot path of every 3857 and 4326 file.
-export const mercatorX = (lon) => (lon * ORIGIN) / 180
-export const mercatorY = (lat) => Math.log(Math.tan(((90 + Math.max(-MAX_LAT, Math.min(MAX_LAT, lat))) * Math.PI) / 360)) * EARTH_RADIUS
-export const lonOf = (x) => (x / ORIGIN) * 180
-export const latOf = (y) => (Math.atan(Math.sinh(y / EARTH_RADIUS)) * 180) / Math.PI
 
 const require = createRequire(import.meta.url)
 /**
@@ -193,10 +186,11 @@ async function describe (tiff, src) {
     }))
     .filter((l) => l.image === base || l.image.fileDirectory.hasTag('TileWidth'))
     .sort((a, b) => b.width - a.width)
-  for (const level of levels) {
+  levels.forEach((level, index) => {
+    level.index = index // part of its blocks' cache keys
     level.fx = width / level.width
     level.fy = height / level.height
-  }
+  })
 
   const ds = {
     key: src.key,
@@ -208,7 +202,7 @@ async function describe (tiff, src) {
     bits,
     sampleFormat,
     dtype: `${DTYPES[sampleFormat]}${bits}`,
-    nodata: nodata === null || Number.isNaN(nodata) ? nodata : nodata,
+    nodata,
     alphaBand,
     palette,
     photometric,
@@ -295,7 +289,7 @@ function footprint (ds) {
   const mx0 = mercatorX(west); const mx1 = mercatorX(east)
   const my0 = mercatorY(south); const my1 = mercatorY(north)
   const resolution = Math.hypot(mx1 - mx0, my1 - my0) / Math.hypot(width, height)
-  return { lonLatBounds: [west, south, east, north], mercatorBounds: [mx0, my0, mx1, my1], resolution }
+  return { lonLatBounds: [west, south, east, north], resolution }
 }
 
 /**

@@ -21,7 +21,6 @@ export function colormap (name) {
   return ramp
 }
 
-export const COLORMAP_NAMES = Object.keys(COLORMAPS).flatMap((n) => [n, n + '_r'])
 
 const clampByte = (v) => (v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v))
 

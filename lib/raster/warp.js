@@ -1,17 +1,6 @@
 // Web Mercator tile → source pixels → resampled values: the reprojection half of a raster tile, in plain arrays.
 // gdalwarp is the reference (the tests compare with it), so overview choice and kernels follow its rules.
-import { mercatorX } from './dataset.js'
-
-const WORLD = mercatorX(180) * 2
 const GRID_STEP = 16 // pixels between exactly transformed points; between them, bilinear interpolation (GDAL's approximate transformer does the same)
-
-/** Mercator extent of tile z/x/y: [minX, minY, maxX, maxY]. */
-export function tileExtent (z, x, y) {
-  const size = WORLD / 2 ** z
-  const minX = -WORLD / 2 + x * size
-  const maxY = WORLD / 2 - y * size
-  return [minX, maxY - size, minX + size, maxY]
-}
 
 /**
  * Full-resolution source pixel coordinates (column, row; continuous, 0 at the raster's top-left corner) of the

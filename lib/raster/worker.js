@@ -5,7 +5,8 @@ import sharp from 'sharp'
 import { getDecoder } from 'geotiff'
 import { LRUCache } from 'lru-cache'
 import { openDataset, describeDataset, RasterError } from './dataset.js'
-import { tileExtent, sourcePixels, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
+import { sourcePixels, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
+import { tileExtent } from '../tile.js'
 import { toRgba, encode } from './render.js'
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
@@ -52,23 +53,10 @@ export default async function run (task) {
   }
 }
 
+/** What the main thread needs of a file: /meta's description, its WGS84 bounds and its resolution in Mercator metres. */
 async function describe (src) {
   const ds = await dataset(src)
-  return {
-    bands: ds.bands,
-    dtype: ds.dtype,
-    alphaBand: ds.alphaBand,
-    palette: ds.palette !== null,
-    nodata: ds.nodata,
-    stats: ds.stats,
-    lonLatBounds: ds.lonLatBounds,
-    mercatorBounds: ds.mercatorBounds,
-    resolution: ds.resolution,
-    // rio-tiler's minzoom rule: the resolution at which the whole raster is about one 256 px tile.
-    coarsest: ds.resolution * 2 ** Math.max(0, Math.floor(Math.log2(Math.max(ds.width, ds.height) / 256))),
-    coarsestLevel: ds.resolution * ds.levels[ds.levels.length - 1].fx,
-    meta: describeDataset(ds),
-  }
+  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, resolution: ds.resolution }
 }
 
 /** Bytes to hand back to the main thread: moved, not copied, when they own their buffer. */
@@ -103,15 +91,15 @@ async function render ({ src, z, x, y, format, options }, n, { cols, rows, alpha
   sourcePixels(ds, extent, n, cols, rows)
   const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(cols, rows, n))
   const resampling = ds.palette && options.palette ? 'nearest' : options.resampling // indices do not interpolate
-  const scale2 = resampling === 'nearest' ? [1, 1] : sampleScale(level, cols, rows, n)
-  const win = windowOf(level, cols, rows, count, resampling, Math.max(...scale2))
+  const spread = resampling === 'nearest' ? [1, 1] : sampleScale(level, cols, rows, n)
+  const win = windowOf(level, cols, rows, count, resampling, Math.max(...spread))
   if (win === null) return null
   // A safety net for odd projections (near a pole, say): no tile may make a worker hold more than 16 Mpx of one level.
   if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new Error('this tile would need too large a part of the raster')
   const window = await readWindow(ds, level, win, options.bidx, options.nodata)
   if (window === null) return null
   const nb = options.bidx.length
-  resample(level, win, window.bands, window.density, cols, rows, count, resampling, values, alpha, scale2, ds.toSource === null)
+  resample(level, win, window.bands, window.density, cols, rows, count, resampling, values, alpha, spread, ds.toSource === null)
   if (!alpha.some((a) => a > 0)) return null
   const rgba = toRgba(values, alpha, count, nb, {
     rescale: options.rescale,
@@ -134,11 +122,10 @@ async function readWindow (ds, level, win, samples, nodataOption) {
   const { tileWidth: tw, tileHeight: th } = level
   const bands = samples.map(() => new Float32Array(w * h))
   const density = new Uint8Array(w * h)
-  const levelIndex = ds.levels.indexOf(level)
   const jobs = []
   for (let by = Math.floor(y0 / th); by <= Math.floor((y1 - 1) / th); by++) {
     for (let bx = Math.floor(x0 / tw); bx <= Math.floor((x1 - 1) / tw); bx++) {
-      jobs.push(block(ds, level, levelIndex, bx, by).then((b) => {
+      jobs.push(block(ds, level, bx, by).then((b) => {
         const bx0 = bx * tw; const by0 = by * th
         const cx0 = Math.max(x0, bx0); const cx1 = Math.min(x1, bx0 + tw, level.width)
         const cy0 = Math.max(y0, by0); const cy1 = Math.min(y1, by0 + th, level.height)
@@ -222,8 +209,8 @@ function swapBytes (bytes, size) {
  * A decoded block of a level: every sample's plane (tileWidth × tileHeight) and its density (0..255, null when all
  * opaque) from the alpha band, the internal mask, the file's nodata and NaN. Cached per worker, by bytes.
  */
-function block (ds, level, levelIndex, bx, by) {
-  const key = `${ds.key}|${levelIndex}/${bx}/${by}`
+function block (ds, level, bx, by) {
+  const key = `${ds.key}|${level.index}/${bx}/${by}`
   const hit = blocks.get(key)
   if (hit !== undefined) return hit.promise ?? Promise.resolve(hit)
   const promise = (async () => {

@@ -4,8 +4,8 @@
 import { availableParallelism, totalmem } from 'node:os'
 import { Piscina } from 'piscina'
 import { buildTileJson } from './tilejson.js'
-import { COLORMAP_NAMES } from '../raster/render.js'
-import { tileExtent } from '../raster/warp.js'
+import { COLORMAPS as RAMPS } from '../raster/colormaps.js'
+import { mercatorX, mercatorY, tileExtent } from '../tile.js'
 
 export const kind = 'cog'
 export const extensions = ['.tif', '.tiff']
@@ -15,7 +15,8 @@ const FORMATS = ['png', 'webp', 'jpg']
 const FORMAT_ALIASES = { jpeg: 'jpg' }
 const RESAMPLING = ['nearest', 'bilinear', 'cubic']
 const ENCODINGS = ['terrarium', 'mapbox']
-const COLORMAPS = new Set(COLORMAP_NAMES)
+const COLORMAPS = new Set(Object.keys(RAMPS).flatMap((n) => [n, n + '_r'])) // `_r`: reversed
+const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 
 // One pool for every COG set of the process, started with the first and stopped with the last.
 let pool = null
@@ -65,20 +66,20 @@ const single = (query, name) => {
 
 /**
  * titiler-style query options → what the workers need, with the defaults filled in (also the cache key, so equal
- * requests share a tile however they were spelled).
+ * requests share a tile however they were spelled). `file` is the file's description (/meta).
  */
-export function resolveOptions (info, query, rendering) {
+export function resolveOptions (file, query, rendering) {
   const bidxList = list(query.bidx)
   let bidx
   if (bidxList.length > 0) {
     bidx = bidxList.map((s) => {
       const b = number(s)
-      if (!Number.isInteger(b) || b < 1 || b > info.bands) throw new OptionError(`bidx ${s} is not a band of this file (1-${info.bands})`)
+      if (!Number.isInteger(b) || b < 1 || b > file.bands) throw new OptionError(`bidx ${s} is not a band of this file (1-${file.bands})`)
       return b - 1
     })
     if (bidx.length !== 1 && bidx.length !== 3) throw new OptionError('bidx takes 1 band (grey or colormap) or 3 (RGB)')
   } else {
-    const colour = info.alphaBand >= 0 ? info.bands - 1 : info.bands
+    const colour = file.alpha ? file.bands - 1 : file.bands
     bidx = colour >= 3 ? [0, 1, 2] : [0]
   }
 
@@ -116,8 +117,8 @@ export function resolveOptions (info, query, rendering) {
     if (rescale.length === 1) rescale = bidx.map(() => rescale[0])
     if (rescale.length !== bidx.length) throw new OptionError(`rescale needs one min,max or one per band (${bidx.length})`)
   }
-  const palette = info.palette && bidx.length === 1 && colormap === null && rescale === null && encoding === null
-  if (rescale === null && encoding === null && !palette && info.stats) rescale = bidx.map((b) => info.stats[b])
+  const palette = file.palette && bidx.length === 1 && colormap === null && rescale === null && encoding === null
+  if (rescale === null && encoding === null && !palette && file.statistics) rescale = bidx.map((b) => file.statistics[b])
   return { bidx, resampling, encoding, colormap, nodata, rescale, palette }
 }
 
@@ -136,10 +137,14 @@ export async function open (spec, { log } = {}) {
     await releasePool()
     throw err
   }
-  const maxzoom = Math.max(0, Math.min(24, Math.round(zoomFor(info.resolution))))
-  // rio-tiler's rule, but never more than 8× coarser than the smallest level the file has: a big file without
-  // overviews would otherwise make one low-zoom tile read (and hold) most of the raster.
-  const minzoom = Math.max(0, Math.min(maxzoom, Math.max(Math.round(zoomFor(info.coarsest)), Math.ceil(zoomFor(info.coarsestLevel) - 3 - 1e-6))))
+  const { meta, resolution } = info
+  const maxzoom = Math.max(0, Math.min(24, Math.round(zoomFor(resolution))))
+  // rio-tiler's rule (the zoom where the whole raster is about one tile), but never more than 8× coarser than the
+  // smallest level the file has: a big file without overviews would otherwise make one low-zoom tile read (and hold)
+  // most of the raster.
+  const oneTile = resolution * 2 ** Math.max(0, Math.floor(Math.log2(Math.max(meta.width, meta.height) / 256)))
+  const smallestLevel = resolution * meta.width / (meta.overviews.at(-1)?.[0] ?? meta.width)
+  const minzoom = Math.max(0, Math.min(maxzoom, Math.max(Math.round(zoomFor(oneTile)), Math.ceil(zoomFor(smallestLevel) - 3 - 1e-6))))
   const [west, south, east, north] = info.lonLatBounds
   const crossesAntimeridian = west < -180 || east > 180
   const bounds = crossesAntimeridian ? [-180, south, 180, north] : info.lonLatBounds
@@ -147,15 +152,15 @@ export async function open (spec, { log } = {}) {
   const middle = (west + east) / 2
   const center = [middle > 180 ? middle - 360 : middle < -180 ? middle + 360 : middle, (south + north) / 2,
     Math.min(maxzoom, Math.max(minzoom, Math.floor(Math.log2(360 / Math.max(east - west, 1e-9)))))]
-  const defaults = resolveOptions(info, {}) // validated once: a file whose defaults cannot render fails here
-  const mercator = info.mercatorBounds
+  const defaults = resolveOptions(meta, {}) // validated once: a file whose defaults cannot render fails here
+  const mercator = [mercatorX(west), mercatorY(south), mercatorX(east), mercatorY(north)]
+  const shifts = crossesAntimeridian ? [-WORLD, 0, WORLD] : [0]
 
   /** Does tile z/x/y touch the raster? (Cheap, on the event loop: tiles outside never reach a worker.) */
   function touches (z, x, y) {
     const [minX, minY, maxX, maxY] = tileExtent(z, x, y)
     if (maxY <= mercator[1] || minY >= mercator[3]) return false
-    const world = tileExtent(0, 0, 0)[2] * 2
-    for (const shift of crossesAntimeridian ? [-world, 0, world] : [0]) {
+    for (const shift of shifts) {
       if (maxX > mercator[0] + shift && minX < mercator[2] + shift) return true
     }
     return false
@@ -182,9 +187,9 @@ export async function open (spec, { log } = {}) {
     formatAliases: FORMAT_ALIASES,
     scales: [1, 2],
     takesQuery: true,
-    metadata: { ...info.meta, bounds, minzoom, maxzoom, defaults },
+    metadata: { ...meta, bounds, minzoom, maxzoom, defaults },
     tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, center, format: 'png' }),
-    parseQuery: (query, rendering) => resolveOptions(info, query, rendering),
+    parseQuery: (query, rendering) => resolveOptions(meta, query, rendering),
     async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {
       if (closed) throw new Error('tileset closed')
       const bytes = touches(z, x, y) ? await workers.run({ op: 'tile', src, z, x, y, scale, format, options }) : null
