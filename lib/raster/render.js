@@ -1,6 +1,7 @@
 // Resampled values → 8-bit pixels → PNG/WebP/JPEG: band choice, rescale, colormaps, palettes and terrain-RGB.
 import sharp from 'sharp'
 import { COLORMAPS } from './colormaps.js'
+import { encodePng } from './png.js'
 
 const ramps = new Map() // name → Uint8Array(768), decoded once per worker
 
@@ -22,71 +23,96 @@ export function colormap (name) {
 }
 
 
-const clampByte = (v) => (v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v))
+export const clampByte = (v) => (v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v))
+
+/** 8-bit colour channels of a tile: 1 (grey) for a single band shown as it is or rescaled, else 3 (RGB). */
+export const colourChannels = (nb, o) => (nb === 1 && !o.colormap && !o.palette && !o.encoding ? 1 : 3)
 
 /**
- * RGBA pixels from the resampled `values` (count × nb, interleaved) and `alpha` (0..1).
+ * 8-bit pixels from the resampled `values` (count × nb, interleaved) and `alpha` (0..1): `colour` (count × channels,
+ * see colourChannels) and `opacity` (count, 0..255). Transparent pixels stay 0.
  * `o`: { rescale: [[min, max], …] per band or null, colormap, palette, encoding ('terrarium' | 'mapbox' | null) }.
  */
-export function toRgba (values, alpha, count, nb, o) {
-  const rgba = new Uint8Array(count * 4)
+export function toPixels (values, alpha, count, nb, o, colour, opacity) {
   const ramp = o.colormap ? colormap(o.colormap) : null
   const { palette, rescale, encoding } = o
   const scale = rescale ? rescale.map(([min, max]) => [min, max > min ? 255 / (max - min) : 0]) : null
   const entries = palette ? palette.length / 3 : 0
+  const cc = colourChannels(nb, o)
+  colour.fill(0, 0, count * cc)
+  opacity.fill(0, 0, count)
   if (nb === 3 && !encoding) { // the common RGB case, kept branch-free
     const [m0, f0] = scale ? scale[0] : [0, 1]; const [m1, f1] = scale ? scale[1] : [0, 1]; const [m2, f2] = scale ? scale[2] : [0, 1]
-    for (let k = 0, v = 0, q = 0; k < count; k++, v += 3, q += 4) {
+    for (let k = 0, v = 0; k < count; k++, v += 3) {
       const a = alpha[k]
       if (a === 0) continue
-      rgba[q] = clampByte((values[v] - m0) * f0)
-      rgba[q + 1] = clampByte((values[v + 1] - m1) * f1)
-      rgba[q + 2] = clampByte((values[v + 2] - m2) * f2)
-      rgba[q + 3] = clampByte(a * 255)
+      colour[v] = clampByte((values[v] - m0) * f0)
+      colour[v + 1] = clampByte((values[v + 1] - m1) * f1)
+      colour[v + 2] = clampByte((values[v + 2] - m2) * f2)
+      opacity[k] = clampByte(a * 255)
     }
-    return rgba
+    return cc
   }
   for (let k = 0; k < count; k++) {
-    const q = k * 4
+    const q = k * cc
     const a = alpha[k]
-    if (a === 0) continue // already 0, 0, 0, 0
+    if (a === 0) continue // already 0
     const v0 = values[k * nb]
     if (encoding === 'mapbox') {
       const v = Math.max(0, Math.min(16777215, Math.round((v0 + 10000) * 10)))
-      rgba[q] = v >> 16; rgba[q + 1] = (v >> 8) & 255; rgba[q + 2] = v & 255
+      colour[q] = v >> 16; colour[q + 1] = (v >> 8) & 255; colour[q + 2] = v & 255
     } else if (encoding === 'terrarium') {
       const v = Math.max(0, Math.min(65535.996, v0 + 32768))
       const whole = Math.floor(v)
-      rgba[q] = whole >> 8; rgba[q + 1] = whole & 255; rgba[q + 2] = Math.floor((v - whole) * 256)
+      colour[q] = whole >> 8; colour[q + 1] = whole & 255; colour[q + 2] = Math.floor((v - whole) * 256)
     } else if (palette && nb === 1) {
       const i = Math.max(0, Math.min(entries - 1, Math.round(v0)))
-      rgba[q] = palette[i] >> 8; rgba[q + 1] = palette[entries + i] >> 8; rgba[q + 2] = palette[2 * entries + i] >> 8
+      colour[q] = palette[i] >> 8; colour[q + 1] = palette[entries + i] >> 8; colour[q + 2] = palette[2 * entries + i] >> 8
     } else if (nb === 1) {
       const g = scale ? clampByte((v0 - scale[0][0]) * scale[0][1]) : clampByte(v0)
       if (ramp) {
-        rgba[q] = ramp[g * 3]; rgba[q + 1] = ramp[g * 3 + 1]; rgba[q + 2] = ramp[g * 3 + 2]
+        colour[q] = ramp[g * 3]; colour[q + 1] = ramp[g * 3 + 1]; colour[q + 2] = ramp[g * 3 + 2]
       } else {
-        rgba[q] = rgba[q + 1] = rgba[q + 2] = g
+        colour[q] = g
       }
     } else {
       for (let b = 0; b < 3; b++) {
         const v = values[k * nb + b]
-        rgba[q + b] = scale ? clampByte((v - scale[b][0]) * scale[b][1]) : clampByte(v)
+        colour[q + b] = scale ? clampByte((v - scale[b][0]) * scale[b][1]) : clampByte(v)
       }
     }
-    rgba[q + 3] = encoding ? (a > 0 ? 255 : 0) : clampByte(a * 255)
+    opacity[k] = encoding ? 255 : clampByte(a * 255)
   }
-  return rgba
+  return cc
 }
 
-/** Encodes RGBA pixels; opaque tiles drop the alpha channel (smaller files), JPEG always does. */
-export async function encode (rgba, n, format, lossless) {
+// Interleaving scratch (colour + opacity), grown as needed; encoding takes it synchronously.
+let interleaved = new Uint8Array(0)
+
+/**
+ * Encodes a tile from `colour` (n² × channels) and `opacity` (n², 0..255). Opaque tiles drop the alpha channel
+ * (smaller files), as JPEG always does. PNG goes through our own encoder (png.js says why), WebP and JPEG through
+ * sharp.
+ */
+export async function encode (colour, opacity, n, channels, format, lossless) {
+  const count = n * n
   let opaque = true
-  for (let i = 3; i < rgba.length; i += 4) if (rgba[i] !== 255) { opaque = false; break }
-  let image = sharp(rgba, { raw: { width: n, height: n, channels: 4 } })
-  if (opaque || format === 'jpg') image = image.removeAlpha()
+  for (let k = 0; k < count; k++) if (opacity[k] !== 255) { opaque = false; break }
+  let pixels = colour.subarray(0, count * channels)
+  let total = channels
+  if (!opaque && format !== 'jpg') {
+    total = channels + 1
+    if (interleaved.length < count * total) interleaved = new Uint8Array(count * total)
+    pixels = interleaved.subarray(0, count * total)
+    for (let k = 0, q = 0, c = 0; k < count; k++) {
+      for (let s = 0; s < channels; s++) pixels[q++] = colour[c++]
+      pixels[q++] = opacity[k]
+    }
+  }
+  if (format === 'png') return encodePng(pixels, n, n, total)
+  // A copy: sharp reads its input on its own thread, while this worker may reuse the scratch for the next tile.
+  let image = sharp(Uint8Array.from(pixels), { raw: { width: n, height: n, channels: total } })
   if (format === 'webp') image = image.webp(lossless ? { lossless: true, effort: 1 } : { quality: 85, effort: 1 })
-  else if (format === 'jpg') image = image.jpeg({ quality: 85 })
-  else image = image.png({ compressionLevel: 6, adaptiveFiltering: false })
+  else image = image.jpeg({ quality: 85 })
   return image.toBuffer()
 }

@@ -3,55 +3,87 @@
 const GRID_STEP = 16 // pixels between exactly transformed points; between them, bilinear interpolation (GDAL's approximate transformer does the same)
 
 /**
- * Full-resolution source pixel coordinates (column, row; continuous, 0 at the raster's top-left corner) of the
- * centre of each of the n × n output pixels. NaN where the point has no image in the source CRS.
+ * Where each of the n × n output pixel centres falls in the source: full-resolution pixel coordinates (column, row;
+ * continuous, 0 at the raster's top-left corner), NaN where the point has no image in the source CRS.
+ * A Mercator file's map is affine and separable, so its grid is one row of columns and one column of rows
+ * (`separable`, n values each); otherwise `cols` and `rows` hold all n² pixels. Arrays come from `scratch`.
  */
-export function sourcePixels (ds, extent, n, cols, rows) {
+export function sourceGrid (ds, extent, n, scratch) {
   const [ox, rx, oy, ry] = ds.transform
   const res = (extent[2] - extent[0]) / n
-  if (ds.toSource === null) { // Mercator file: an affine map, no projection at all
-    for (let j = 0; j < n; j++) {
-      const r = (oy - (extent[3] - (j + 0.5) * res)) / ry
-      for (let i = 0, k = j * n; i < n; i++, k++) {
-        cols[k] = (extent[0] + (i + 0.5) * res - ox) / rx
-        rows[k] = r
-      }
+  if (ds.toSource === null) {
+    const cols = scratch.colLine; const rows = scratch.rowLine
+    for (let i = 0; i < n; i++) {
+      cols[i] = (extent[0] + (i + 0.5) * res - ox) / rx
+      rows[i] = (oy - (extent[3] - (i + 0.5) * res)) / ry
     }
-    return
+    return { separable: true, cols, rows, n }
   }
+  const bounds = sourcePixels(ds, extent, n, scratch.cols, scratch.rows, res)
+  return { separable: false, cols: scratch.cols, rows: scratch.rows, n, bounds }
+}
+
+/** Every pixel's coordinates of a grid (the general resampler wants them per pixel). */
+export function fullGrid (grid, cols, rows) {
+  if (!grid.separable) return grid
+  const { n } = grid
+  for (let j = 0, k = 0; j < n; j++) {
+    cols.set(grid.cols.subarray(0, n), k)
+    rows.fill(grid.rows[j], k, k + n)
+    k += n
+  }
+  return { separable: false, cols, rows, n }
+}
+
+/**
+ * A projected file: exact points every GRID_STEP pixels, bilinear between them (as GDAL's approximate transformer).
+ * Returns the bounds of all the pixels' coordinates [minC, maxC, minR, maxR] when every grid point is finite (a
+ * bilinear cell never leaves its corners' range), else null.
+ */
+function sourcePixels (ds, extent, n, cols, rows, res) {
+  const [ox, rx, oy, ry] = ds.transform
   const step = Math.min(GRID_STEP, n)
   const g = n / step
   const gx = new Float64Array((g + 1) * (g + 1))
   const gy = new Float64Array((g + 1) * (g + 1))
   const out = [0, 0]
+  let minC = Infinity; let maxC = -Infinity; let minR = Infinity; let maxR = -Infinity
   for (let b = 0; b <= g; b++) {
     for (let a = 0; a <= g; a++) {
       ds.toSource(extent[0] + a * step * res, extent[3] - b * step * res, out)
-      gx[b * (g + 1) + a] = (out[0] - ox) / rx
-      gy[b * (g + 1) + a] = (oy - out[1]) / ry
+      const c = (out[0] - ox) / rx; const r = (oy - out[1]) / ry
+      gx[b * (g + 1) + a] = c
+      gy[b * (g + 1) + a] = r
+      minC = Math.min(minC, c); maxC = Math.max(maxC, c); minR = Math.min(minR, r); maxR = Math.max(maxR, r)
     }
   }
   for (let j = 0; j < n; j++) {
-    const v = (j + 0.5) / step
-    const b = Math.min(Math.floor(v), g - 1)
-    const fy = v - b
-    for (let i = 0, k = j * n; i < n; i++, k++) {
-      const u = (i + 0.5) / step
-      const a = Math.min(Math.floor(u), g - 1)
-      const fx = u - a
+    const b = Math.floor(j / step)
+    const fy = (j - b * step + 0.5) / step
+    for (let a = 0; a < g; a++) {
       const p = b * (g + 1) + a
       const c00 = gx[p]; const c10 = gx[p + 1]; const c01 = gx[p + g + 1]; const c11 = gx[p + g + 2]
       const r00 = gy[p]; const r10 = gy[p + 1]; const r01 = gy[p + g + 1]; const r11 = gy[p + g + 2]
+      const k0 = j * n + a * step
       if (Number.isFinite(c00 + c10 + c01 + c11 + r00 + r10 + r01 + r11)) {
-        cols[k] = (c00 * (1 - fx) + c10 * fx) * (1 - fy) + (c01 * (1 - fx) + c11 * fx) * fy
-        rows[k] = (r00 * (1 - fx) + r10 * fx) * (1 - fy) + (r01 * (1 - fx) + r11 * fx) * fy
+        // Down the cell's left and right edges to this row, then across in equal steps.
+        const cl = c00 + (c01 - c00) * fy; const cr = c10 + (c11 - c10) * fy
+        const rl = r00 + (r01 - r00) * fy; const rr = r10 + (r11 - r10) * fy
+        const dc = (cr - cl) / step; const dr = (rr - rl) / step
+        for (let t = 0; t < step; t++) {
+          cols[k0 + t] = cl + dc * (t + 0.5)
+          rows[k0 + t] = rl + dr * (t + 0.5)
+        }
       } else { // a cell at the edge of the projection's domain: every pixel exactly
-        ds.toSource(extent[0] + (i + 0.5) * res, extent[3] - (j + 0.5) * res, out)
-        cols[k] = (out[0] - ox) / rx
-        rows[k] = (oy - out[1]) / ry
+        for (let t = 0, i = a * step; t < step; t++, i++) {
+          ds.toSource(extent[0] + (i + 0.5) * res, extent[3] - (j + 0.5) * res, out)
+          cols[k0 + t] = (out[0] - ox) / rx
+          rows[k0 + t] = (oy - out[1]) / ry
+        }
       }
     }
   }
+  return Number.isFinite(minC + maxC + minR + maxR) ? [minC, maxC, minR, maxR] : null
 }
 
 /**
@@ -77,23 +109,27 @@ const KERNEL_RADIUS = { nearest: 0, bilinear: 1, cubic: 2 }
 
 
 /** The window [x0, y0, x1, y1) of `level` the output pixels reach (with the kernel's margin), or null if none. */
-export function windowOf (level, cols, rows, count, resampling, spread = 1) {
-  let minC = Infinity; let maxC = -Infinity; let minR = Infinity; let maxR = -Infinity
+export function windowOf (level, grid, resampling, spread = 1) {
+  const [minC, maxC, minR, maxR] = grid.bounds ?? [...range(grid.cols), ...range(grid.rows)]
+  if (!(minC <= maxC) || !(minR <= maxR)) return null
   const { fx, fy } = level
-  for (let k = 0; k < count; k++) {
-    const c = cols[k]; const r = rows[k]
-    if (c < minC) minC = c
-    if (c > maxC) maxC = c
-    if (r < minR) minR = r
-    if (r > maxR) maxR = r
-  }
-  if (!(minC <= maxC)) return null
   const m = Math.ceil(KERNEL_RADIUS[resampling] * spread) + 1
   const x0 = Math.max(0, Math.floor(minC / fx) - m)
   const y0 = Math.max(0, Math.floor(minR / fy) - m)
   const x1 = Math.min(level.width, Math.ceil(maxC / fx) + m)
   const y1 = Math.min(level.height, Math.ceil(maxR / fy) + m)
   return x0 < x1 && y0 < y1 ? [x0, y0, x1, y1] : null
+}
+
+/** Smallest and largest of the numbers (NaN skipped). */
+function range (values) {
+  let min = Infinity; let max = -Infinity
+  for (let k = 0; k < values.length; k++) {
+    const v = values[k]
+    if (v < min) min = v
+    if (v > max) max = v
+  }
+  return [min, max]
 }
 
 // Keys' cubic convolution, a = -0.5 (GDAL's "cubic"), and the triangle (bilinear).
@@ -106,8 +142,8 @@ const cubic = (t) => {
 const triangle = (t) => Math.max(0, 1 - Math.abs(t))
 
 /** Source pixels per output pixel along each axis, measured across the tile (1 or more: kernels stretch, never shrink). */
-export function sampleScale (level, cols, rows, n) {
-  const [px, py] = pixelSteps(cols, rows, n)
+export function sampleScale (level, grid) {
+  const [px, py] = pixelSteps(grid)
   const sx = px / level.fx
   const sy = py / level.fy
   // At most 8: minzoom keeps tiles within 8× of some level, and a wider kernel would only cost time.
@@ -122,8 +158,10 @@ export function sampleScale (level, cols, rows, n) {
  * When reducing, the bilinear and cubic kernels widen by the reduction (as gdalwarp's do), so detail averages
  * instead of aliasing.
  */
-export function resample (level, win, bands, density, cols, rows, count, resampling, values, alpha, scale = [1, 1], separable = false) {
-  if (separable && resampling === 'nearest') return nearestSeparable(level, win, bands, density, cols, rows, count, values, alpha)
+export function resample (level, win, bands, density, grid, resampling, values, alpha, scale = [1, 1]) {
+  if (grid.separable && resampling === 'nearest') return nearestSeparable(level, win, bands, density, grid, values, alpha)
+  const { cols, rows } = grid
+  const count = grid.n * grid.n
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
@@ -189,11 +227,10 @@ export function resample (level, win, bands, density, cols, rows, count, resampl
  * output column and row is computed once, not per pixel. The hot path of web-optimized COGs, measured at about twice
  * the speed of the general loop.
  */
-function nearestSeparable (level, win, bands, density, cols, rows, count, values, alpha) {
+function nearestSeparable (level, win, bands, density, { cols, rows, n }, values, alpha) {
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
-  const n = Math.round(Math.sqrt(count))
   const nb = bands.length
   const colIndex = new Int32Array(n)
   for (let i = 0; i < n; i++) {
@@ -202,7 +239,7 @@ function nearestSeparable (level, win, bands, density, cols, rows, count, values
   }
   const b0 = bands[0]; const b1 = bands[nb > 1 ? 1 : 0]; const b2 = bands[nb > 2 ? 2 : 0]
   for (let j = 0, k = 0; j < n; j++) {
-    const r = Math.floor(rows[j * n] / level.fy - y0 + 1e-6)
+    const r = Math.floor(rows[j] / level.fy - y0 + 1e-6)
     if (r < 0 || r >= h) {
       alpha.fill(0, k, k + n)
       k += n
@@ -226,8 +263,8 @@ function nearestSeparable (level, win, bands, density, cols, rows, count, values
  * larger ratio), or undefined. GDAL's suggested output resolution takes the finer axis too, so overviews match
  * gdalwarp's for 4326 rasters, whose pixels stretch unevenly in Mercator.
  */
-export function tileRatio (cols, rows, n) {
-  const [sx, sy] = pixelSteps(cols, rows, n)
+export function tileRatio (grid) {
+  const [sx, sy] = pixelSteps(grid)
   const r = Math.max(Number.isFinite(sx) ? sx : 0, Number.isFinite(sy) ? sy : 0)
   return r > 0 ? r : undefined
 }
@@ -236,10 +273,12 @@ export function tileRatio (cols, rows, n) {
  * Full-resolution source pixels between neighbouring output pixels, along x and along y: steps measured at three
  * places, the median taken, so one seam in the tile (the antimeridian) cannot skew them.
  */
-function pixelSteps (cols, rows, n) {
+function pixelSteps ({ separable, cols, rows, n }) {
+  const mid = n >> 1
+  if (separable) return [Math.abs(cols[mid + 1] - cols[mid]), Math.abs(rows[mid + 1] - rows[mid])]
   const step = (k, d) => Math.hypot(cols[k + d] - cols[k], rows[k + d] - rows[k])
   const median = (a, b, c) => Math.max(Math.min(a, b), Math.min(Math.max(a, b), c))
-  const q = n >> 2; const mid = n >> 1
+  const q = n >> 2
   return [
     median(step(mid * n + q, 1), step(mid * n + mid, 1), step(mid * n + 3 * q, 1)),
     median(step(q * n + mid, n), step(mid * n + mid, n), step(3 * q * n + mid, n)),

@@ -5,9 +5,10 @@ import sharp from 'sharp'
 import { getDecoder } from 'geotiff'
 import { LRUCache } from 'lru-cache'
 import { openDataset, describeDataset, RasterError } from './dataset.js'
-import { sourcePixels, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
+import { sourceGrid, fullGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
+import { gatherNearest, lookupFor } from './direct.js'
 import { tileExtent } from '../tile.js'
-import { toRgba, encode } from './render.js'
+import { toPixels, encode } from './render.js'
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
 sharp.cache(false)
@@ -44,7 +45,10 @@ export default async function run (task) {
   try {
     if (task.op === 'describe') return await describe(task.src)
     if (task.op === 'tile') return await tile(task)
-    if (task.op === 'empty') return transferable(await encode(new Uint8Array(256 * task.scale * 256 * task.scale * 4), 256 * task.scale, task.format, false))
+    if (task.op === 'empty') {
+      const n = 256 * task.scale
+      return transferable(await encode(new Uint8Array(n * n), new Uint8Array(n * n), n, 1, task.format, false))
+    }
     throw new Error(`unknown raster task ${task.op}`)
   } catch (err) {
     // Only the message crosses back: a RasterError's is the set's reason; other errors say the tile failed.
@@ -67,16 +71,27 @@ function transferable (bytes) {
 
 // Per-tile arrays (several MB at 512 px) are reused rather than left to the GC; two tiles may be in flight per worker.
 const spare = []
-const scratchFor = (count) => {
+const scratchFor = (n) => {
   const s = spare.pop()
-  if (s !== undefined && s.count === count) return s
-  return { count, cols: new Float64Array(count), rows: new Float64Array(count), alpha: new Float32Array(count), values: new Float32Array(count * 3) }
+  if (s !== undefined && s.n === n) return s
+  const count = n * n
+  return {
+    n,
+    cols: new Float64Array(count),
+    rows: new Float64Array(count),
+    colLine: new Float64Array(n),
+    rowLine: new Float64Array(n),
+    alpha: new Float32Array(count),
+    values: new Float32Array(count * 3),
+    colour: new Uint8Array(count * 3),
+    opacity: new Uint8Array(count),
+  }
 }
 
 /** One tile: encoded bytes, or null where the raster has no valid pixel. */
 async function tile (task) {
   const n = 256 * task.scale
-  const scratch = scratchFor(n * n)
+  const scratch = scratchFor(n)
   try {
     return await render(task, n, scratch)
   } finally {
@@ -84,63 +99,80 @@ async function tile (task) {
   }
 }
 
-async function render ({ src, z, x, y, format, options }, n, { cols, rows, alpha, values }) {
+async function render ({ src, z, x, y, format, options }, n, scratch) {
   const ds = await dataset(src)
-  const count = n * n
   const extent = tileExtent(z, x, y)
-  sourcePixels(ds, extent, n, cols, rows)
-  const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(cols, rows, n))
+  const grid = sourceGrid(ds, extent, n, scratch)
+  const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(grid))
   const resampling = ds.palette && options.palette ? 'nearest' : options.resampling // indices do not interpolate
-  const spread = resampling === 'nearest' ? [1, 1] : sampleScale(level, cols, rows, n)
-  const win = windowOf(level, cols, rows, count, resampling, Math.max(...spread))
+  const spread = resampling === 'nearest' ? [1, 1] : sampleScale(level, grid)
+  const win = windowOf(level, grid, resampling, Math.max(...spread))
   if (win === null) return null
   // A safety net for odd projections (near a pole, say): no tile may make a worker hold more than 16 Mpx of one level.
   if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new Error('this tile would need too large a part of the raster')
-  const window = await readWindow(ds, level, win, options.bidx, options.nodata)
+  const table = await blockTable(ds, level, win)
+  const { colour, opacity } = scratch
+  const lut = resampling === 'nearest' ? lookupFor(ds, options) : null
+  if (lut !== null) { // integer samples, nearest: straight from the blocks (direct.js)
+    if (!gatherNearest(level, table, grid, lut, options.nodata, colour, opacity)) return null
+    return transferable(await encode(colour, opacity, n, lut.channels, format, false))
+  }
+  const window = readWindow(level, table, win, options.bidx, options.nodata)
   if (window === null) return null
+  const { values, alpha } = scratch
   const nb = options.bidx.length
-  resample(level, win, window.bands, window.density, cols, rows, count, resampling, values, alpha, spread, ds.toSource === null)
-  if (!alpha.some((a) => a > 0)) return null
-  const rgba = toRgba(values, alpha, count, nb, {
+  resample(level, win, window.bands, window.density, resampling === 'nearest' ? grid : fullGrid(grid, scratch.cols, scratch.rows), resampling, values, alpha, spread)
+  const channels = toPixels(values, alpha, n * n, nb, {
     rescale: options.rescale,
     colormap: options.colormap,
     palette: options.palette ? ds.palette : null,
     encoding: options.encoding,
-  })
-  return transferable(await encode(rgba, n, format, options.encoding !== null))
+  }, colour, opacity)
+  if (!opacity.some((a) => a > 0)) return null
+  return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null))
+}
+
+/** The decoded blocks of `level` under window [x0, y0, x1, y1), row by row: { bx0, by0, nbx, blocks }. */
+async function blockTable (ds, level, [x0, y0, x1, y1]) {
+  const { tileWidth: tw, tileHeight: th } = level
+  const bx0 = Math.floor(x0 / tw); const bx1 = Math.floor((x1 - 1) / tw)
+  const by0 = Math.floor(y0 / th); const by1 = Math.floor((y1 - 1) / th)
+  const pending = []
+  for (let by = by0; by <= by1; by++) for (let bx = bx0; bx <= bx1; bx++) pending.push(block(ds, level, bx, by))
+  return { bx0, by0, nbx: bx1 - bx0 + 1, blocks: await Promise.all(pending) }
 }
 
 /**
  * The window of `level` as Float32 bands (the `samples` asked for) and a density (0..255) per pixel from the alpha
  * band, the internal mask and nodata. Null when every pixel of it is transparent (sparse files, nodata areas).
- * Blocks hold planes and density ready-made, so assembling a window is row copies.
+ * Blocks hold samples and density ready-made, so assembling a window is row copies (per pixel for interleaved
+ * samples).
  */
-async function readWindow (ds, level, win, samples, nodataOption) {
+function readWindow (level, table, win, samples, nodataOption) {
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
   const { tileWidth: tw, tileHeight: th } = level
   const bands = samples.map(() => new Float32Array(w * h))
   const density = new Uint8Array(w * h)
-  const jobs = []
-  for (let by = Math.floor(y0 / th); by <= Math.floor((y1 - 1) / th); by++) {
-    for (let bx = Math.floor(x0 / tw); bx <= Math.floor((x1 - 1) / tw); bx++) {
-      jobs.push(block(ds, level, bx, by).then((b) => {
-        const bx0 = bx * tw; const by0 = by * th
-        const cx0 = Math.max(x0, bx0); const cx1 = Math.min(x1, bx0 + tw, level.width)
-        const cy0 = Math.max(y0, by0); const cy1 = Math.min(y1, by0 + th, level.height)
-        if (cx0 >= cx1) return
-        for (let r = cy0; r < cy1; r++) {
-          const from = (r - by0) * tw + (cx0 - bx0)
-          const to = (r - y0) * w + (cx0 - x0)
-          for (let s = 0; s < samples.length; s++) bands[s].set(b.planes[samples[s]].subarray(from, from + cx1 - cx0), to)
-          if (b.density === null) density.fill(255, to, to + cx1 - cx0)
-          else density.set(b.density.subarray(from, from + cx1 - cx0), to)
-        }
-      }))
+  table.blocks.forEach((b, i) => {
+    const bx = table.bx0 + (i % table.nbx); const by = table.by0 + Math.floor(i / table.nbx)
+    const bx0 = bx * tw; const by0 = by * th
+    const cx0 = Math.max(x0, bx0); const cx1 = Math.min(x1, bx0 + tw, level.width)
+    const cy0 = Math.max(y0, by0); const cy1 = Math.min(y1, by0 + th, level.height)
+    if (cx0 >= cx1) return
+    for (let r = cy0; r < cy1; r++) {
+      const from = (r - by0) * tw + (cx0 - bx0)
+      const to = (r - y0) * w + (cx0 - x0)
+      for (let s = 0; s < samples.length; s++) {
+        const { data, stride, start } = b.samples[samples[s]]
+        if (stride === 1) bands[s].set(data.subarray(from, from + cx1 - cx0), to)
+        else for (let p = from, q = to; p < from + cx1 - cx0; p++, q++) bands[s][q] = data[p * stride + start]
+      }
+      if (b.density === null) density.fill(255, to, to + cx1 - cx0)
+      else density.set(b.density.subarray(from, from + cx1 - cx0), to)
     }
-  }
-  await Promise.all(jobs)
+  })
   if (nodataOption !== null && nodataOption !== undefined) applyNodata(bands, density, nodataOption === 'nan' ? NaN : nodataOption)
   return density.some((d) => d > 0) ? { bands, density } : null
 }
@@ -179,8 +211,12 @@ function decoderOf (image) {
   return image.decoder
 }
 
-/** Decoded bytes of one block as typed arrays, one per sample (de-interleaved), in this machine's byte order. */
-async function planesOf (image, bx, by, samples, type) {
+/**
+ * Decoded samples of one block, in this machine's byte order: per sample { data, stride, start }, the value of pixel
+ * p being data[p * stride + start]. Pixel-interleaved blocks stay as decoded (one array, stride = samples per
+ * pixel): a tile of an 8-bit RGB file is then row copies of them (direct.js).
+ */
+async function samplesOf (image, bx, by, samples, type) {
   const decoder = await decoderOf(image)
   const Array_ = ARRAYS[type]
   const size = Array_.BYTES_PER_ELEMENT
@@ -189,14 +225,11 @@ async function planesOf (image, bx, by, samples, type) {
     return new Array_(data)
   }
   if (image.planarConfiguration === 2) {
-    return Promise.all(Array.from({ length: samples }, (_, s) => image.getTileOrStrip(bx, by, s, decoder).then((t) => view(t.data))))
+    const planes = await Promise.all(Array.from({ length: samples }, (_, s) => image.getTileOrStrip(bx, by, s, decoder).then((t) => view(t.data))))
+    return planes.map((data) => ({ data, stride: 1, start: 0 }))
   }
-  const all = view((await image.getTileOrStrip(bx, by, 0, decoder)).data)
-  if (samples === 1) return [all]
-  const n = all.length / samples
-  const planes = Array.from({ length: samples }, () => new Array_(n))
-  for (let p = 0, q = 0; p < n; p++) for (let s = 0; s < samples; s++, q++) planes[s][p] = all[q]
-  return planes
+  const data = view((await image.getTileOrStrip(bx, by, 0, decoder)).data)
+  return Array.from({ length: samples }, (_, s) => ({ data, stride: samples, start: s }))
 }
 
 function swapBytes (bytes, size) {
@@ -214,14 +247,16 @@ function block (ds, level, bx, by) {
   const hit = blocks.get(key)
   if (hit !== undefined) return hit.promise ?? Promise.resolve(hit)
   const promise = (async () => {
-    const [planes, mask] = await Promise.all([
-      planesOf(level.image, bx, by, ds.bands, ds.dtype),
-      level.mask ? planesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0]) : null,
+    const [samples, mask] = await Promise.all([
+      samplesOf(level.image, bx, by, ds.bands, ds.dtype),
+      level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : null,
     ])
-    if (ds.photometric === 6) ycbcrToRgb(planes)
-    const density = densityOf(ds, planes, mask)
-    const bytes = planes.reduce((sum, p) => sum + p.byteLength, 0) + (density ? density.byteLength : 0)
-    const decoded = { planes, density, bytes }
+    if (ds.photometric === 6) ycbcrToRgb(samples, level.tileWidth * level.tileHeight)
+    const pixels = level.tileWidth * level.tileHeight
+    const density = densityOf(ds, samples, mask, pixels)
+    const arrays = new Set(samples.map((s) => s.data))
+    const bytes = [...arrays].reduce((sum, a) => sum + a.byteLength, 0) + (density ? density.byteLength : 0)
+    const decoded = { samples, density, bytes }
     blocks.set(key, decoded)
     return decoded
   })()
@@ -230,25 +265,25 @@ function block (ds, level, bx, by) {
   return promise
 }
 
-function densityOf (ds, planes, mask) {
-  const n = planes[0].length
+function densityOf (ds, samples, mask, n) {
+  if (ds.alphaBand < 0 && mask === null && ds.nodata === null && ds.sampleFormat !== 3) return null // nothing can hide a pixel
   const density = new Uint8Array(n).fill(255)
   let opaque = true
-  const colour = planes.filter((_, s) => s !== ds.alphaBand)
+  const colour = samples.filter((_, s) => s !== ds.alphaBand)
   const float = ds.sampleFormat === 3
   const hasNodata = ds.nodata !== null && !Number.isNaN(ds.nodata)
   const nd = ds.nodata
   const ndf = Math.fround(ds.nodata)
-  const alpha = ds.alphaBand >= 0 ? planes[ds.alphaBand] : null
+  const alpha = ds.alphaBand >= 0 ? samples[ds.alphaBand] : null
   const alphaScale = 255 / (2 ** ds.bits - 1)
   for (let p = 0; p < n; p++) {
     let d = 255
-    if (alpha !== null) d = Math.round(alpha[p] * alphaScale)
+    if (alpha !== null) d = Math.round(alpha.data[p * alpha.stride + alpha.start] * alphaScale)
     if (mask !== null && mask[p] === 0) d = 0
     if (d !== 0 && (hasNodata || float)) {
       let all = hasNodata
       for (let s = 0; s < colour.length; s++) {
-        const v = colour[s][p]
+        const v = colour[s].data[p * colour[s].stride + colour[s].start]
         if (v !== v) { all = true; break } // eslint-disable-line no-self-compare
         if (all && v !== nd && Math.fround(v) !== ndf) all = false
       }
@@ -259,13 +294,14 @@ function densityOf (ds, planes, mask) {
   return opaque ? null : density
 }
 
-/** JPEG-in-TIFF stored as YCbCr: geotiff.js hands back the raw YCbCr planes; libjpeg (GDAL) would give RGB. */
-function ycbcrToRgb ([y, cb, cr]) {
+/** JPEG-in-TIFF stored as YCbCr: geotiff.js hands back raw YCbCr; libjpeg (GDAL) would give RGB. Converted in place. */
+function ycbcrToRgb ([y, cb, cr], n) {
   const clamp = (v) => (v < 0 ? 0 : v > 255 ? 255 : Math.round(v))
-  for (let i = 0; i < y.length; i++) {
-    const l = y[i]; const b = cb[i] - 128; const r = cr[i] - 128
-    y[i] = clamp(l + 1.402 * r)
-    cb[i] = clamp(l - 0.344136 * b - 0.714136 * r)
-    cr[i] = clamp(l + 1.772 * b)
+  for (let p = 0; p < n; p++) {
+    const i = p * y.stride + y.start; const j = p * cb.stride + cb.start; const k = p * cr.stride + cr.start
+    const l = y.data[i]; const b = cb.data[j] - 128; const r = cr.data[k] - 128
+    y.data[i] = clamp(l + 1.402 * r)
+    cb.data[j] = clamp(l - 0.344136 * b - 0.714136 * r)
+    cr.data[k] = clamp(l + 1.772 * b)
   }
 }
