@@ -14,6 +14,8 @@ import { tempDir } from './helpers/data.js'
 import { rangeServer } from './helpers/http.js'
 import { lonLatToTile, tileExtent } from '../lib/tile.js'
 import { colormap } from '../lib/raster/render.js'
+import { openDataset } from '../lib/raster/dataset.js'
+import { gridRow, sourceGrid, tileRatio } from '../lib/raster/warp.js'
 
 const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0
 const COG = join(FIXTURES, 'cog')
@@ -98,7 +100,12 @@ function generatedCogs (dir) {
   // Geographic, 179.5°E to 180.5°E: half of it is west of the antimeridian, on the other side of the map.
   execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:4326', '-a_ullr', '179.5', '60', '180.5', '59', '-ot', 'UInt16',
     '-co', 'COMPRESS=DEFLATE', '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'geo_antimeridian.tif')])
-  return ['utm_dem', 'swiss_lv95', 'planar_bigendian', 'geo_antimeridian']
+  // Polar stereographic north (NSIDC) from 72°N to beyond the Mercator edge: meridians converge across a tile, where a
+  // coarse interpolation grid would stray by pixels.
+  asciiGrid(swiss, { width: 400, height: 400, x0: -800000, y0: -2000000, cell: 4000 }, (c, r) => ((c * 7 + r * 3) % 997) + (c % 50 === 0 ? 4000 : 0))
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:3413', '-ot', 'UInt16', '-co', 'COMPRESS=DEFLATE',
+    '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'polar_3413.tif')])
+  return ['utm_dem', 'swiss_lv95', 'planar_bigendian', 'geo_antimeridian', 'polar_3413']
 }
 
 // file stem → tiles to check ([zoom offset from maxzoom] or explicit points) and the tolerances that hold for it.
@@ -159,9 +166,12 @@ test('COG fixtures: tiles match gdalwarp pixel for pixel (nearest and bilinear) 
   }
 })
 
-const GENERATED_CASES = { geo_antimeridian: { points: [[179.8, 59.5], [-179.7, 59.5]] } }
+const GENERATED_CASES = {
+  geo_antimeridian: { points: [[179.8, 59.5], [-179.7, 59.5]] },
+  polar_3413: { points: [[-45, 84.5], [-10, 82], [-60, 76]] },
+}
 
-test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar ZSTD int16, 4326 across the antimeridian) match gdalwarp', async (t) => {
+test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar ZSTD int16, 4326 across the antimeridian, polar stereographic) match gdalwarp', async (t) => {
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)
   const ids = generatedCogs(dir)
@@ -180,11 +190,37 @@ test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar Z
   assert.equal(meta.nodata, -9999)
   assert.equal(meta.crs.includes('+proj=utm') || meta.crs.includes('+proj=tmerc'), true)
   const [cx, cy] = lonLatToTile(tj.bounds[0] + 0.001, tj.bounds[3] - 0.001, tj.maxzoom)
-  const { rgba } = await ourTile(app, `/utm_dem/${tj.maxzoom}/${cx}/${cy}.png`)
+  const { res: corner, rgba } = await ourTile(app, `/utm_dem/${tj.maxzoom}/${cx}/${cy}.png`)
   assert.ok(rgba, 'corner tile renders')
+  // One band shown as grey is a grey PNG (with alpha here, for the lake): a third of the samples of RGB.
+  assert.equal(corner.rawPayload[25], 4, 'PNG colour type grey + alpha')
   let transparent = 0
   for (let k = 3; k < rgba.length; k += 4) if (rgba[k] === 0) transparent++
   assert.ok(transparent > 1000, `nodata shows as transparency (${transparent} px)`)
+})
+
+test('reprojection near the pole stays within 1/8 pixel of the exact transform (GDAL\'s error threshold)', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  generatedCogs(dir)
+  const ds = await openDataset({ key: 'polar', path: join(dir, 'polar_3413.tif') })
+  const n = 256
+  const scratch = { colLine: new Float64Array(n), rowLine: new Float64Array(n), cols: new Float64Array(n * n), rows: new Float64Array(n * n) }
+  // A z2 tile from 66°N to 85°N: meridians converge across it, and 16 px interpolation cells would stray by 2/3 px.
+  for (const [z, x, y] of [[2, 1, 0], [4, 5, 2], [3, 2, 1]]) {
+    const grid = sourceGrid(ds, tileExtent(z, x, y), n, scratch)
+    const ratio = Math.max(1, tileRatio(grid))
+    const cols = new Float64Array(n); const rows = new Float64Array(n); const c = [0]; const r = [0]
+    let worst = 0
+    for (let j = 0; j < n; j++) {
+      gridRow(grid, j, cols, rows)
+      for (let i = 0; i < n; i++) {
+        grid.exact(i, j, c, r, 0)
+        if (Number.isFinite(c[0] + r[0])) worst = Math.max(worst, Math.hypot(c[0] - cols[i], r[0] - rows[i]) / ratio)
+      }
+    }
+    assert.ok(worst <= 0.125, `${z}/${x}/${y}: off by ${worst.toFixed(3)} px`)
+  }
 })
 
 test('paletted COG: the colour table applies, as GDAL expands it', async (t) => {

@@ -3,10 +3,13 @@
 const GRID_STEP = 16 // pixels between exactly transformed points; between them, bilinear interpolation (GDAL's approximate transformer does the same)
 
 /**
- * Where each of the n × n output pixel centres falls in the source: full-resolution pixel coordinates (column, row;
- * continuous, 0 at the raster's top-left corner), NaN where the point has no image in the source CRS.
- * A Mercator file's map is affine and separable, so its grid is one row of columns and one column of rows
- * (`separable`, n values each); otherwise `cols` and `rows` hold all n² pixels. Arrays come from `scratch`.
+ * Where the n × n output pixel centres fall in the source: full-resolution pixel coordinates (column, row; continuous,
+ * 0 at the raster's top-left corner), NaN where a point has no image in the source CRS. Read a row at a time with
+ * gridRow, or all at once with fullGrid.
+ * A Mercator file's map is affine and separable: its grid is one row of columns and one column of rows (`separable`).
+ * Otherwise exact points every GRID_STEP pixels (`gx`, `gy`), bilinear between them, as GDAL's approximate
+ * transformer does; a cell where that would stray by more than 1/8 pixel (GDAL's default error threshold) is
+ * computed point by point (near a pole, say). `bounds` [minC, maxC, minR, maxR] when known without a scan.
  */
 export function sourceGrid (ds, extent, n, scratch) {
   const [ox, rx, oy, ry] = ds.transform
@@ -17,36 +20,19 @@ export function sourceGrid (ds, extent, n, scratch) {
       cols[i] = (extent[0] + (i + 0.5) * res - ox) / rx
       rows[i] = (oy - (extent[3] - (i + 0.5) * res)) / ry
     }
-    return { separable: true, cols, rows, n }
+    return { separable: true, cols, rows, n, bounds: null, scratch }
   }
-  const bounds = sourcePixels(ds, extent, n, scratch.cols, scratch.rows, res)
-  return { separable: false, cols: scratch.cols, rows: scratch.rows, n, bounds }
-}
-
-/** Every pixel's coordinates of a grid (the general resampler wants them per pixel). */
-export function fullGrid (grid, cols, rows) {
-  if (!grid.separable) return grid
-  const { n } = grid
-  for (let j = 0, k = 0; j < n; j++) {
-    cols.set(grid.cols.subarray(0, n), k)
-    rows.fill(grid.rows[j], k, k + n)
-    k += n
-  }
-  return { separable: false, cols, rows, n }
-}
-
-/**
- * A projected file: exact points every GRID_STEP pixels, bilinear between them (as GDAL's approximate transformer).
- * Returns the bounds of all the pixels' coordinates [minC, maxC, minR, maxR] when every grid point is finite (a
- * bilinear cell never leaves its corners' range), else null.
- */
-function sourcePixels (ds, extent, n, cols, rows, res) {
-  const [ox, rx, oy, ry] = ds.transform
   const step = Math.min(GRID_STEP, n)
   const g = n / step
   const gx = new Float64Array((g + 1) * (g + 1))
   const gy = new Float64Array((g + 1) * (g + 1))
   const out = [0, 0]
+  const node = (px, py, cols, rows, at) => { // output pixel position (px, py) (corners at integers), exactly
+    ds.toSource(extent[0] + px * res, extent[3] - py * res, out)
+    cols[at] = (out[0] - ox) / rx
+    rows[at] = (oy - out[1]) / ry
+  }
+  const exact = (i, j, cols, rows, at) => node(i + 0.5, j + 0.5, cols, rows, at) // the centre of pixel (i, j)
   let minC = Infinity; let maxC = -Infinity; let minR = Infinity; let maxR = -Infinity
   for (let b = 0; b <= g; b++) {
     for (let a = 0; a <= g; a++) {
@@ -57,33 +43,131 @@ function sourcePixels (ds, extent, n, cols, rows, res) {
       minC = Math.min(minC, c); maxC = Math.max(maxC, c); minR = Math.min(minR, r); maxR = Math.max(maxR, r)
     }
   }
-  for (let j = 0; j < n; j++) {
-    const b = Math.floor(j / step)
-    const fy = (j - b * step + 0.5) / step
+  const finite = Number.isFinite(minC + maxC + minR + maxR)
+  return {
+    separable: false,
+    n,
+    g,
+    step,
+    gx,
+    gy,
+    exact,
+    node,
+    pointwise: pointwiseCells(gx, gy, g, step),
+    subGrids: new Map(),
+    // A bilinear cell never leaves its corners' range; point-by-point cells may, so they make a scan necessary.
+    bounds: null,
+    nodeBounds: finite ? [minC, maxC, minR, maxR] : null,
+    scratch,
+  }
+}
+
+/**
+ * Cells (g × g) that bilinear interpolation cannot serve: 1 where it would stray from the exact transform by more
+ * than 1/8 of a source pixel of the resolution the tile reads (those get a finer grid, SUB_STEP pixels apart, as GDAL
+ * subdivides), 2 at the edge of the projection's domain (non-finite nodes: point by point). The error of a bilinear
+ * cell is about an eighth of the second differences of its nodes along x and y (it reproduces the cross term
+ * exactly). Null when no cell needs either.
+ */
+function pointwiseCells (gx, gy, g, step) {
+  const w = g + 1
+  const at = (arr, a, b) => arr[b * w + a]
+  // Full-resolution source pixels per output pixel at the middle: the threshold is 1/8 of a pixel at that scale.
+  const m = g >> 1
+  const ratio = Math.max(1, Math.hypot(at(gx, m + 1, m) - at(gx, m, m), at(gy, m + 1, m) - at(gy, m, m)) / step)
+  const limit = 8 * 0.125 * ratio // error ≈ second difference / 8
+  let cells = null
+  const second = (arr, a, b, da, db) => Math.abs(at(arr, a - da, b - db) - 2 * at(arr, a, b) + at(arr, a + da, b + db))
+  for (let b = 0; b < g; b++) {
     for (let a = 0; a < g; a++) {
-      const p = b * (g + 1) + a
-      const c00 = gx[p]; const c10 = gx[p + 1]; const c01 = gx[p + g + 1]; const c11 = gx[p + g + 2]
-      const r00 = gy[p]; const r10 = gy[p + 1]; const r01 = gy[p + g + 1]; const r11 = gy[p + g + 2]
-      const k0 = j * n + a * step
-      if (Number.isFinite(c00 + c10 + c01 + c11 + r00 + r10 + r01 + r11)) {
-        // Down the cell's left and right edges to this row, then across in equal steps.
-        const cl = c00 + (c01 - c00) * fy; const cr = c10 + (c11 - c10) * fy
-        const rl = r00 + (r01 - r00) * fy; const rr = r10 + (r11 - r10) * fy
-        const dc = (cr - cl) / step; const dr = (rr - rl) / step
-        for (let t = 0; t < step; t++) {
-          cols[k0 + t] = cl + dc * (t + 0.5)
-          rows[k0 + t] = rl + dr * (t + 0.5)
+      let worst = 0
+      for (const arr of [gx, gy]) {
+        for (const [na, nb] of [[a, b], [a + 1, b], [a, b + 1], [a + 1, b + 1]]) {
+          const ia = Math.min(Math.max(na, 1), g - 1); const ib = Math.min(Math.max(nb, 1), g - 1)
+          worst = Math.max(worst, g > 1 ? second(arr, ia, nb, 1, 0) + second(arr, na, ib, 0, 1) : 0)
         }
-      } else { // a cell at the edge of the projection's domain: every pixel exactly
-        for (let t = 0, i = a * step; t < step; t++, i++) {
-          ds.toSource(extent[0] + (i + 0.5) * res, extent[3] - (j + 0.5) * res, out)
-          cols[k0 + t] = (out[0] - ox) / rx
-          rows[k0 + t] = (oy - out[1]) / ry
-        }
+        if (!Number.isFinite(at(arr, a, b) + at(arr, a + 1, b) + at(arr, a, b + 1) + at(arr, a + 1, b + 1))) worst = NaN
       }
+      if (!(worst <= limit)) (cells ??= new Uint8Array(g * g))[b * g + a] = Number.isNaN(worst) ? 2 : 1
     }
   }
-  return Number.isFinite(minC + maxC + minR + maxR) ? [minC, maxC, minR, maxR] : null
+  return cells
+}
+
+/** Row j of a grid: the source coordinates of its n pixels into `cols` and `rows` (n each). */
+export function gridRow (grid, j, cols, rows) {
+  const { n } = grid
+  if (grid.separable) {
+    cols.set(grid.cols.subarray(0, n))
+    rows.fill(grid.rows[j], 0, n)
+    return
+  }
+  const { g, step, gx, gy, pointwise } = grid
+  const b = Math.floor(j / step)
+  for (let a = 0; a < g; a++) {
+    const i0 = a * step
+    const kind = pointwise === null ? 0 : pointwise[b * g + a]
+    if (kind === 2) {
+      for (let t = 0; t < step; t++) grid.exact(i0 + t, j, cols, rows, i0 + t)
+    } else if (kind === 1) {
+      const sub = subGrid(grid, a, b)
+      const q = step / SUB_STEP
+      const sb = Math.floor((j - b * step) / SUB_STEP)
+      for (let sa = 0; sa < q; sa++) interpolate(sub.gx, sub.gy, q, sa, sb, j - b * step - sb * SUB_STEP, SUB_STEP, cols, rows, i0 + sa * SUB_STEP)
+    } else {
+      interpolate(gx, gy, g, a, b, j - b * step, step, cols, rows, i0)
+    }
+  }
+}
+
+const SUB_STEP = 4
+
+/** One row (`dj` pixels down) across cell (a, b) of a node grid w + 1 nodes wide, cells `step` pixels apart. */
+function interpolate (gx, gy, w, a, b, dj, step, cols, rows, at) {
+  const p = b * (w + 1) + a
+  const fy = (dj + 0.5) / step
+  // Down the cell's left and right edges to this row, then across in equal steps.
+  const cl = gx[p] + (gx[p + w + 1] - gx[p]) * fy; const cr = gx[p + 1] + (gx[p + w + 2] - gx[p + 1]) * fy
+  const rl = gy[p] + (gy[p + w + 1] - gy[p]) * fy; const rr = gy[p + 1] + (gy[p + w + 2] - gy[p + 1]) * fy
+  const dc = (cr - cl) / step; const dr = (rr - rl) / step
+  for (let t = 0; t < step; t++) {
+    cols[at + t] = cl + dc * (t + 0.5)
+    rows[at + t] = rl + dr * (t + 0.5)
+  }
+}
+
+/** The finer nodes (SUB_STEP pixels apart) of a curved cell, computed once per tile. */
+function subGrid (grid, a, b) {
+  const key = b * grid.g + a
+  let sub = grid.subGrids.get(key)
+  if (sub === undefined) {
+    const q = grid.step / SUB_STEP
+    sub = { gx: new Float64Array((q + 1) * (q + 1)), gy: new Float64Array((q + 1) * (q + 1)) }
+    for (let v = 0; v <= q; v++) {
+      for (let u = 0; u <= q; u++) grid.node(a * grid.step + u * SUB_STEP, b * grid.step + v * SUB_STEP, sub.gx, sub.gy, v * (q + 1) + u)
+    }
+    grid.subGrids.set(key, sub)
+  }
+  return sub
+}
+
+/** Every pixel's coordinates (n² each, in the grid's scratch), for the resamplers that want them per pixel. */
+export function fullGrid (grid) {
+  if (grid.full !== undefined) return grid.full
+  const { n } = grid
+  const { cols, rows } = grid.scratch ?? { cols: new Float64Array(n * n), rows: new Float64Array(n * n) }
+  for (let j = 0; j < n; j++) gridRow(grid, j, cols.subarray(j * n, j * n + n), rows.subarray(j * n, j * n + n))
+  grid.full = { separable: false, full: true, cols, rows, n, bounds: grid.bounds }
+  return grid.full
+}
+
+/** Where the grid's pixels reach: [minC, maxC, minR, maxR] (NaN skipped). */
+function gridBounds (grid) {
+  if (grid.bounds !== null) return grid.bounds
+  if (grid.separable) return [...range(grid.cols), ...range(grid.rows)]
+  if (grid.nodeBounds !== null && grid.pointwise === null) return grid.nodeBounds
+  const { cols, rows } = fullGrid(grid)
+  return [...range(cols), ...range(rows)]
 }
 
 /**
@@ -110,7 +194,7 @@ const KERNEL_RADIUS = { nearest: 0, bilinear: 1, cubic: 2 }
 
 /** The window [x0, y0, x1, y1) of `level` the output pixels reach (with the kernel's margin), or null if none. */
 export function windowOf (level, grid, resampling, spread = 1) {
-  const [minC, maxC, minR, maxR] = grid.bounds ?? [...range(grid.cols), ...range(grid.rows)]
+  const [minC, maxC, minR, maxR] = gridBounds(grid)
   if (!(minC <= maxC) || !(minR <= maxR)) return null
   const { fx, fy } = level
   const m = Math.ceil(KERNEL_RADIUS[resampling] * spread) + 1
@@ -259,28 +343,58 @@ function nearestSeparable (level, win, bands, density, { cols, rows, n }, values
 }
 
 /**
- * Full-resolution source pixels per output pixel across this tile, along the axis where the source is finest (the
- * larger ratio), or undefined. GDAL's suggested output resolution takes the finer axis too, so overviews match
- * gdalwarp's for 4326 rasters, whose pixels stretch unevenly in Mercator.
+ * Full-resolution source pixels per output pixel across this tile, as gdalwarp -ovr AUTO measures it with -te and
+ * -ts: the width of the source columns the tile's points reach, over the tile's width in pixels. Undefined if
+ * unknown. (Along x only, as GDAL does: a polar tile reaches far more columns than its centre's scale suggests, and
+ * GDAL reads a coarser overview for it.) Where that width is out of all proportion to the pixel steps inside the
+ * tile, it spans a seam (the antimeridian of a geographic raster, whose two sides are far apart in columns): the
+ * larger of the median steps stands in for it.
  */
 export function tileRatio (grid) {
-  const [sx, sy] = pixelSteps(grid)
-  const r = Math.max(Number.isFinite(sx) ? sx : 0, Number.isFinite(sy) ? sy : 0)
-  return r > 0 ? r : undefined
+  let r
+  if (grid.separable) r = Math.abs(grid.cols[1] - grid.cols[0])
+  else {
+    const { gx } = grid
+    let min = Infinity; let max = -Infinity
+    for (let k = 0; k < gx.length; k++) {
+      const c = gx[k]
+      if (c < min) min = c
+      if (c > max) max = c
+    }
+    r = (max - min) / grid.n
+    const [sx, sy] = pixelSteps(grid)
+    const local = Math.max(Number.isFinite(sx) ? sx : 0, Number.isFinite(sy) ? sy : 0)
+    if (!(r <= 8 * local)) r = local
+  }
+  return r > 0 && Number.isFinite(r) ? r : undefined
 }
 
 /**
  * Full-resolution source pixels between neighbouring output pixels, along x and along y: steps measured at three
  * places, the median taken, so one seam in the tile (the antimeridian) cannot skew them.
  */
-function pixelSteps ({ separable, cols, rows, n }) {
+function pixelSteps (grid) {
+  const { n } = grid
   const mid = n >> 1
-  if (separable) return [Math.abs(cols[mid + 1] - cols[mid]), Math.abs(rows[mid + 1] - rows[mid])]
-  const step = (k, d) => Math.hypot(cols[k + d] - cols[k], rows[k + d] - rows[k])
-  const median = (a, b, c) => Math.max(Math.min(a, b), Math.min(Math.max(a, b), c))
+  if (grid.separable) return [Math.abs(grid.cols[mid + 1] - grid.cols[mid]), Math.abs(grid.rows[mid + 1] - grid.rows[mid])]
   const q = n >> 2
+  const rowsAt = new Map() // j → [cols, rows] of that row, for the few rows the steps look at
+  const point = (i, j) => {
+    if (!rowsAt.has(j)) {
+      const r = [new Float64Array(n), new Float64Array(n)]
+      gridRow(grid, j, r[0], r[1])
+      rowsAt.set(j, r)
+    }
+    const [cols, rows] = rowsAt.get(j)
+    return [cols[i], rows[i]]
+  }
+  const step = (i, j, di, dj) => {
+    const [c0, r0] = point(i, j); const [c1, r1] = point(i + di, j + dj)
+    return Math.hypot(c1 - c0, r1 - r0)
+  }
+  const median = (a, b, c) => Math.max(Math.min(a, b), Math.min(Math.max(a, b), c))
   return [
-    median(step(mid * n + q, 1), step(mid * n + mid, 1), step(mid * n + 3 * q, 1)),
-    median(step(q * n + mid, n), step(mid * n + mid, n), step(3 * q * n + mid, n)),
+    median(step(q, mid, 1, 0), step(mid, mid, 1, 0), step(3 * q, mid, 1, 0)),
+    median(step(mid, q, 0, 1), step(mid, mid, 0, 1), step(mid, 3 * q, 0, 1)),
   ]
 }

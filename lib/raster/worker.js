@@ -121,7 +121,7 @@ async function render ({ src, z, x, y, format, options }, n, scratch) {
   if (window === null) return null
   const { values, alpha } = scratch
   const nb = options.bidx.length
-  resample(level, win, window.bands, window.density, resampling === 'nearest' ? grid : fullGrid(grid, scratch.cols, scratch.rows), resampling, values, alpha, spread)
+  resample(level, win, window.bands, window.density, resampling === 'nearest' && grid.separable ? grid : fullGrid(grid), resampling, values, alpha, spread)
   const channels = toPixels(values, alpha, n * n, nb, {
     rescale: options.rescale,
     colormap: options.colormap,
