@@ -21,10 +21,12 @@ function findBin () {
 export const POSTGIS_MISSING = 'PostgreSQL with PostGIS is not installed (Debian: postgresql postgresql-15-postgis-3) and DATABASE_URL is not set'
 
 /**
- * Starts (or reuses, via DATABASE_URL) a PostgreSQL with PostGIS and creates a fresh database in it.
+ * Starts (or reuses, via DATABASE_URL) a PostgreSQL with PostGIS and creates a fresh database in it. `cpus` (a
+ * taskset list such as '1') pins the throwaway cluster to those cores: the bench keeps the database off the cores
+ * the server and the client use, as on separate machines.
  * @returns {Promise<null | { url: string, adminUrl: string, stop(): Promise<void>, start(): Promise<void>, pause(): Promise<void>, bin: string|null }>}
  */
-export async function startPostgis () {
+export async function startPostgis ({ cpus } = {}) {
   const asRoot = process.getuid?.() === 0
   const db = `tile_cannon_test_${process.pid}_${Date.now() % 100000}`
   if (process.env.DATABASE_URL) {
@@ -37,10 +39,11 @@ export async function startPostgis () {
   const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-pg-'))
   chmodSync(dir, 0o777)
   const run = (cmd, args) => {
-    const full = join(bin, cmd)
+    let command = [join(bin, cmd), ...args]
+    if (cpus !== undefined) command = ['taskset', '-c', String(cpus), ...command] // the postmaster's backends inherit it
     const res = asRoot
-      ? spawnSync('runuser', ['-u', 'postgres', '--', full, ...args], { encoding: 'utf8' })
-      : spawnSync(full, args, { encoding: 'utf8' })
+      ? spawnSync('runuser', ['-u', 'postgres', '--', ...command], { encoding: 'utf8' })
+      : spawnSync(command[0], command.slice(1), { encoding: 'utf8' })
     if (res.status !== 0) throw new Error(`${cmd} failed: ${res.stderr || res.stdout}`)
     return res.stdout
   }
