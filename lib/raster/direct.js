@@ -104,8 +104,8 @@ export function gatherNearest (level, table, grid, lut, nodata, colour, opacity)
     }
     return seen !== 0
   }
-  // Any other CRS: each pixel's own source pixel, a row at a time, in one loop (measured: splitting it into runs
-  // as above costs twice as much here, where runs are rarely copies).
+  // Any other CRS: each pixel's own source pixel, a row at a time, in one loop. It repeats copyRun's body on purpose:
+  // splitting rows into runs and calling copyRun measured 5-10 % slower per UTM tile, and runs here are never copies.
   const rowCols = new Float64Array(n); const rowRows = new Float64Array(n)
   const sx = 1 / fx; const sy = 1 / fy
   let left = 0; let top = 0; let right = -1; let bottom = -1 // the current block's pixels: [left, right) × [top, bottom)
