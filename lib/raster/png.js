@@ -27,7 +27,7 @@ export function encodePng (pixels, width, height, channels) {
   const stride = width * channels
   const size = stride * height
   const words = Math.ceil(size / 4)
-  if (filtered.length < words + stride) filtered = new Int32Array(words + stride)
+  if (filtered.length < words) filtered = new Int32Array(words)
   const bytes = new Uint8Array(filtered.buffer, 0, size)
   // Up filter: each byte minus the one above (the first row as it is). Four bytes at a time (SWAR, no borrow
   // between bytes) where rows are word-aligned, which they are for 256 and 512 px tiles.

@@ -23,7 +23,7 @@ export function colormap (name) {
 }
 
 
-export const clampByte = (v) => (v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v))
+const clampByte = (v) => (v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v))
 
 /** 8-bit colour channels of a tile: 1 (grey) for a single band shown as it is or rescaled, else 3 (RGB). */
 export const colourChannels = (nb, o) => (nb === 1 && !o.colormap && !o.palette && !o.encoding ? 1 : 3)

@@ -8,8 +8,8 @@ const GRID_STEP = 16 // pixels between exactly transformed points; between them,
  * gridRow, or all at once with fullGrid.
  * A Mercator file's map is affine and separable: its grid is one row of columns and one column of rows (`separable`).
  * Otherwise exact points every GRID_STEP pixels (`gx`, `gy`), bilinear between them, as GDAL's approximate
- * transformer does; a cell where that would stray by more than 1/8 pixel (GDAL's default error threshold) is
- * computed point by point (near a pole, say). `bounds` [minC, maxC, minR, maxR] when known without a scan.
+ * transformer does; a cell where that would stray by more than 1/8 pixel (GDAL's default error threshold) gets a
+ * finer grid (near a pole, say), one at the edge of the projection's domain is computed point by point.
  */
 export function sourceGrid (ds, extent, n, scratch) {
   const [ox, rx, oy, ry] = ds.transform
@@ -20,7 +20,7 @@ export function sourceGrid (ds, extent, n, scratch) {
       cols[i] = (extent[0] + (i + 0.5) * res - ox) / rx
       rows[i] = (oy - (extent[3] - (i + 0.5) * res)) / ry
     }
-    return { separable: true, cols, rows, n, bounds: null, scratch }
+    return { separable: true, cols, rows, n, scratch }
   }
   const step = Math.min(GRID_STEP, n)
   const g = n / step
@@ -43,8 +43,7 @@ export function sourceGrid (ds, extent, n, scratch) {
       minC = Math.min(minC, c); maxC = Math.max(maxC, c); minR = Math.min(minR, r); maxR = Math.max(maxR, r)
     }
   }
-  const finite = Number.isFinite(minC + maxC + minR + maxR)
-  return {
+  const grid = {
     separable: false,
     n,
     g,
@@ -53,13 +52,14 @@ export function sourceGrid (ds, extent, n, scratch) {
     gy,
     exact,
     node,
-    pointwise: pointwiseCells(gx, gy, g, step),
+    pointwise: null,
     subGrids: new Map(),
-    // A bilinear cell never leaves its corners' range; point-by-point cells may, so they make a scan necessary.
-    bounds: null,
-    nodeBounds: finite ? [minC, maxC, minR, maxR] : null,
+    // A bilinear cell never leaves its corners' range; finer or point-by-point cells may, so they need a scan.
+    nodeBounds: Number.isFinite(minC + maxC + minR + maxR) ? [minC, maxC, minR, maxR] : null,
     scratch,
   }
+  grid.pointwise = pointwiseCells(grid)
+  return grid
 }
 
 /**
@@ -69,12 +69,12 @@ export function sourceGrid (ds, extent, n, scratch) {
  * cell is about an eighth of the second differences of its nodes along x and y (it reproduces the cross term
  * exactly). Null when no cell needs either.
  */
-function pointwiseCells (gx, gy, g, step) {
+function pointwiseCells (grid) {
+  const { gx, gy, g } = grid
   const w = g + 1
   const at = (arr, a, b) => arr[b * w + a]
-  // Full-resolution source pixels per output pixel at the middle: the threshold is 1/8 of a pixel at that scale.
-  const m = g >> 1
-  const ratio = Math.max(1, Math.hypot(at(gx, m + 1, m) - at(gx, m, m), at(gy, m + 1, m) - at(gy, m, m)) / step)
+  // Full-resolution source pixels per output pixel: the threshold is 1/8 of a pixel at that scale.
+  const ratio = Math.max(1, ...pixelSteps(grid))
   const limit = 8 * 0.125 * ratio // error ≈ second difference / 8
   let cells = null
   const second = (arr, a, b, da, db) => Math.abs(at(arr, a - da, b - db) - 2 * at(arr, a, b) + at(arr, a + da, b + db))
@@ -155,15 +155,14 @@ function subGrid (grid, a, b) {
 export function fullGrid (grid) {
   if (grid.full !== undefined) return grid.full
   const { n } = grid
-  const { cols, rows } = grid.scratch ?? { cols: new Float64Array(n * n), rows: new Float64Array(n * n) }
+  const { cols, rows } = grid.scratch
   for (let j = 0; j < n; j++) gridRow(grid, j, cols.subarray(j * n, j * n + n), rows.subarray(j * n, j * n + n))
-  grid.full = { separable: false, full: true, cols, rows, n, bounds: grid.bounds }
+  grid.full = { separable: false, full: true, cols, rows, n }
   return grid.full
 }
 
 /** Where the grid's pixels reach: [minC, maxC, minR, maxR] (NaN skipped). */
 function gridBounds (grid) {
-  if (grid.bounds !== null) return grid.bounds
   if (grid.separable) return [...range(grid.cols), ...range(grid.rows)]
   if (grid.nodeBounds !== null && grid.pointwise === null) return grid.nodeBounds
   const { cols, rows } = fullGrid(grid)
@@ -354,13 +353,7 @@ export function tileRatio (grid) {
   let r
   if (grid.separable) r = Math.abs(grid.cols[1] - grid.cols[0])
   else {
-    const { gx } = grid
-    let min = Infinity; let max = -Infinity
-    for (let k = 0; k < gx.length; k++) {
-      const c = gx[k]
-      if (c < min) min = c
-      if (c > max) max = c
-    }
+    const [min, max] = range(grid.gx)
     r = (max - min) / grid.n
     const [sx, sy] = pixelSteps(grid)
     const local = Math.max(Number.isFinite(sx) ? sx : 0, Number.isFinite(sy) ? sy : 0)
@@ -370,31 +363,23 @@ export function tileRatio (grid) {
 }
 
 /**
- * Full-resolution source pixels between neighbouring output pixels, along x and along y: steps measured at three
- * places, the median taken, so one seam in the tile (the antimeridian) cannot skew them.
+ * Full-resolution source pixels between neighbouring output pixels, along x and along y: for a projected file, from
+ * the exact grid points (over a cell, divided by its width) at three places, the median taken, so one seam in the
+ * tile (the antimeridian) cannot skew them.
  */
 function pixelSteps (grid) {
-  const { n } = grid
-  const mid = n >> 1
-  if (grid.separable) return [Math.abs(grid.cols[mid + 1] - grid.cols[mid]), Math.abs(grid.rows[mid + 1] - grid.rows[mid])]
-  const q = n >> 2
-  const rowsAt = new Map() // j → [cols, rows] of that row, for the few rows the steps look at
-  const point = (i, j) => {
-    if (!rowsAt.has(j)) {
-      const r = [new Float64Array(n), new Float64Array(n)]
-      gridRow(grid, j, r[0], r[1])
-      rowsAt.set(j, r)
-    }
-    const [cols, rows] = rowsAt.get(j)
-    return [cols[i], rows[i]]
+  if (grid.separable) {
+    const mid = grid.n >> 1
+    return [Math.abs(grid.cols[mid + 1] - grid.cols[mid]), Math.abs(grid.rows[mid + 1] - grid.rows[mid])]
   }
-  const step = (i, j, di, dj) => {
-    const [c0, r0] = point(i, j); const [c1, r1] = point(i + di, j + dj)
-    return Math.hypot(c1 - c0, r1 - r0)
-  }
+  const { gx, gy, g, step } = grid
+  const w = g + 1
+  const at = (a, b) => b * w + a
+  const span = (p, q) => Math.hypot(gx[q] - gx[p], gy[q] - gy[p]) / step
   const median = (a, b, c) => Math.max(Math.min(a, b), Math.min(Math.max(a, b), c))
+  const q = g >> 2; const mid = g >> 1; const q3 = Math.max(mid, g - 1 - q) // cells, not past the last
   return [
-    median(step(q, mid, 1, 0), step(mid, mid, 1, 0), step(3 * q, mid, 1, 0)),
-    median(step(mid, q, 0, 1), step(mid, mid, 0, 1), step(mid, 3 * q, 0, 1)),
+    median(span(at(q, mid), at(q + 1, mid)), span(at(mid, mid), at(mid + 1, mid)), span(at(q3, mid), at(q3 + 1, mid))),
+    median(span(at(mid, q), at(mid, q + 1)), span(at(mid, mid), at(mid, mid + 1)), span(at(mid, q3), at(mid, q3 + 1))),
   ]
 }
