@@ -36,7 +36,8 @@ export default async function tileRoutes (app) {
     const { y, scale, ext } = parseTileY(request.params.y)
     if (!(source.scales ?? ONE).includes(scale)) return notFound(reply, `${entry.id} has no @${scale}x tiles`)
     if (!inGrid(z, x, y)) return badRequest(reply, `tile ${z}/${x}/${y} is outside the 2^${z} grid`)
-    const { minzoom, maxzoom } = source.tilejson
+    // Sets that make tiles to order may serve past the range they advertise (`servedZooms`, e.g. COG over/underzoom).
+    const { minzoom, maxzoom } = source.servedZooms ?? source.tilejson
     if (z < minzoom || z > maxzoom) return notFound(reply, `zoom ${z} is outside ${entry.id}'s range ${minzoom}-${maxzoom}`)
     let rendering // what a set that renders to order (rasters) is asked for
     if (source.formats !== undefined) {
