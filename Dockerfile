@@ -1,14 +1,16 @@
 # tile-cannon: serves every .mbtiles/.pmtiles in the /data volume on port 3000.
 #   docker build -t tile-cannon .
 #   docker run -p 3000:3000 -v "$PWD/tiles:/data:ro" tile-cannon
-FROM node:20-bookworm-slim AS build
+# Node 26, the current Active LTS (Node 20 reached its end of life in April 2026); .ci/run tests the same line.
+# Bookworm, like the CI machine. Both stages must use the same Node: better-sqlite3 is built for its ABI.
+FROM node:26-bookworm-slim AS build
 WORKDIR /app
 # better-sqlite3 falls back to compiling when no prebuilt binary fits.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
-FROM node:20-bookworm-slim
+FROM node:26-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production \
     TILE_CANNON_HOST=0.0.0.0 \

@@ -160,7 +160,7 @@ async function titilerTemplate (base, set, data, ours) {
   if (!file) throw new UsageError(`--titiler: cannot find the file of ${set.id} among --data`)
   const { defaults } = await getJson(`${ours}/${encodeURIComponent(set.id)}/meta`)
   const query = new URLSearchParams({ url: file })
-  for (const b of defaults.bidx) query.append('bidx', String(b + 1))
+  for (const b of defaults.bidx) query.append('bidx', String(b)) // /meta numbers bands from 1, as bidx does
   if (defaults.rescale) for (const [min, max] of defaults.rescale) query.append('rescale', `${min},${max}`)
   return `${base.replace(/\/$/, '')}/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?${query}`
 }

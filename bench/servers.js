@@ -74,8 +74,6 @@ export function findNginx () {
  * served with the headers of each set's first answer. `answers` is mirror()'s Map; `dir` a scratch folder.
  */
 export async function startNginx (answers, dir) {
-  const bin = findNginx()
-  if (!bin) throw new Error('nginx is not installed')
   const port = await freePort()
   const root = join(dir, 'root')
   const headersBySet = new Map()
@@ -92,7 +90,20 @@ export async function startNginx (answers, dir) {
       .filter((h) => head[h]).map((h) => `add_header ${h} ${quote(head[h])};`).join(' ')
     return `location ${quote('/' + decodeURIComponent(set) + '/')} { default_type ${quote(head['content-type'] ?? 'application/octet-stream')}; ${adds} }`
   })
+  return runNginx(dir, `listen 127.0.0.1:${port};
+    root ${root};
+    ${locations.join('\n    ')}`, port)
+}
+
+/**
+ * Runs nginx (one worker, in the foreground, everything under `dir`) with one server block; resolves once it answers.
+ * `http` adds directives to the http block (a proxy cache path, say).
+ */
+export async function runNginx (dir, server, port, http = '') {
+  const bin = findNginx()
+  if (!bin) throw new Error('nginx is not installed')
   const conf = join(dir, 'nginx.conf')
+  mkdirSync(dir, { recursive: true })
   writeFileSync(conf, `${process.getuid?.() === 0 ? 'user root;' : ''}
 worker_processes 1;
 pid ${join(dir, 'nginx.pid')};
@@ -107,10 +118,9 @@ http {
   open_file_cache max=100000 inactive=60s;
   client_body_temp_path ${join(dir, 'tmp')}; proxy_temp_path ${join(dir, 'tmp')}; fastcgi_temp_path ${join(dir, 'tmp')};
   uwsgi_temp_path ${join(dir, 'tmp')}; scgi_temp_path ${join(dir, 'tmp')};
+  ${http}
   server {
-    listen 127.0.0.1:${port};
-    root ${root};
-    ${locations.join('\n    ')}
+    ${server}
   }
 }
 `)

@@ -5,6 +5,8 @@ import cors from '@fastify/cors'
 import { TileCache } from './cache.js'
 import { Catalog } from './catalog.js'
 import { TileService } from './tiles.js'
+import { linkMaker, trustFunction } from './urls.js'
+import { metadataValidators } from '../routes/http.js'
 import tileRoutes from '../routes/tiles.js'
 import metaRoutes from '../routes/meta.js'
 import listRoutes from '../routes/list.js'
@@ -14,7 +16,9 @@ export async function buildApp (config, { loggerInstance } = {}) {
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger: { level: config.logLevel } }),
     logController: new LogController({ disableRequestLogging: !config.logRequests }),
-    exposeHeadRoutes: true,
+    exposeHeadRoutes: false, // routes declare GET and HEAD themselves (routes/http.js says why)
+    // X-Forwarded-* only from configured proxies (lib/urls.js); Fastify applies it to request.protocol and .host.
+    trustProxy: trustFunction(config.trustProxy) ?? false,
     return503OnClosing: false, // requests already on a connection are served while closing: a pm2 reload drops none
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
@@ -31,6 +35,8 @@ export async function buildApp (config, { loggerInstance } = {}) {
   app.decorate('tileCache', tileCache)
   app.decorate('catalog', catalog)
   app.decorate('tiles', new TileService({ catalog, cache: tileCache }))
+  app.decorate('links', linkMaker(config))
+  app.decorate('metadataValidators', metadataValidators(config.metadataCacheControl))
   app.addHook('onClose', () => catalog.close())
 
   app.setErrorHandler((err, request, reply) => {
@@ -46,7 +52,18 @@ export async function buildApp (config, { loggerInstance } = {}) {
   })
 
   if (config.cors !== false) {
-    await app.register(cors, { origin: config.cors === '*' ? '*' : config.cors, methods: ['GET', 'HEAD'], maxAge: 86400 })
+    // @fastify/cors answers a preflight with `204` and `Content-Length: 0`, which RFC 9110 (8.6) forbids. With
+    // preflightContinue it only adds the preflight headers and passes the request on to its OPTIONS route, which we
+    // make answer a bodiless 204 (Fastify then sends no Content-Length).
+    app.addHook('onRoute', (route) => {
+      if (route.method !== 'OPTIONS' || route.url !== '*') return
+      const handler = route.handler
+      route.handler = function preflight (request, reply) {
+        if (request.corsPreflightEnabled) reply.code(204)
+        return handler.call(this, request, reply)
+      }
+    })
+    await app.register(cors, { origin: config.cors === '*' ? '*' : config.cors, methods: ['GET', 'HEAD'], maxAge: 86400, preflightContinue: true })
   }
   await app.register(tileRoutes)
   await app.register(metaRoutes)

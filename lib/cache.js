@@ -20,12 +20,20 @@ export class TileCache {
     return this.lru === null ? undefined : this.lru.peek(key)
   }
 
-  /** Stores (or re-stores, after the record grew) a record that has a `size` in bytes. */
-  set (key, record) {
+  /**
+   * Stores (or re-stores, after the record grew) a record that has a `size` in bytes. `ttlMs` > 0: it expires after
+   * that long (lru-cache checks on `get`, costing files nothing: their records carry no lifetime).
+   */
+  set (key, record, ttlMs) {
     if (this.lru === null) return
-    // lru-cache weighs a value only when it is new to the key: drop the old weighing of a grown record first.
-    if (this.lru.peek(key) === record) this.lru.delete(key)
-    if (record.size <= this.maxBytes) this.lru.set(key, record)
+    // lru-cache weighs a value only when it is new to the key: drop the old weighing of a grown record first. It keeps
+    // what was left of its lifetime: a gzip variant added later must not make a database tile live longer.
+    if (this.lru.peek(key) === record) {
+      const left = this.lru.getRemainingTTL(key)
+      if (ttlMs === undefined && left !== Infinity) ttlMs = Math.max(1, left)
+      this.lru.delete(key)
+    }
+    if (record.size <= this.maxBytes) this.lru.set(key, record, ttlMs > 0 ? { ttl: ttlMs } : undefined)
   }
 
   /** Runs `load` once for all concurrent callers of `key`. */

@@ -59,7 +59,9 @@ export class Catalog {
     if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return undefined
     if (layerNames(parts) === null) return undefined
     if (this.composites.size >= MAX_COMPOSITES) this.composites.clear()
-    const entry = this.makeEntry({ id: name, kind: 'composite' }, compose(name, parts))
+    // As fresh as its most perishable part.
+    const ttls = parts.filter((p) => p.ttlMs !== undefined).map((p) => p.ttlMs / 1000)
+    const entry = this.makeEntry({ id: name, kind: 'composite', ttlS: ttls.length ? Math.min(...ttls) : undefined }, compose(name, parts))
     entry.parts = parts
     this.composites.set(name, entry)
     return entry
@@ -134,8 +136,12 @@ export class Catalog {
     return `${stem}-${n}`
   }
 
-  /** An entry: a set as the routes see it, with its per-set options and bookkeeping. `source` null: unavailable. */
-  makeEntry ({ id, kind, path = null, url = null, group = null, reason = null }, source = null) {
+  /**
+   * An entry: a set as the routes see it, with its per-set options and bookkeeping. `source` null: unavailable.
+   * Tiles of a source whose data may change unseen (`source.cacheTtlS`, e.g. PostGIS) are cached that long, or as the
+   * set's `cacheTtlS` says, with a Cache-Control to match; other sets' tiles live until their file changes.
+   */
+  makeEntry ({ id, kind, path = null, url = null, group = null, reason = null, ttlS }, source = null) {
     const options = this.config.sets[id] ?? {}
     const entry = {
       id,
@@ -148,16 +154,48 @@ export class Catalog {
       reason,
       key: `${id}#${++this.generation}/`,
       options,
+      ttlMs: undefined, // how long a cached tile lives; undefined: until the set is reloaded; 0: not cached
       active: 0,
       retired: false,
       errors: new Set(),
       sniffed: {}, // what compressed tiles of this set hold (see describeTile)
     }
     if (source !== null) {
+      const ttl = options.cacheTtlS ?? ttlS ?? source.cacheTtlS
+      entry.ttlMs = ttl === undefined ? undefined : ttl * 1000
       entry.missingStatus = options.missingStatus ?? (isVector(source.format) ? 204 : 404)
-      entry.cacheControl = options.cacheControl ?? this.config.cacheControl
+      entry.cacheControl = options.cacheControl ??
+        (ttl === undefined ? this.config.cacheControl : ttl > 0 ? `public, max-age=${Math.floor(ttl)}` : 'no-cache')
     }
     return entry
+  }
+
+  /**
+   * Forgets an entry's cached tiles in O(1): a new key prefix makes them unreachable, and they age out of the LRU. A
+   * read under way stores under the old prefix, so it cannot bring stale data back. Composites built on it follow.
+   */
+  expire (entry) {
+    entry.key = `${entry.id}#${++this.generation}/`
+    for (const c of this.composites.values()) if (c.parts.includes(entry)) c.key = `${c.id}#${++this.generation}/`
+  }
+
+  /**
+   * A NOTIFY from a database: the payload names sets by id, `schema.table` or `table` (a function by its name); ''
+   * names every set of that database. Names it does not know are ignored.
+   */
+  notified (url, message) {
+    const payload = message.trim()
+    let hits = 0
+    for (const entry of this.entries.values()) {
+      if (entry.group !== url || entry.source === null) continue
+      const md = entry.source.metadata
+      const name = md.table ?? md.function
+      if (payload === '' || payload === entry.id || payload === name || payload === `${md.schema}.${name}`) {
+        this.expire(entry)
+        hits++
+      }
+    }
+    if (hits === 0) this.log.debug({ payload: payload.slice(0, 200) }, 'NOTIFY names no set: ignored')
   }
 
   /** Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). */
@@ -184,7 +222,7 @@ export class Catalog {
       reason = 'still being written (a -journal or -wal file is beside it)'
     } else {
       try {
-        source = await kind.open({ ...this.config.sets[id], ...spec, id }, { log: this.log })
+        source = await kind.open({ ...this.config.sets[id], ...spec, id }, { log: this.log, raster: this.config.raster })
       } catch (err) {
         // Reasons reach 503 bodies and /health: name the file, never the folder it is in.
         reason = spec.path ? String(err.message).replaceAll(dirname(spec.path) + '/', '') : String(err.message)
@@ -216,6 +254,7 @@ export class Catalog {
     if (provider === undefined) {
       provider = postgis.createProvider(url, this.config.postgres, { log: this.log })
       this.providers.set(url, provider)
+      provider.listen((payload) => this.notified(url, payload))
     }
     let found
     try {
@@ -228,14 +267,18 @@ export class Catalog {
     clearTimeout(provider.retry)
     provider.retry = null
     const ids = new Set()
-    for (const { id, source } of found) {
+    for (const { id, source, reason = null } of found) {
       const previous = this.entries.get(id)
       const finalId = previous && previous.group !== url ? `${new URL(url).pathname.slice(1) || 'postgres'}.${id}` : id
       ids.add(finalId)
       // Unchanged since the last discovery: keep the entry, and with it its cached tiles.
-      const same = previous && previous.group === url && previous.source?.sql === source.sql &&
-        JSON.stringify(previous.source.tilejson) === JSON.stringify(source.tilejson)
-      if (!same) this.register(this.makeEntry({ id: finalId, kind: postgis.kind, group: url }, source))
+      const same = previous && previous.group === url && (source === null
+        ? previous.source === null && previous.reason === reason
+        : previous.source?.sql === source.sql && JSON.stringify(previous.source.tilejson) === JSON.stringify(source.tilejson))
+      if (same) continue
+      // Skipped tables (no SRID, a geometry type MVT cannot hold) are unavailable sets, with the reason, like bad files.
+      if (source === null) this.log.warn({ set: finalId, reason }, 'postgres table unavailable')
+      this.register(this.makeEntry({ id: finalId, kind: postgis.kind, group: url, reason }, source))
     }
     for (const entry of [...this.entries.values()]) if (entry.group === url && !ids.has(entry.id)) this.remove(entry)
     this.log.info({ database: redact(url), sets: ids.size }, 'postgres sets discovered')
@@ -342,7 +385,7 @@ export class Catalog {
     await this.openSpec({ path }, known?.id)
   }
 
-  /** Full reload (SIGHUP): every set re-opened, new files found, missing ones dropped. */
+  /** Full reload (SIGHUP): every set re-opened, new files found, missing ones dropped, database tiles purged. */
   async reload () {
     const specs = await this.discover()
     const seen = new Set()
@@ -355,6 +398,8 @@ export class Catalog {
       } else if (this.providers.has(spec.url) || (spec.url && kindForUrl(spec.url) === postgis)) {
         seen.add(spec.url)
         await this.openDatabase(spec.url)
+        // Kept sets (same shape) may hold other rows now: SIGHUP drops their cached tiles too.
+        for (const entry of this.entries.values()) if (entry.group === spec.url) this.expire(entry)
       } else {
         const known = [...this.entries.values()].find((e) => (spec.url && e.url === spec.url) || (spec.demo && e.kind === 'demo'))
         seen.add(spec.url ?? 'demo')

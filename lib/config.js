@@ -13,6 +13,8 @@ export const DEFAULTS = {
   publicUrl: null,
   cacheMB: 256,
   cacheControl: 'public, max-age=3600',
+  metadataCacheControl: 'public, max-age=60',
+  trustProxy: false,
   cors: '*',
   logLevel: 'info',
   logRequests: false,
@@ -22,6 +24,7 @@ export const DEFAULTS = {
   demo: true,
   sets: {},
   postgres: {},
+  raster: {},
 }
 
 const schema = {
@@ -34,6 +37,14 @@ const schema = {
     publicUrl: { type: ['string', 'null'], pattern: '^https?://' },
     cacheMB: { type: 'number', minimum: 0 },
     cacheControl: { type: 'string' },
+    metadataCacheControl: { type: 'string', minLength: 1 },
+    // false, true, or addresses / CIDRs / loopback|linklocal|uniquelocal (a comma-separated string or a list)
+    trustProxy: {
+      anyOf: [
+        { type: 'boolean' },
+        { type: 'array', items: { type: 'string', minLength: 1 } },
+      ],
+    },
     cors: {
       anyOf: [
         { type: 'boolean' },
@@ -65,6 +76,8 @@ const schema = {
         buffer: { type: 'integer', minimum: 0 },
         featureLimit: { type: 'integer', minimum: 1 },
         defaultSrid: { type: 'integer', minimum: 1 },
+        cacheTtlS: { type: 'number', minimum: 0 }, // lifetime of cached tiles of this database (0: not cached)
+        notifyChannel: { anyOf: [{ type: 'boolean' }, { type: 'string', maxLength: 63 }] }, // LISTEN here (true: 'tile_cannon'; false or '': off)
         tables: {
           type: 'object',
           additionalProperties: {
@@ -88,6 +101,13 @@ const schema = {
         },
       },
     },
+    raster: { // COG sets, all of them (a set's own options win)
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        overzoom: { type: 'integer', minimum: 0, maximum: 30 }, // zoom levels served (upsampled) past maxzoom; default 4
+      },
+    },
     sets: {
       type: 'object',
       additionalProperties: {
@@ -99,6 +119,8 @@ const schema = {
           missingStatus: { enum: [204, 404] },
           cacheControl: { type: 'string' },
           emptyTiles: { type: 'boolean' }, // rasters: a transparent tile, not 404, where the set has no data
+          overzoom: { type: 'integer', minimum: 0, maximum: 30 }, // rasters: zoom levels served past maxzoom
+          cacheTtlS: { type: 'number', minimum: 0 }, // lifetime of this set's cached tiles (0: not cached)
         },
       },
     },
@@ -116,6 +138,8 @@ const ENV = {
   TILE_CANNON_PUBLIC_URL: 'publicUrl',
   TILE_CANNON_CACHE_MB: 'cacheMB',
   TILE_CANNON_CACHE_CONTROL: 'cacheControl',
+  TILE_CANNON_METADATA_CACHE_CONTROL: 'metadataCacheControl',
+  TILE_CANNON_TRUST_PROXY: 'trustProxy',
   TILE_CANNON_CORS: 'cors',
   TILE_CANNON_LOG_LEVEL: 'logLevel',
   TILE_CANNON_LOG_REQUESTS: 'logRequests',
@@ -130,6 +154,8 @@ const FLAGS = {
   'public-url': { type: 'string' },
   'cache-mb': { type: 'string' },
   'cache-control': { type: 'string' },
+  'metadata-cache-control': { type: 'string' },
+  'trust-proxy': { type: 'string' },
   cors: { type: 'string' },
   'log-level': { type: 'string' },
   'log-requests': { type: 'boolean' },
@@ -150,6 +176,10 @@ Options:
       --public-url URL    base URL for TileJSON links, e.g. https://tiles.example.com (env TILE_CANNON_PUBLIC_URL)
       --cache-mb N        tile cache size in MiB, 0 turns it off (default 256; env TILE_CANNON_CACHE_MB)
       --cache-control V   Cache-Control for tiles (default "public, max-age=3600"; env TILE_CANNON_CACHE_CONTROL)
+      --metadata-cache-control V  Cache-Control for TileJSON, /list, /catalog, /meta and / (default
+                          "public, max-age=60"; env TILE_CANNON_METADATA_CACHE_CONTROL)
+      --trust-proxy LIST  proxies whose X-Forwarded-Proto/Host/Prefix are believed: "true", or comma-separated
+                          addresses, CIDRs, loopback, linklocal, uniquelocal (default: none; env TILE_CANNON_TRUST_PROXY)
       --cors ORIGINS      "*", "false", or comma-separated origins (default "*"; env TILE_CANNON_CORS)
       --log-level LEVEL   fatal|error|warn|info|debug|trace|silent (default info; env TILE_CANNON_LOG_LEVEL)
       --log-requests      log every request (off by default: it costs throughput)
@@ -203,6 +233,8 @@ function fromFlags (values, positionals) {
   if (values['public-url'] !== undefined) out.publicUrl = values['public-url']
   if (values['cache-mb'] !== undefined) out.cacheMB = values['cache-mb']
   if (values['cache-control'] !== undefined) out.cacheControl = values['cache-control']
+  if (values['metadata-cache-control'] !== undefined) out.metadataCacheControl = values['metadata-cache-control']
+  if (values['trust-proxy'] !== undefined) out.trustProxy = values['trust-proxy']
   if (values.cors !== undefined) out.cors = values.cors
   if (values['log-level'] !== undefined) out.logLevel = values['log-level']
   if (values['log-requests']) out.logRequests = true
@@ -219,6 +251,13 @@ function normalizeCors (cors) {
   if (cors === 'true' || cors === '*') return '*'
   const origins = cors.split(',').map((s) => s.trim()).filter(Boolean)
   return origins.length === 1 ? origins[0] : origins
+}
+
+// "true"/"false", or a comma-separated list of addresses, CIDRs and proxy-addr names.
+function normalizeTrustProxy (value) {
+  const v = value.trim()
+  if (v === 'true' || v === 'false') return v === 'true'
+  return v.split(',').map((s) => s.trim()).filter(Boolean)
 }
 
 /**
@@ -241,6 +280,7 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   merged.postgres = { ...merged.postgres }
   if (!merged.postgres.url && env.DATABASE_URL) merged.postgres.url = env.DATABASE_URL
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)
+  if (typeof merged.trustProxy === 'string') merged.trustProxy = normalizeTrustProxy(merged.trustProxy)
   if (!validate(merged)) {
     const problems = validate.errors.map((e) => `${e.instancePath.slice(1) || 'config'} ${e.message}`)
     throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)

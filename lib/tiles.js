@@ -47,7 +47,8 @@ export class TileService {
         size: stored.length + RECORD_OVERHEAD,
       }
     }
-    if (!entry.retired) this.cache.set(key, record)
+    // Made tiles live `ttlMs` (0: never stored; concurrent requests still share one read); stored tiles have no lifetime.
+    if (!entry.retired && entry.ttlMs !== 0) this.cache.set(key, record, entry.ttlMs)
     return record
   }
 
@@ -58,7 +59,15 @@ export class TileService {
     if (known !== undefined) return known
     // Passing the stored bytes through needs no await: the common cold-path case stays synchronous.
     if (encoding === record.info.encoding) return this.addVariant(record, encoding, record.stored)
-    return transcode(record.stored, record.info.encoding, encoding).then((body) => this.addVariant(record, encoding, body))
+    return transcode(record.stored, record.info.encoding, encoding).then((body) => {
+      // Compressing a tiny raw tile can make it larger (gzip's 18 bytes of framing): then the raw bytes are the answer.
+      if (record.info.encoding === 'identity' && body.length >= record.stored.length) {
+        const raw = record.variants.identity ?? this.addVariant(record, 'identity', record.stored)
+        record.variants[encoding] = raw
+        return raw
+      }
+      return this.addVariant(record, encoding, body)
+    })
   }
 
   addVariant (record, encoding, body) {

@@ -11,7 +11,7 @@ export function badRequest (reply, message) {
 /** 503 for a set whose backend cannot answer; each distinct failure of a set is logged once. */
 export function unavailable (reply, entry, err, log) {
   if (err !== undefined && log !== undefined) {
-    const reason = String(err.message ?? err)
+    const reason = String(err.message || err.name || err) // some errors (DataCloneError) have no message
     if (!entry.errors.has(reason) && entry.errors.size < 50) {
       entry.errors.add(reason)
       log.error({ set: entry.id, reason }, 'tile read failed')

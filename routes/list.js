@@ -1,27 +1,38 @@
 // /list: the set ids. /catalog: what each set is. /health: 200 once the catalog is loaded.
-import { baseUrl } from './meta.js'
+import { GET_HEAD } from './http.js'
+import { tileJsonUrl } from '../lib/urls.js'
 
 export default async function listRoutes (app) {
-  const { catalog, config, tileCache } = app
+  const { catalog, tileCache, links, metadataValidators: onSend } = app
 
-  app.get('/list', async () => catalog.available().map((entry) => entry.id))
+  app.route({ method: GET_HEAD, url: '/list', onSend, handler: async () => catalog.available().map((entry) => entry.id) })
 
-  app.get('/catalog', async (request) => {
-    const base = baseUrl(request, config.publicUrl)
-    return catalog.available().map(({ id, kind, source }) => ({
-      id,
-      kind,
-      format: source.format ?? null,
-      name: source.tilejson.name,
-      minzoom: source.tilejson.minzoom,
-      maxzoom: source.tilejson.maxzoom,
-      bounds: source.tilejson.bounds,
-      tilejson: `${base}/${encodeURIComponent(id)}.json`,
-    }))
+  app.route({
+    method: GET_HEAD,
+    url: '/catalog',
+    onSend,
+    handler: async (request, reply) => {
+      const base = links(request, reply)
+      return catalog.available().map(({ id, kind, source }) => ({
+        id,
+        kind,
+        format: source.format ?? null,
+        name: source.tilejson.name,
+        minzoom: source.tilejson.minzoom,
+        maxzoom: source.tilejson.maxzoom,
+        bounds: source.tilejson.bounds,
+        tilejson: tileJsonUrl(base, id),
+      }))
+    },
   })
 
-  app.get('/health', async (request, reply) => {
-    if (!catalog.loaded) return reply.code(503).send({ status: 'loading' })
-    return { status: 'ok', sets: catalog.available().length, unavailable: catalog.unavailable(), cache: tileCache.stats }
+  app.route({
+    method: GET_HEAD,
+    url: '/health',
+    handler: async (request, reply) => {
+      reply.header('cache-control', 'no-store') // the state of this process now, never a cached copy
+      if (!catalog.loaded) return reply.code(503).send({ status: 'loading' })
+      return { status: 'ok', sets: catalog.available().length, unavailable: catalog.unavailable(), cache: tileCache.stats }
+    },
   })
 }

@@ -1,27 +1,9 @@
 // TileJSON (/:set.json, also /:set) and raw metadata (/:set/meta).
 import { badRequest, notFound, unavailable } from './errors.js'
+import { GET_HEAD } from './http.js'
+import { tileUrl } from '../lib/urls.js'
 
-const EXTENSIONS = { pbf: 'pbf', mlt: 'mlt', png: 'png', jpg: 'jpg', webp: 'webp', gif: 'gif', avif: 'avif', json: 'json' }
-const HOST = /^[A-Za-z0-9.\-:[\]_]+$/
-const PREFIX = /^(\/[A-Za-z0-9._~\-%]+)*\/?$/
-const setParams = { type: 'object', properties: { set: { type: 'string', minLength: 1, maxLength: 512 } }, required: ['set'] }
-
-const first = (value) => (typeof value === 'string' ? value.split(',')[0].trim() : undefined)
-
-/** Base URL for links: the configured public URL, or what the request (and a proxy's X-Forwarded-*) says. */
-export function baseUrl (request, publicUrl) {
-  if (publicUrl) return publicUrl
-  const proto = first(request.headers['x-forwarded-proto'])
-  const host = first(request.headers['x-forwarded-host']) ?? request.headers.host
-  const prefix = first(request.headers['x-forwarded-prefix']) ?? ''
-  return `${proto === 'https' || proto === 'http' ? proto : request.protocol}://` +
-    `${host && HOST.test(host) ? host : 'localhost'}${PREFIX.test(prefix) ? prefix.replace(/\/$/, '') : ''}`
-}
-
-export function tileUrl (base, entry, search = '') {
-  const ext = EXTENSIONS[entry.source.format]
-  return `${base}/${encodeURIComponent(entry.id)}/{z}/{x}/{y}${ext ? '.' + ext : ''}${search}`
-}
+const schema = { params: { type: 'object', properties: { set: { type: 'string', minLength: 1, maxLength: 512 } }, required: ['set'] } }
 
 /** The query string a TileJSON request carries, passed on to tile URLs of sets that take options (as titiler does). */
 const searchOf = (request) => {
@@ -30,7 +12,7 @@ const searchOf = (request) => {
 }
 
 export default async function metaRoutes (app) {
-  const { catalog, config } = app
+  const { catalog, links, metadataValidators: onSend } = app
 
   function lookup (name, reply) {
     const entry = catalog.get(name)
@@ -52,13 +34,19 @@ export default async function metaRoutes (app) {
       }
       search = searchOf(request)
     }
-    return { ...entry.source.tilejson, id: entry.id, tiles: [tileUrl(baseUrl(request, config.publicUrl), entry, search)] }
+    return { ...entry.source.tilejson, id: entry.id, tiles: [tileUrl(links(request, reply), entry, search)] }
   }
-  app.get('/:set', { schema: { params: setParams } }, tilejson)
+  app.route({ method: GET_HEAD, url: '/:set', schema, onSend, handler: tilejson })
 
-  app.get('/:set/meta', { schema: { params: setParams } }, async (request, reply) => {
-    const entry = lookup(request.params.set, reply)
-    if (entry === reply) return reply
-    return entry.source.metadata
+  app.route({
+    method: GET_HEAD,
+    url: '/:set/meta',
+    schema,
+    onSend,
+    handler: async (request, reply) => {
+      const entry = lookup(request.params.set, reply)
+      if (entry === reply) return reply
+      return entry.source.metadata
+    },
   })
 }

@@ -4,6 +4,8 @@ import { acceptMask } from '../lib/encoding.js'
 import { ABSENT, etagMatches } from '../lib/tiles.js'
 import { MAX_ZOOM, inGrid, parseTileY } from '../lib/tile.js'
 import { unavailable, notFound, badRequest } from './errors.js'
+import { GET_HEAD } from './http.js'
+import { addVary } from '../lib/urls.js'
 
 const schema = {
   params: {
@@ -24,7 +26,7 @@ const ONE = [1]
 export default async function tileRoutes (app) {
   const { catalog, tiles } = app
 
-  app.get('/:set/:z/:x/:y', { schema }, async (request, reply) => {
+  app.route({ method: GET_HEAD, url: '/:set/:z/:x/:y', schema, handler: async (request, reply) => {
     const { set } = request.params
     const z = Number(request.params.z)
     const x = Number(request.params.x)
@@ -38,7 +40,10 @@ export default async function tileRoutes (app) {
     if (!inGrid(z, x, y)) return badRequest(reply, `tile ${z}/${x}/${y} is outside the 2^${z} grid`)
     // Sets that make tiles to order may serve past the range they advertise (`servedZooms`, e.g. COG over/underzoom).
     const { minzoom, maxzoom } = source.servedZooms ?? source.tilejson
-    if (z < minzoom || z > maxzoom) return notFound(reply, `zoom ${z} is outside ${entry.id}'s range ${minzoom}-${maxzoom}`)
+    if (z < minzoom || z > maxzoom) {
+      reply.header('cache-control', entry.cacheControl) // as lasting as an absent tile inside the range
+      return notFound(reply, `zoom ${z} is outside ${entry.id}'s range ${minzoom}-${maxzoom}`)
+    }
     let rendering // what a set that renders to order (rasters) is asked for
     if (source.formats !== undefined) {
       const format = ext === '' ? source.formats[0] : source.formatAliases?.[ext.toLowerCase()] ?? ext.toLowerCase()
@@ -74,13 +79,13 @@ export default async function tileRoutes (app) {
     } catch (err) {
       return unavailable(reply, entry, err, request.log)
     }
-    reply.headers(variant.headers)
-    if (variant.vary) {
-      const vary = reply.getHeader('vary')
-      reply.header('vary', vary === undefined ? 'Accept-Encoding' : `${vary}, Accept-Encoding`)
-    }
+    if (variant.vary) addVary(reply, 'Accept-Encoding')
     const inm = request.headers['if-none-match']
-    if (inm !== undefined && etagMatches(inm, variant.etag)) return reply.code(304).send()
+    if (inm !== undefined && etagMatches(inm, variant.etag)) {
+      // A 304 carries the validators and freshness of the 200 it stands for, not its Content-Type or -Encoding.
+      return reply.code(304).header('etag', variant.etag).header('cache-control', variant.headers['cache-control']).send()
+    }
+    reply.headers(variant.headers)
     return reply.send(variant.body)
-  })
+  } })
 }

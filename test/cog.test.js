@@ -1,7 +1,8 @@
 // COG sets against a real reference: GDAL (gdalwarp) cuts the same Web Mercator tile from the same file, and the
 // pixels must agree within a stated tolerance. Runs on the shared fixtures (NAIP in 3857 with each compression, UTM,
-// NAD83 UTM, 4326 world and full-earth, the dateline file, int16, float32 DEM, NaN nodata, paletted, RGBA, ZSTD) and
-// on COGs the tests make with GDAL (UTM float DEM with nodata, Swiss LV95, big-endian band-interleaved).
+// NAD83 UTM, 4326 world and full-earth, the dateline file, int16, float32 DEM, NaN nodata, paletted, RGBA, ZSTD,
+// GOES geostationary) and on COGs the tests make with GDAL (UTM float DEM with nodata, Swiss LV95, big-endian
+// band-interleaved, polar stereographic, geostationary as WKT). Zoom ranges are checked against rio-tiler's rule.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -15,17 +16,21 @@ import { rangeServer } from './helpers/http.js'
 import { lonLatToTile, tileExtent } from '../lib/tile.js'
 import { colormap } from '../lib/raster/render.js'
 import { openDataset } from '../lib/raster/dataset.js'
+import { open as openCog } from '../lib/sources/cog.js'
 import { gridRow, sourceGrid, tileRatio } from '../lib/raster/warp.js'
 
 const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0
 const COG = join(FIXTURES, 'cog')
 const NO_GDAL = 'gdal-bin (gdalwarp, gdal_translate) is not installed'
 
-/** GDAL's tile: one array per band, then alpha (0/255), from `gdalwarp -te <tile bounds> -ts n n -r <resampling>`. */
-async function gdalTile (dir, file, z, x, y, { size = 256, resampling = 'near' } = {}) {
+/**
+ * GDAL's tile: one array per band, then alpha (0/255), from `gdalwarp -te <tile bounds> -ts n n -r <resampling>`
+ * (`-ovr <ovr>` when given).
+ */
+async function gdalTile (dir, file, z, x, y, { size = 256, resampling = 'near', ovr } = {}) {
   const out = join(dir, `ref-${z}-${x}-${y}-${size}-${resampling}.tif`)
   execFileSync('gdalwarp', ['-q', '-overwrite', '-t_srs', 'EPSG:3857', '-te', ...tileExtent(z, x, y).map(String),
-    '-ts', String(size), String(size), '-r', resampling, '-dstalpha', file, out])
+    '-ts', String(size), String(size), '-r', resampling, ...(ovr === undefined ? [] : ['-ovr', String(ovr)]), '-dstalpha', file, out])
   return (await (await fromFile(out)).getImage()).readRasters()
 }
 
@@ -54,7 +59,7 @@ function compare (rgba, ref, options) {
     let diff = 0
     for (let c = 0; c < 3; c++) {
       const b = bidx.length === 1 ? 0 : c
-      let v = ref[bidx[b]][k]
+      let v = ref[bidx[b] - 1][k] // bands counted from 1, as /meta and `bidx` count them
       if (Number.isNaN(v)) { skip = true; break }
       if (rescale) v = ((v - rescale[b][0]) * 255) / (rescale[b][1] - rescale[b][0])
       v = Math.max(0, Math.min(255, Math.round(v)))
@@ -105,7 +110,12 @@ function generatedCogs (dir) {
   asciiGrid(swiss, { width: 400, height: 400, x0: -800000, y0: -2000000, cell: 4000 }, (c, r) => ((c * 7 + r * 3) % 997) + (c % 50 === 0 ? 4000 : 0))
   execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:3413', '-ot', 'UInt16', '-co', 'COMPRESS=DEFLATE',
     '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'polar_3413.tif')])
-  return ['utm_dem', 'swiss_lv95', 'planar_bigendian', 'geo_antimeridian', 'polar_3413']
+  // A geostationary full disk (Himawari's view) as GDAL writes it: a user-defined model type, the CRS only as ESRI WKT
+  // in a citation key, with no PROJ string beside it (sweep y, PROJ's default); the corners are in space.
+  asciiGrid(swiss, { width: 400, height: 400, x0: -5500000, y0: -5500000, cell: 27500 }, (c, r) => ((c * 7 + r * 3) % 997) + (c % 50 === 0 ? 4000 : 0))
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', '+proj=geos +h=35785831 +lon_0=140.7 +ellps=WGS84', '-ot', 'UInt16',
+    '-co', 'COMPRESS=DEFLATE', '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'geos_sweep_y.tif')])
+  return ['utm_dem', 'swiss_lv95', 'planar_bigendian', 'geo_antimeridian', 'polar_3413', 'geos_sweep_y']
 }
 
 // file stem → tiles to check ([zoom offset from maxzoom] or explicit points) and the tolerances that hold for it.
@@ -127,19 +137,28 @@ const FIXTURE_CASES = {
   elev: {},
   image_web_z5_z11: {},
   rgba8_cog: {},
+  // Geostationary full disk, its CRS only as WKT in a citation key: the middle, a tile across the limb, and one
+  // overzoomed (z0, where gdalwarp reads another level, has a test of its own).
+  goes: { mean: 2, zooms: () => [1, 2, 4], points: [[-75, 0], [-150, 10]] },
 }
 
-async function checkAgainstGdal (t, app, dir, id, file, { points, mean = 1.5, agreement = 0.97 } = {}) {
+/**
+ * Our tiles against gdalwarp's: at `zooms` (a function of the TileJSON; default its maxzoom and two below, or one
+ * below at each of `points`), in the middle of the raster or at each of `points`; nearest and, unless
+ * `bilinear: false`, bilinear.
+ */
+async function checkAgainstGdal (t, app, dir, id, file, { points, zooms, mean = 1.5, agreement = 0.97, bilinear = true, ovr } = {}) {
   const tilejson = (await app.inject(`/${id}.json`)).json()
   const { defaults } = (await app.inject(`/${id}/meta`)).json()
   assert.ok(tilejson.maxzoom >= tilejson.minzoom, `${id}: zoom range`)
-  const zooms = [tilejson.maxzoom, Math.max(tilejson.minzoom, tilejson.maxzoom - 2)]
-  const tiles = points ? points.map((p) => tileAt(tilejson, Math.max(tilejson.minzoom, tilejson.maxzoom - 1), p)) : zooms.map((z) => tileAt(tilejson, z))
+  const levels = zooms?.(tilejson) ?? (points ? [Math.max(tilejson.minzoom, tilejson.maxzoom - 1)] : [tilejson.maxzoom, Math.max(tilejson.minzoom, tilejson.maxzoom - 2)])
+  const tiles = levels.flatMap((z) => (points ?? [undefined]).map((p) => tileAt(tilejson, z, p)))
+  const resamplings = [['nearest', 'near', mean], ['bilinear', 'bilinear', mean + 2.5]].slice(0, bilinear ? 2 : 1)
   for (const [z, x, y] of tiles) {
-    for (const [resampling, gdalName, limit] of [['nearest', 'near', mean], ['bilinear', 'bilinear', mean + 2.5]]) {
+    for (const [resampling, gdalName, limit] of resamplings) {
       const query = resampling === 'nearest' ? '' : '?resampling=bilinear'
       const { res, rgba } = await ourTile(app, `/${id}/${z}/${x}/${y}.png${query}`)
-      const ref = await gdalTile(dir, file, z, x, y, { resampling: gdalName })
+      const ref = await gdalTile(dir, file, z, x, y, { resampling: gdalName, ovr })
       const gdalOpaque = ref[ref.length - 1].filter((a) => a > 0).length
       if (rgba === null) {
         assert.equal(res.statusCode, 404, `${id} ${z}/${x}/${y}: ${res.body}`)
@@ -169,9 +188,10 @@ test('COG fixtures: tiles match gdalwarp pixel for pixel (nearest and bilinear) 
 const GENERATED_CASES = {
   geo_antimeridian: { points: [[179.8, 59.5], [-179.7, 59.5]] },
   polar_3413: { points: [[-45, 84.5], [-10, 82], [-60, 76]] },
+  geos_sweep_y: { zooms: () => [1, 3], points: [[140.7, 0], [65, 5]] }, // the middle and the limb
 }
 
-test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar ZSTD int16, 4326 across the antimeridian, polar stereographic) match gdalwarp', async (t) => {
+test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar ZSTD int16, 4326 across the antimeridian, polar stereographic, geostationary as WKT) match gdalwarp', async (t) => {
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)
   const ids = generatedCogs(dir)
@@ -179,8 +199,18 @@ test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar Z
   for (const id of ids) {
     const meta = (await app.inject(`/${id}/meta`)).json()
     assert.ok(meta.statistics, `${id}: statistics for the default rescale`)
+    // Bands are numbered from 1 in /meta as in `bidx`: the defaults name bands the statistics list.
+    assert.deepEqual(Object.keys(meta.statistics), Array.from({ length: meta.bands }, (_, b) => `b${b + 1}`))
+    assert.deepEqual(meta.defaults.rescale, meta.defaults.bidx.map((b) => meta.statistics[`b${b}`]))
     await checkAgainstGdal(t, app, dir, id, join(dir, id + '.tif'), GENERATED_CASES[id])
   }
+  const planar = (await app.inject('/planar_bigendian/meta')).json()
+  assert.deepEqual(planar.defaults.bidx, [1, 2, 3])
+  const planarTile = (await app.inject('/planar_bigendian.json')).json()
+  const [pz, px, py] = tileAt(planarTile, planarTile.maxzoom)
+  const implicit = await app.inject(`/planar_bigendian/${pz}/${px}/${py}.png`)
+  const explicit = await app.inject(`/planar_bigendian/${pz}/${px}/${py}.png?bidx=${planar.defaults.bidx.join(',')}`)
+  assert.equal(explicit.headers.etag, implicit.headers.etag, '/meta\'s defaults.bidx, given as bidx, is the default rendering')
   const across = (await app.inject('/geo_antimeridian.json')).json()
   assert.deepEqual([across.bounds[0], across.bounds[2]], [-180, 180], 'bounds widen to the world rather than wrap')
   assert.ok(across.center[0] > 179 && across.center[0] <= 180, `centre on the raster: ${across.center}`)
@@ -235,7 +265,7 @@ test('paletted COG: the colour table applies, as GDAL expands it', async (t) => 
     const [, x, y] = tileAt(tilejson, z)
     const { rgba } = await ourTile(app, `/cog_cmap/${z}/${x}/${y}.png`)
     const ref = await gdalTile(dir, expanded, z, x, y)
-    const r = compare(rgba, ref, { bidx: [0, 1, 2], rescale: null })
+    const r = compare(rgba, ref, { bidx: [1, 2, 3], rescale: null })
     assert.ok(r.both > 1000 && r.mean < 1, `cog_cmap z${z}: mean ${r.mean} over ${r.both} px`)
   }
 })
@@ -345,6 +375,179 @@ test('COG TileJSON and /meta: WGS84 bounds as GDAL computes them, zooms from the
   }
 })
 
+const Z0_PIXEL = (2 * Math.PI * 6378137) / 256 // metres per pixel of a 256 px tile at zoom 0
+
+/**
+ * GDAL's suggested warp output into EPSG:3857, from gdalwarp itself (no -tr/-ts: GDALSuggestedWarpOutput2, what
+ * rasterio's calculate_default_transform returns to rio-tiler); a Mercator file is taken as it is, as rio-tiler does.
+ */
+function gdalWarpOutput (dir, file) {
+  let info = JSON.parse(execFileSync('gdalinfo', ['-json', file]))
+  if (info.stac?.['proj:epsg'] !== 3857) {
+    const vrt = join(dir, 'suggested.vrt')
+    execFileSync('gdalwarp', ['-q', '-overwrite', '-of', 'VRT', '-t_srs', 'EPSG:3857', file, vrt])
+    info = JSON.parse(execFileSync('gdalinfo', ['-json', vrt]))
+  }
+  const gt = info.geoTransform
+  return { resolution: Math.max(Math.abs(gt[1]), Math.abs(gt[5])), width: info.size[0], height: info.size[1] }
+}
+
+/**
+ * rio-tiler's zoom range (rio_tiler/io/base.py `_minzoom`/`_maxzoom`) from a warp output, written out again from its
+ * sources: morecantile's zoom_for_res with the "auto" strategy on WebMercatorQuad, and rasterio's
+ * get_maximum_overview_level (halve while the smaller side is over 256).
+ */
+function rioTilerZooms ({ resolution, width, height }) {
+  const cell = (z) => Z0_PIXEL / 2 ** z
+  const near = (a, b) => Math.abs(a - b) / b <= 1e-8
+  const zoomForRes = (res) => {
+    let z = 0
+    for (; z < 24; z++) if (res > cell(z) || near(res, cell(z))) break
+    if (z > 0 && !near(res, cell(z)) && cell(z - 1) / res < res / cell(z)) z--
+    return z
+  }
+  let level = 0
+  while (Math.min(Math.floor(width / 2 ** level), Math.floor(height / 2 ** level)) > 256) level++
+  return { minzoom: zoomForRes(resolution * 2 ** level), maxzoom: zoomForRes(resolution) }
+}
+
+// rio-tiler itself, where installed: .ci/run puts it in a venv and names its python in RIO_TILER_PYTHON.
+const RIO_PYTHON = process.env.RIO_TILER_PYTHON || 'python3'
+const HAVE_RIO_TILER = spawnSync(RIO_PYTHON, ['-c', 'import rio_tiler'], { stdio: 'ignore' }).status === 0
+const NO_RIO_TILER = 'rio-tiler is not installed (pip install rio-tiler, or set RIO_TILER_PYTHON to a python that has it)'
+
+/** rio-tiler's own answer: { file: [minzoom, maxzoom] }. */
+function rioTiler (files) {
+  const script = 'import json, sys, warnings\nwarnings.filterwarnings("ignore")\nfrom rio_tiler.io import Reader\nout = {}\n' +
+    'for f in sys.argv[1:]:\n    with Reader(f) as r:\n        out[f] = [r.minzoom, r.maxzoom]\nprint(json.dumps(out))\n'
+  const run = spawnSync(RIO_PYTHON, ['-c', script, ...files], { encoding: 'utf8' })
+  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
+  return JSON.parse(run.stdout)
+}
+
+/** The COG files whose zoom range is checked: generated ones, plus fixtures where present. */
+function zoomRangeFiles (dir) {
+  generatedCogs(dir)
+  const files = Object.fromEntries(['utm_dem', 'swiss_lv95', 'planar_bigendian'].map((id) => [id, join(dir, id + '.tif')]))
+  // UTM (the minzoom was one too high for a UTM file), NAIP in 3857 (one too low), NZTM, 4326, with and without overviews.
+  if (HAVE_FIXTURES) {
+    for (const id of ['cog', 'cog_nodata_nan', 'cog_with_nan', 'cog_rgb', 'usda_naip_256_lzw_z3', 'usda_naip_512_jpeg_z5', 'image_web_z5_z11', 'elev']) files[id] = join(COG, id + '.tif')
+    files.sparse = join(COG, 'sparse.tiff')
+  }
+  return files
+}
+
+test('COG zoom range: the same as rio-tiler\'s own (titiler\'s) for each file', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL) || !needs(t, HAVE_RIO_TILER, NO_RIO_TILER)) return
+  const files = zoomRangeFiles(tempDir(t))
+  const app = await makeApp(t, { paths: Object.values(files), cacheMB: 0 })
+  const reference = rioTiler(Object.values(files))
+  for (const [id, file] of Object.entries(files)) {
+    const tilejson = (await app.inject(`/${id}.json`)).json()
+    assert.deepEqual([tilejson.minzoom, tilejson.maxzoom], reference[file], `${id}: rio-tiler's own range`)
+  }
+})
+
+test('COG zoom range: advertised by rio-tiler\'s rule, served from a few pixels across to `overzoom` levels past maxzoom', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  const files = zoomRangeFiles(dir)
+  const app = await makeApp(t, { paths: Object.values(files), cacheMB: 0 })
+  for (const [id, file] of Object.entries(files)) {
+    const tilejson = (await app.inject(`/${id}.json`)).json()
+    const warp = gdalWarpOutput(dir, file)
+    const expected = rioTilerZooms(warp)
+    assert.deepEqual([tilejson.minzoom, tilejson.maxzoom], [expected.minzoom, expected.maxzoom], `${id}: rio-tiler's rule on ${JSON.stringify(warp)}`)
+    // Served: down to where the raster is about 4 px across (or the advertised minzoom), 4 levels past maxzoom.
+    const { servedZooms } = (await app.inject(`/${id}/meta`)).json()
+    const across = (z) => (Math.max(warp.width, warp.height) * warp.resolution) / (Z0_PIXEL / 2 ** z)
+    assert.ok(servedZooms.minzoom <= tilejson.minzoom && (servedZooms.minzoom === tilejson.minzoom || across(servedZooms.minzoom) >= 3.9), `${id}: served from ${servedZooms.minzoom}`)
+    assert.ok(servedZooms.minzoom === 0 || across(servedZooms.minzoom - 1) < 4.1, `${id}: served from ${servedZooms.minzoom}, but at the zoom below the raster is ${across(servedZooms.minzoom - 1)} px`)
+    assert.equal(servedZooms.maxzoom, tilejson.maxzoom + 4)
+  }
+
+  // Inside the served range a tile renders; one zoom beyond it at either end is a 404 that says why.
+  const tilejson = (await app.inject('/utm_dem.json')).json()
+  const { servedZooms } = (await app.inject('/utm_dem/meta')).json()
+  assert.ok(servedZooms.minzoom > 0)
+  for (const z of [servedZooms.minzoom, tilejson.minzoom - 1, tilejson.minzoom, tilejson.maxzoom, tilejson.maxzoom + 1, servedZooms.maxzoom]) {
+    const [, x, y] = tileAt(tilejson, z)
+    assert.equal((await app.inject(`/utm_dem/${z}/${x}/${y}.png`)).statusCode, 200, `z${z}`)
+  }
+  for (const z of [servedZooms.minzoom - 1, servedZooms.maxzoom + 1]) {
+    const [, x, y] = tileAt(tilejson, z)
+    const res = await app.inject(`/utm_dem/${z}/${x}/${y}.png`)
+    assert.equal(res.statusCode, 404, `z${z}`)
+    assert.match(res.json().message, new RegExp(`outside utm_dem's range ${servedZooms.minzoom}-${servedZooms.maxzoom}`))
+  }
+
+  // overzoom per set.
+  const one = await makeApp(t, { paths: [], sets: { dem: { path: files.utm_dem, overzoom: 1 } }, cacheMB: 0 })
+  assert.equal((await one.inject('/dem/meta')).json().servedZooms.maxzoom, tilejson.maxzoom + 1)
+  for (const [z, status] of [[tilejson.maxzoom + 1, 200], [tilejson.maxzoom + 2, 404]]) {
+    const [, x, y] = tileAt(tilejson, z)
+    assert.equal((await one.inject(`/dem/${z}/${x}/${y}.png`)).statusCode, status, `overzoom 1: z${z}`)
+  }
+
+  // The server-wide default (config `raster`, which the catalog hands to open()) gives way to the set's own.
+  const global = await openCog({ id: 'dem', path: files.utm_dem }, { raster: { overzoom: 2 } })
+  const own = await openCog({ id: 'dem', path: files.utm_dem, overzoom: 0 }, { raster: { overzoom: 2 } })
+  t.after(() => Promise.all([global.close(), own.close()]))
+  assert.deepEqual([global.servedZooms.maxzoom, own.servedZooms.maxzoom], [tilejson.maxzoom + 2, tilejson.maxzoom])
+
+  // A large raster without overviews: no tile may read more than 2048 × 2048 of it, so the served range starts where
+  // a tile needs no more, above the advertised minzoom (whose tiles would each read the whole raster).
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-outsize', '6000', '6000', '-co', 'OVERVIEWS=NONE', '-co', 'COMPRESS=DEFLATE',
+    '-co', 'BLOCKSIZE=512', files.swiss_lv95, join(dir, 'flat.tif')])
+  const flatApp = await makeApp(t, { paths: [join(dir, 'flat.tif')], cacheMB: 0 })
+  const flat = (await flatApp.inject('/flat.json')).json()
+  const flatServed = (await flatApp.inject('/flat/meta')).json().servedZooms
+  const flatWarp = gdalWarpOutput(dir, join(dir, 'flat.tif'))
+  assert.deepEqual([flat.minzoom, flat.maxzoom], Object.values(rioTilerZooms(flatWarp)))
+  assert.ok(flatServed.minzoom > flat.minzoom, `served from ${flatServed.minzoom}, advertised from ${flat.minzoom}`)
+  const side = (z) => (256 * Z0_PIXEL) / 2 ** z / flatWarp.resolution // raster pixels across one tile
+  assert.ok(side(flatServed.minzoom) <= 2048 && side(flatServed.minzoom - 1) > 2048)
+  for (const [z, status] of [[flat.minzoom, 404], [flatServed.minzoom, 200]]) {
+    const [, x, y] = tileAt(flat, z)
+    assert.equal((await flatApp.inject(`/flat/${z}/${x}/${y}.png`)).statusCode, status, `z${z}`)
+  }
+})
+
+test('tiles outside the advertised range match gdalwarp: underzoomed from the coarsest overview, overzoomed upsampled', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  generatedCogs(dir)
+  const files = { utm_dem: join(dir, 'utm_dem.tif'), swiss_lv95: join(dir, 'swiss_lv95.tif') }
+  if (HAVE_FIXTURES) Object.assign(files, { cog: join(COG, 'cog.tif'), image_web_z5_z11: join(COG, 'image_web_z5_z11.tif') })
+  const app = await makeApp(t, { paths: Object.values(files), cacheMB: 0 })
+  for (const [id, file] of Object.entries(files)) {
+    const { servedZooms } = (await app.inject(`/${id}/meta`)).json()
+    await checkAgainstGdal(t, app, dir, id, file, { zooms: (tj) => [tj.minzoom - 1, tj.maxzoom + 2] })
+    // Where the raster is a few pixels across: nearest only (gdalwarp's bilinear kernel there is scaled by the part
+    // of the raster the tile covers).
+    await checkAgainstGdal(t, app, dir, id, file, { zooms: () => [servedZooms.minzoom], bilinear: false })
+  }
+})
+
+test('a geostationary full disk (its CRS only as WKT in a citation key) is served, its bounds found along the disk\'s edge', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures (../shared/fixtures) are not present')) return
+  const dir = tempDir(t)
+  const file = join(COG, 'goes.tif')
+  const app = await makeApp(t, { paths: [file], cacheMB: 0 })
+  const meta = (await app.inject('/goes/meta')).json()
+  assert.match(meta.crs, /\+proj=geos .*\+sweep=x/)
+  // Seen from 35 786 km up, the Earth's edge is acos(a / (a + h)) = 81.3° from the sub-satellite point (75°W).
+  const edge = (Math.acos(6378137 / (6378137 + 35786023)) * 180) / Math.PI
+  const tilejson = (await app.inject('/goes.json')).json()
+  const expected = [-75 - edge, -edge, -75 + edge, edge]
+  tilejson.bounds.forEach((v, i) => assert.ok(Math.abs(v - expected[i]) < 0.3, `bounds ${tilejson.bounds} vs the disk's ${expected}`))
+  assert.deepEqual([tilejson.minzoom, tilejson.maxzoom], [0, 2], 'rio-tiler\'s range')
+  // The whole disk at z0, against gdalwarp reading the same overview (its -ovr AUTO measures the whole raster, not
+  // the tile, and reads the full resolution here).
+  await checkAgainstGdal(t, app, dir, 'goes', file, { zooms: () => [0], mean: 2, ovr: 0 })
+})
+
 test('terrain-RGB: encoding=mapbox and terrarium give heights that decode to the DEM values', async (t) => {
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)
@@ -410,8 +613,14 @@ test('broken, non-COG and unsupported TIFFs are unavailable with a reason; the o
   writeFileSync(join(dir, 'truncated.tif'), readFileSync(cog.file).subarray(0, 600))
   const broken = ['garbage', 'empty', 'truncated']
   if (HAVE_FIXTURES) {
-    for (const name of ['nocog.tif', 'goes.tif', 'cog_hirise_mars.tif']) copyFileSync(join(COG, name), join(dir, name))
-    broken.push('nocog', 'goes', 'cog_hirise_mars')
+    for (const name of ['nocog.tif', 'cog_hirise_mars.tif']) copyFileSync(join(COG, name), join(dir, name))
+    broken.push('nocog', 'cog_hirise_mars')
+  }
+  if (HAVE_GDAL) {
+    // Interrupted Goode Homolosine: GeoTIFF has no keys for it, GDAL writes it as WKT, proj4 has no such projection.
+    execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', '+proj=igh +ellps=WGS84', '-a_ullr', '-1000000', '1000000', '1000000', '-1000000',
+      '-outsize', '64', '64', cog.file, join(dir, 'goode.tif')])
+    broken.push('goode')
   }
   const app = await makeApp(t, { paths: [dir] })
   assert.deepEqual((await app.inject('/list')).json(), ['good'])
@@ -423,8 +632,8 @@ test('broken, non-COG and unsupported TIFFs are unavailable with a reason; the o
   if (HAVE_FIXTURES) {
     assert.match((await app.inject('/nocog/3/1/1.png')).json().message, /not a Cloud Optimized GeoTIFF/)
     assert.match((await app.inject('/cog_hirise_mars/3/1/1.png')).json().message, /not the Earth/)
-    assert.match((await app.inject('/goes/3/1/1.png')).json().message, /unsupported CRS/)
   }
+  if (HAVE_GDAL) assert.match((await app.inject('/goode/3/1/1.png')).json().message, /unsupported CRS: .*only WKT describes \(projection "Goode_Homolosine"\)/)
   const tilejson = (await app.inject('/good.json')).json()
   const [z, x, y] = tileAt(tilejson, tilejson.maxzoom)
   assert.equal((await app.inject(`/good/${z}/${x}/${y}.png`)).statusCode, 200)

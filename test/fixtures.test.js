@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { brotliDecompressSync, gunzipSync } from 'node:zlib'
+import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib'
 import Database from 'better-sqlite3'
 import { ResolvedValueCache, tileIdToZxy } from 'pmtiles'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
@@ -112,9 +112,12 @@ test('every real tileset answers its tiles with the right Content-Type and encod
         assert.deepEqual(accepting.rawPayload, stored, `${url} passed through untouched`)
       } else if (type.startsWith('image/')) {
         assert.equal(accepting.headers['content-encoding'], undefined, `${url}: images are not compressed again`)
-      } else {
+      } else if (gzipSync(stored).length < stored.length) {
         assert.equal(accepting.headers['content-encoding'], 'gzip', url)
         assert.deepEqual(gunzipSync(accepting.rawPayload), stored, url)
+      } else {
+        assert.equal(accepting.headers['content-encoding'], undefined, `${url}: not gzipped when gzip would make it larger`)
+        assert.deepEqual(accepting.rawPayload, stored, url)
       }
       checked++
     }
@@ -177,6 +180,10 @@ test('TileJSON for every real tileset: bounds, center and zooms from the file, d
   assert.deepEqual(noBounds.bounds, [-180, -85.05112877980659, 180, 85.05112877980659])
   const plain3 = (await app.inject({ url: '/plain_3.json' })).json()
   assert.deepEqual([plain3.minzoom, plain3.maxzoom], [4, 8], 'zoom range read from the tiles when metadata lacks it')
+  // Its metadata says z0-6 but it holds only z6: the tiles decide, so clients overzoom z6 instead of asking z0-5.
+  const zoomedTj = (await app.inject({ url: '/zoomed_world_cities.json' })).json()
+  assert.deepEqual([zoomedTj.minzoom, zoomedTj.maxzoom], [6, 6], 'zoom range narrowed to the tiles present')
   const zoomed = (await app.inject({ url: '/zoomed_world_cities/0/0/0' }))
-  assert.equal(zoomed.statusCode, 204, 'inside the declared zoom range but absent: vector 204')
+  assert.equal(zoomed.statusCode, 404, 'below the zooms it holds')
+  assert.equal((await app.inject({ url: '/zoomed_world_cities/6/0/0' })).statusCode, 204, 'inside the range but absent: vector 204')
 })

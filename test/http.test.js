@@ -15,6 +15,8 @@ function decodeMvt (buf) {
   return { ...tile.layers.points.feature(0).properties }
 }
 
+const rawMvt = (z, x, y) => makeMvt(z, x, y, { note: 'a property long enough to make compression pay '.repeat(3) })
+
 async function fixtureApp (t, overrides = {}) {
   const dir = tempDir(t)
   const coords = pyramid(0, 6)
@@ -23,7 +25,8 @@ async function fixtureApp (t, overrides = {}) {
     metadata: { name: 'Roads', format: 'pbf', minzoom: '0', maxzoom: '6', bounds: '-10,-10,10,10', center: '0,0,3', json: { vector_layers: [{ id: 'points', fields: { z: 'Number' } }] } },
   })
   writePmtiles(join(dir, 'roads-pm.pmtiles'), { tiles: vectorTiles(coords), metadata: { name: 'Roads PM', vector_layers: [{ id: 'points' }] } })
-  writeMbtiles(join(dir, 'raw.mbtiles'), { tiles: coords.map(([z, x, y]) => ({ z, x, y, data: makeMvt(z, x, y) })), metadata: { format: 'pbf' } })
+  // Raw tiles big enough for gzip to pay, and one too small for it (tile 0/0/0).
+  writeMbtiles(join(dir, 'raw.mbtiles'), { tiles: coords.map(([z, x, y]) => ({ z, x, y, data: z === 0 ? makeMvt(z, x, y) : rawMvt(z, x, y) })), metadata: { format: 'pbf' } })
   writeMbtiles(join(dir, 'photo.mbtiles'), { tiles: pyramid(0, 2).map(([z, x, y]) => ({ z, x, y, data: PNG })), metadata: { format: 'png' }, schema: 'tilemill' })
   writeMbtiles(join(dir, 'gzpng.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }], metadata: {} })
   const app = await makeApp(t, { paths: [dir], ...overrides })
@@ -55,12 +58,22 @@ test('raw MVT gets the protobuf type and is gzipped for gzip clients; images are
   const raw = await app.inject({ url: '/raw/2/1/1.mvt' })
   assert.equal(raw.headers['content-type'], 'application/x-protobuf')
   assert.equal(raw.headers['content-encoding'], undefined)
-  assert.deepEqual(raw.rawPayload, makeMvt(2, 1, 1))
+  assert.deepEqual(raw.rawPayload, rawMvt(2, 1, 1))
   const gz = await app.inject({ url: '/raw/2/1/1.mvt', headers: { 'accept-encoding': 'gzip' } })
   assert.equal(gz.headers['content-encoding'], 'gzip')
-  assert.deepEqual(gunzipSync(gz.rawPayload), makeMvt(2, 1, 1))
+  assert.deepEqual(gunzipSync(gz.rawPayload), rawMvt(2, 1, 1))
+  assert.ok(gz.rawPayload.length < raw.rawPayload.length)
   const br = await app.inject({ url: '/raw/2/1/1.mvt', headers: { 'accept-encoding': 'br' } })
   assert.equal(br.headers['content-encoding'], 'br')
+  // A tile that gzip would make larger is sent as it is, to every client, with one ETag.
+  const tiny = makeMvt(0, 0, 0)
+  assert.ok(gzipSync(tiny).length >= tiny.length, 'the tiny tile does grow under gzip')
+  const tinyGz = await app.inject({ url: '/raw/0/0/0', headers: { 'accept-encoding': 'gzip' } })
+  const tinyPlain = await app.inject({ url: '/raw/0/0/0' })
+  assert.equal(tinyGz.headers['content-encoding'], undefined)
+  assert.deepEqual(tinyGz.rawPayload, tiny)
+  assert.equal(tinyGz.headers.etag, tinyPlain.headers.etag)
+  assert.equal(tinyGz.headers.vary, 'Accept-Encoding', 'still depends on Accept-Encoding for caches')
 
   const png = await app.inject({ url: '/photo/1/1/1.jpg', headers: { 'accept-encoding': 'gzip, br' } })
   assert.equal(png.statusCode, 200)
@@ -165,10 +178,17 @@ test('TileJSON 3.0.0 with tiles URLs from the request, a proxy, or the public UR
   assert.deepEqual(tj.vector_layers, [{ id: 'points', fields: { z: 'Number' } }])
   assert.deepEqual((await app.inject({ url: '/roads.mbtiles.json' })).json().tiles, tj.tiles.map((u) => u.replace('tiles.example.com:8080', 'localhost:80')))
 
-  const proxied = await app.inject({ url: '/roads-pm.json', headers: { host: 'internal:3000', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'maps.example.org', 'x-forwarded-prefix': '/tiles' } })
+  // X-Forwarded-* count only from a trusted proxy (inject() comes from 127.0.0.1).
+  const forwarded = { host: 'internal:3000', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'maps.example.org', 'x-forwarded-prefix': '/tiles' }
+  const untrusted = await app.inject({ url: '/roads-pm.json', headers: forwarded })
+  assert.deepEqual(untrusted.json().tiles, ['http://internal:3000/roads-pm/{z}/{x}/{y}.pbf'], 'forwarding headers of an untrusted peer ignored')
+  assert.equal(untrusted.headers.vary, 'Host')
+  const { app: behindProxy } = await fixtureApp(t, { trustProxy: ['loopback'] })
+  const proxied = await behindProxy.inject({ url: '/roads-pm.json', headers: forwarded })
   assert.deepEqual(proxied.json().tiles, ['https://maps.example.org/tiles/roads-pm/{z}/{x}/{y}.pbf'])
-  assert.deepEqual(proxied.json().vector_layers, [{ id: 'points' }])
-  const hostile = await app.inject({ url: '/roads.json', headers: { 'x-forwarded-host': 'evil.com/<script>', 'x-forwarded-proto': 'javascript' } })
+  assert.equal(proxied.headers.vary, 'Host, X-Forwarded-Host, X-Forwarded-Proto, X-Forwarded-Prefix')
+  assert.deepEqual(proxied.json().vector_layers, [{ id: 'points', fields: {} }], 'fields, which TileJSON requires, even when the file has none')
+  const hostile = await behindProxy.inject({ url: '/roads.json', headers: { 'x-forwarded-host': 'evil.com/<script>', 'x-forwarded-proto': 'javascript', 'x-forwarded-prefix': '/<x>' } })
   assert.doesNotMatch(hostile.json().tiles[0], /evil|script|javascript/)
 
   const { app: pub } = await fixtureApp(t, { publicUrl: 'https://cdn.example.net/base/' })

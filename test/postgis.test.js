@@ -8,6 +8,7 @@ import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader } from 'pbf'
 import pg from 'pg'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
+import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
 import { POSTGIS_MISSING, loadGeoJson, loadZurichPoints, restoreDump, runSql, runSqlFile, startPostgis } from './helpers/postgres.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
 import { lonLatToTile } from '../lib/tile.js'
@@ -76,12 +77,19 @@ test('tables, views and functions in any schema become sets, with TileJSON vecto
   const tj = (await app.inject({ url: '/public.zurich_points.json', headers: { host: 'h' } })).json()
   assert.deepEqual(tj.tiles, ['http://h/public.zurich_points/{z}/{x}/{y}.pbf'])
   assert.deepEqual(tj.vector_layers[0].id, 'zurich_points')
-  assert.deepEqual(tj.vector_layers[0].fields, { id: 'Number', name: 'String', value: 'Number' })
+  // The primary key is each feature's id, not one of its properties: the layer's fields say what features carry.
+  assert.deepEqual(tj.vector_layers[0].fields, { name: 'String', value: 'Number' })
   const [w, s, e, n] = tj.bounds
   assert.ok(w > 8.2 && w < 8.3 && e > 8.8 && e < 8.9 && s > 47.1 && s < 47.2 && n > 47.5 && n < 47.6, `bounds ${tj.bounds}`)
   const meta = (await app.inject({ url: '/public.zurich_points/meta' })).json()
   assert.equal(meta.srid, 4326)
   assert.equal(meta.geometryColumn, 'geom')
+  assert.equal(meta.idColumn, 'id')
+  assert.deepEqual(meta.properties.map((p) => p.name), ['id', 'name', 'value'], 'meta still lists every column')
+  const [x, y] = lonLatToTile(8.54, 47.37, 14)
+  const feature = decode((await app.inject({ url: `/public.zurich_points/14/${x}/${y}` })).rawPayload).layers.zurich_points.feature(0)
+  assert.equal(typeof feature.id, 'number')
+  assert.deepEqual(Object.keys(feature.properties).sort(), Object.keys(tj.vector_layers[0].fields).sort(), 'fields are what features hold')
 })
 
 test('the right features land in the right tile with the right properties', async (t) => {
@@ -305,4 +313,195 @@ test('composites: each part within its zoom range, no duplicate layers, and re-d
   const entry = app.catalog.get('Mixed Case Roads')
   await app.catalog.reload()
   assert.equal(app.catalog.get('Mixed Case Roads'), entry, 'unchanged set kept as is')
+})
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+/** Polls `read` until `done(value)` or `ms` have passed; returns the last value (NOTIFY arrives asynchronously). */
+async function eventually (read, done, ms = 3000) {
+  const until = Date.now() + ms
+  let value = await read()
+  while (!done(value) && Date.now() < until) {
+    await sleep(50)
+    value = await read()
+  }
+  return value
+}
+const ZURICH = 'ST_SetSRID(ST_MakePoint(8.54, 47.37), 4326)'
+/** The `label` of the first feature of a layer in a tile, or null for a 204. */
+async function label (app, set, [z, x, y], layer = set) {
+  const res = await app.inject({ url: `/${encodeURIComponent(set)}/${z}/${x}/${y}` })
+  if (res.statusCode === 204) return null
+  assert.equal(res.statusCode, 200, `${set}: ${res.payload}`)
+  return decode(res.rawPayload).layers[layer]?.feature(0).properties.label ?? null
+}
+
+test('made tiles expire: an UPDATE shows after the TTL, a 204 turns 200, TTL 0 reads every time; Cache-Control follows the TTL', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `
+    CREATE TABLE ttl_points (id integer PRIMARY KEY, label text, geom geometry(Point, 4326));
+    INSERT INTO ttl_points VALUES (1, 'old', ${ZURICH});
+    CREATE TABLE ttl_empty (id integer PRIMARY KEY, label text, geom geometry(Point, 4326));
+    CREATE SEQUENCE ttl_hits;
+    CREATE FUNCTION ttl_counter(z integer, x integer, y integer) RETURNS bytea AS $$
+      SELECT ST_AsMVT(t, 'counter', 4096, 'geom') FROM (
+        SELECT ST_AsMVTGeom(ST_Transform(${ZURICH}, 3857), ST_TileEnvelope(z, x, y)) AS geom, nextval('ttl_hits') AS n) AS t
+    $$ LANGUAGE sql VOLATILE;`)
+  t.after(() => runSql(db.url, 'DROP TABLE ttl_points, ttl_empty; DROP FUNCTION ttl_counter; DROP SEQUENCE ttl_hits'))
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'file.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  // No NOTIFY listener: this test is about the lifetime alone.
+  const app = await makeApp(t, {
+    paths: [db.url, dir],
+    postgres: { notifyChannel: false },
+    sets: { ttl_points: { cacheTtlS: 1 }, ttl_empty: { cacheTtlS: 1 }, ttl_counter: { cacheTtlS: 0 } },
+  })
+  const zurich = [12, ...lonLatToTile(8.54, 47.37, 12)]
+  assert.equal(await label(app, 'ttl_points', zurich), 'old')
+  assert.equal(await label(app, 'ttl_empty', zurich), null, '204 before any row exists')
+  await runSql(db.url, `UPDATE ttl_points SET label = 'new'; INSERT INTO ttl_empty VALUES (1, 'late', ${ZURICH})`)
+  assert.equal(await label(app, 'ttl_points', zurich), 'old', 'cached within its lifetime')
+  assert.equal(await label(app, 'ttl_empty', zurich), null, 'the cached 204 too')
+  await sleep(1100)
+  assert.equal(await label(app, 'ttl_points', zurich), 'new', 'read again once the TTL is over')
+  assert.equal(await label(app, 'ttl_empty', zurich), 'late', 'the 204 expired the same way')
+
+  const counter = async () => decode((await app.inject({ url: '/ttl_counter/0/0/0' })).rawPayload).layers.counter.feature(0).properties.n
+  const first = await counter()
+  assert.equal(await counter(), first + 1, 'TTL 0: every request goes to the database')
+
+  const cacheControl = async (url) => {
+    const res = await app.inject({ url })
+    return `${res.statusCode} ${res.headers['cache-control']}`
+  }
+  assert.equal(await cacheControl(`/ttl_points/${zurich.join('/')}`), '200 public, max-age=1')
+  assert.equal(await cacheControl('/ttl_points/12/0/0'), '204 public, max-age=1', 'a 204 has the same lifetime')
+  assert.equal(await cacheControl('/ttl_counter/0/0/0'), '200 no-cache')
+  assert.equal(await cacheControl(`/Mixed Case Roads/${zurich.join('/')}`), '200 public, max-age=60', 'the PostGIS default')
+  assert.equal(await cacheControl('/Mixed Case Roads/12/0/0'), '204 public, max-age=60')
+  assert.equal(await cacheControl('/file/0/0/0'), '200 public, max-age=3600', 'files keep theirs')
+  assert.equal(await cacheControl(`/ttl_points,Mixed Case Roads/${zurich.join('/')}`), '200 public, max-age=1', 'a composite: its shortest part')
+
+  const other = await makeApp(t, { paths: [db.url, dir], postgres: { cacheTtlS: 300, notifyChannel: false }, sets: { 'Mixed Case Roads': { cacheControl: 'no-store' }, file: { cacheTtlS: 30 } } })
+  assert.equal((await other.inject({ url: `/public.zurich_points/${zurich.join('/')}` })).headers['cache-control'], 'public, max-age=300', 'postgres.cacheTtlS')
+  assert.equal((await other.inject({ url: `/Mixed Case Roads/${zurich.join('/')}` })).headers['cache-control'], 'no-store', 'a configured cacheControl wins')
+  assert.equal((await other.inject({ url: '/file/0/0/0' })).headers['cache-control'], 'public, max-age=30', 'any set may be given a lifetime')
+})
+
+test('NOTIFY purges the sets it names and only those; an empty payload the whole database; SIGHUP purges unchanged tables', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `
+    CREATE TABLE notify_a (id integer PRIMARY KEY, label text, geom geometry(Point, 4326));
+    CREATE TABLE notify_b (id integer PRIMARY KEY, label text, geom geometry(Point, 4326));
+    INSERT INTO notify_a VALUES (1, 'a1', ${ZURICH});
+    INSERT INTO notify_b VALUES (1, 'b1', ${ZURICH});`)
+  t.after(() => runSql(db.url, 'DROP TABLE notify_a, notify_b; DROP FUNCTION IF EXISTS notify_tile_cannon'))
+  const app = await makeApp(t, { paths: [db.url] }) // the default lifetime (60 s) outlasts the test
+  const provider = [...app.catalog.providers.values()][0]
+  await eventually(() => provider.listening, Boolean)
+  const tile = [12, ...lonLatToTile(8.54, 47.37, 12)]
+  const a = () => label(app, 'notify_a', tile)
+  const b = () => label(app, 'notify_b', tile)
+  const both = async () => decode((await app.inject({ url: `/notify_a,notify_b/${tile.join('/')}` })).rawPayload).layers.notify_a.feature(0).properties.label
+  assert.deepEqual([await a(), await b(), await both()], ['a1', 'b1', 'a1'])
+
+  await runSql(db.url, "UPDATE notify_a SET label = 'a2'; UPDATE notify_b SET label = 'b2'")
+  assert.deepEqual([await a(), await b()], ['a1', 'b1'], 'cached')
+  await runSql(db.url, "NOTIFY tile_cannon, 'notify_a'")
+  assert.equal(await eventually(a, (v) => v === 'a2'), 'a2', 'the named set is read again')
+  assert.equal(await both(), 'a2', 'and composites built on it')
+  assert.equal(await b(), 'b1', 'the other set keeps its cache')
+  await runSql(db.url, "NOTIFY tile_cannon, 'public.notify_b'")
+  assert.equal(await eventually(b, (v) => v === 'b2'), 'b2', 'schema.table names a set too')
+
+  await runSql(db.url, "UPDATE notify_a SET label = 'a3'; UPDATE notify_b SET label = 'b3'; NOTIFY tile_cannon, 'no_such_set'")
+  await sleep(200)
+  assert.deepEqual([await a(), await b()], ['a2', 'b2'], 'an unknown name purges nothing')
+  await runSql(db.url, "NOTIFY tile_cannon, ''")
+  assert.deepEqual([await eventually(a, (v) => v === 'a3'), await eventually(b, (v) => v === 'b3')], ['a3', 'b3'], 'an empty payload: every set')
+
+  // A 204 cached before the row existed.
+  const far = [12, ...lonLatToTile(-70, -30, 12)]
+  assert.equal(await label(app, 'notify_a', far), null)
+  // The README's trigger: NOTIFY with the table's name after each statement that changes it.
+  await runSql(db.url, `
+    CREATE FUNCTION notify_tile_cannon() RETURNS trigger AS $$
+    BEGIN PERFORM pg_notify('tile_cannon', TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME); RETURN NULL; END $$ LANGUAGE plpgsql;
+    CREATE TRIGGER tile_cannon AFTER INSERT OR UPDATE OR DELETE ON notify_a FOR EACH STATEMENT EXECUTE FUNCTION notify_tile_cannon();
+    INSERT INTO notify_a VALUES (2, 'far', ST_SetSRID(ST_MakePoint(-70, -30), 4326));`)
+  assert.equal(await eventually(() => label(app, 'notify_a', far), (v) => v === 'far'), 'far', 'the 204 turned 200')
+
+  // SIGHUP: the tables' shape did not change, their rows did.
+  await runSql(db.url, "UPDATE notify_b SET label = 'b4'")
+  const entry = app.catalog.get('notify_b')
+  await app.catalog.reload()
+  assert.equal(app.catalog.get('notify_b'), entry, 'the set is kept')
+  assert.equal(await b(), 'b4', 'its tiles are not')
+})
+
+test('the NOTIFY listener comes back with the database, and never stops the server meanwhile', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  if (db.pause === null) return t.skip('DATABASE_URL given: this test needs the throwaway cluster to stop and start it')
+  await runSql(db.url, `CREATE TABLE notify_c (id integer PRIMARY KEY, label text, geom geometry(Point, 4326)); INSERT INTO notify_c VALUES (1, 'c1', ${ZURICH})`)
+  t.after(() => runSql(db.url, 'DROP TABLE notify_c'))
+  const app = await makeApp(t, { paths: [db.url], postgres: { retryMs: 100, connectTimeoutMs: 1000, statementTimeoutMs: 1000 } })
+  const provider = [...app.catalog.providers.values()][0]
+  assert.equal(await eventually(() => provider.listening, Boolean), true)
+  const tile = [12, ...lonLatToTile(8.54, 47.37, 12)]
+  const c = () => label(app, 'notify_c', tile)
+  assert.equal(await c(), 'c1')
+  await db.pause()
+  try {
+    assert.equal(await eventually(() => provider.listening, (v) => !v), false, 'the listener saw the database go')
+    await sleep(300) // a few failed reconnections
+    assert.equal(await c(), 'c1', 'cached tiles keep serving')
+  } finally {
+    await db.start()
+  }
+  assert.equal(await eventually(() => provider.listening, Boolean, 10_000), true, 'listening again')
+  await runSql(db.url, "UPDATE notify_c SET label = 'c2'")
+  assert.equal(await eventually(c, (v) => v === 'c2'), 'c2', 'purged on reconnection: notifications sent meanwhile were lost')
+  await runSql(db.url, "UPDATE notify_c SET label = 'c3'")
+  assert.equal(await c(), 'c2')
+  await runSql(db.url, "NOTIFY tile_cannon, 'notify_c'")
+  assert.equal(await eventually(c, (v) => v === 'c3'), 'c3', 'NOTIFY works on the new connection')
+})
+
+test('tables that cannot be served are unavailable with their reason, and re-discovery updates them', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `
+    CREATE TABLE skip_no_srid (id integer PRIMARY KEY, geom geometry);
+    CREATE TABLE skip_tin (id integer PRIMARY KEY, geom geometry(TINZ, 4326));`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS skip_no_srid, skip_tin'))
+  const app = await makeApp(t, { paths: [db.url], postgres: { tables: { ghost: { table: 'no_such_table' } } } })
+  const unavailable = async () => Object.fromEntries((await app.inject({ url: '/health' })).json().unavailable.map((u) => [u.id, u.reason]))
+  const reasons = await unavailable()
+  assert.match(reasons.skip_no_srid ?? '', /no SRID/)
+  assert.match(reasons.skip_tin ?? '', /TIN/)
+  assert.match(reasons.ghost ?? '', /not found/)
+  assert.doesNotMatch(JSON.stringify(reasons), /postgres:\/\/|127\.0\.0\.1|\/tmp\//, 'no connection string or path in a reason')
+  const tile = await app.inject({ url: '/skip_no_srid/0/0/0' })
+  assert.equal(tile.statusCode, 503)
+  assert.match(tile.json().message, /skip_no_srid.*no SRID/)
+  assert.equal((await app.inject({ url: '/skip_tin.json' })).statusCode, 503)
+  assert.ok(!(await app.inject({ url: '/list' })).json().includes('skip_tin'))
+
+  await runSql(db.url, 'ALTER TABLE skip_no_srid ALTER COLUMN geom TYPE geometry(Point, 4326) USING ST_SetSRID(geom, 4326); DROP TABLE skip_tin')
+  await app.catalog.reload()
+  const now = await unavailable()
+  assert.equal(now.skip_no_srid, undefined, 'served once it has an SRID')
+  assert.equal(now.skip_tin, undefined, 'a dropped table leaves the list')
+  assert.equal((await app.inject({ url: '/skip_no_srid/0/0/0' })).statusCode, 204)
+})
+
+test('every PostGIS TileJSON (tables, views, functions, composites) is valid against the TileJSON 3.0.0 schema', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  if (!needs(t, HAVE_SCHEMA, '../shared/schemas/tilejson-3.0.0.schema.json is not present')) return
+  const app = await makeApp(t, { paths: [db.url] })
+  const ids = (await app.inject({ url: '/catalog' })).json().filter((c) => c.kind === 'postgis').map((c) => c.id)
+  assert.ok(ids.length >= 7)
+  for (const id of [...ids, 'public.zurich_points,Mixed Case Roads']) {
+    const res = await app.inject({ url: `/${encodeURIComponent(id)}.json` })
+    assert.equal(res.statusCode, 200, id)
+    assertValidTileJson(res.json(), { label: id })
+  }
 })

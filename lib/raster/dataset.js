@@ -7,7 +7,11 @@ import { fromFile, fromUrl, addDecoder, BaseDecoder } from 'geotiff'
 import geokeys from 'geotiff-geokeys-to-proj4'
 import proj4 from 'proj4'
 import sharp from 'sharp'
-import { latOf, lonOf, mercatorX, mercatorY } from '../tile.js'
+import { footprint } from './footprint.js'
+import { RasterError } from './errors.js'
+import { latOf, lonOf } from '../tile.js'
+
+export { RasterError }
 
 const MERCATOR_CODES = new Set([3857, 900913, 3785, 102100, 102113])
 const EARTH_RADIUS = 6378137
@@ -43,9 +47,6 @@ class ZlibDecoder extends BaseDecoder {
 }
 addDecoder([8, 32946], async () => ZlibDecoder)
 
-/** A reason a file cannot be served; its message reaches the 503 body. */
-export class RasterError extends Error {}
-
 const require = createRequire(import.meta.url)
 /**
  * The PROJ string of an EPSG code, from epsg-index (one small JSON per code, read when a file is opened). It carries
@@ -60,39 +61,87 @@ function epsgProj (code) {
   }
 }
 
-/** The CRS of a GeoTIFF as { proj, mercator, geographic, factor }; throws RasterError when it cannot be used. */
-function crsOf (image) {
+/**
+ * The CRS of a GeoTIFF as { proj, mercator, geographic, factor }; throws RasterError when it cannot be used. `centre`:
+ * the raster's centre in its own CRS.
+ */
+function crsOf (image, centre) {
   const keys = image.getGeoKeys()
   if (!keys || (!keys.ProjectedCSTypeGeoKey && !keys.GeographicTypeGeoKey)) throw new RasterError('the file declares no CRS (no GeoKeys)')
   const model = keys.GTModelTypeGeoKey
-  if (model !== 1 && model !== 2) throw new RasterError('unsupported CRS: a user-defined model type that only GDAL/PROJ WKT can describe')
   if (model === 1 && MERCATOR_CODES.has(keys.ProjectedCSTypeGeoKey)) return { proj: null, mercator: true, geographic: false, factor: [1, 1] }
-  // A registered code: EPSG's own definition. Otherwise (user-defined parameters): rebuilt from the GeoKeys.
-  let proj = epsgProj(model === 1 ? keys.ProjectedCSTypeGeoKey : keys.GeographicTypeGeoKey)
+  let proj = null
   let factor = [1, 1]
-  if (proj === null) {
-    let parsed
-    try {
-      parsed = geokeys.toProj4(keys)
-    } catch (err) {
-      throw new RasterError(`unsupported CRS: ${err.message}`)
+  if (model === 1 || model === 2) {
+    // A registered code: EPSG's own definition. Otherwise (user-defined parameters): rebuilt from the GeoKeys.
+    proj = epsgProj(model === 1 ? keys.ProjectedCSTypeGeoKey : keys.GeographicTypeGeoKey)
+    if (proj === null) {
+      let parsed
+      try {
+        parsed = geokeys.toProj4(keys)
+      } catch (err) {
+        throw new RasterError(`unsupported CRS: ${err.message}`)
+      }
+      if (model === 1 && parsed.isGCS) throw new RasterError('unsupported CRS: projected, but its projection is not one proj4 knows')
+      proj = parsed.proj4
+      const c = parsed.coordinatesConversionParameters
+      factor = [c.x || 1, c.y || 1]
     }
-    if (model === 1 && parsed.isGCS) throw new RasterError('unsupported CRS: projected, but its projection is not one proj4 knows')
-    proj = parsed.proj4
-    const c = parsed.coordinatesConversionParameters
-    factor = [c.x || 1, c.y || 1]
+  } else {
+    proj = citedCrs(keys, centre) // a user-defined model type: GDAL writes the CRS as WKT into a citation key
   }
   // GeoTIFF rasters are always x = easting/longitude; drop any axis order PROJ would swap.
   proj = proj.replace(/\+axis=\w+\s*/g, '').trim()
-  const a = Number(/\+a=([\d.e+]+)/.exec(proj)?.[1] ?? EARTH_RADIUS)
-  if (Math.abs(a - EARTH_RADIUS) > 50000) throw new RasterError(`unsupported CRS: not the Earth (ellipsoid radius ${Math.round(a)} m)`)
-  const geographic = /\+proj=longlat/.test(proj) && !/\+pm=[1-9a-z]/.test(proj) && !/\+towgs84=(?!0,0,0(,0,0,0,0)?\b)/.test(proj)
+  let a
   try {
+    a = new proj4.Proj(proj).a
     proj4('EPSG:3857', proj).forward([0, 0])
   } catch (err) {
-    throw new RasterError(`unsupported CRS: ${err.message}`)
+    throw new RasterError(`unsupported CRS: ${err.message || 'proj4 cannot use it'}`)
   }
+  if (!(Math.abs(a - EARTH_RADIUS) <= 50000)) throw new RasterError(`unsupported CRS: not the Earth (ellipsoid radius ${Math.round(a)} m)`)
+  const geographic = /\+proj=longlat/.test(proj) && !/\+pm=[1-9a-z]/.test(proj) && !/\+towgs84=(?!0,0,0(,0,0,0,0)?\b)/.test(proj)
   return { proj, mercator: false, geographic, factor }
+}
+
+/**
+ * The CRS of a "user-defined model type" file, which GDAL can only describe as WKT (in PCSCitationGeoKey, after
+ * "ESRI PE String = "): the PROJ string GDAL put beside it (EXTENSION["PROJ4", …], what GDAL itself reads back), a
+ * geostationary projection rebuilt from its parameters, or the WKT as it is where proj4's parser knows the
+ * projection (the raster's centre must go to longitude/latitude and back). A PROJ string or WKT for proj4;
+ * RasterError when none of those applies.
+ */
+function citedCrs (keys, centre) {
+  const wkt = ['PCSCitationGeoKey', 'GTCitationGeoKey', 'GeogCitationGeoKey']
+    .map((k) => (typeof keys[k] === 'string' ? keys[k].replace(/^ESRI PE String = /, '') : ''))
+    .find((text) => /^(PROJCS|PROJCRS|GEOGCS|GEOGCRS)\[/.test(text))
+  if (wkt === undefined) throw new RasterError('unsupported CRS: a user-defined model type with no WKT or PROJ string in its citations')
+  const extension = /EXTENSION\["PROJ4","([^"]+)"\]/.exec(wkt)
+  if (extension) return extension[1]
+  const method = /PROJECTION\["([^"]+)"|METHOD\["([^"]+)"/.exec(wkt)
+  const name = method ? method[1] ?? method[2] : 'none'
+  const parameter = (...names) => {
+    for (const n of names) {
+      const m = new RegExp(`PARAMETER\\["${n}",([-\\d.eE+]+)`, 'i').exec(wkt)
+      if (m) return Number(m[1])
+    }
+    return 0
+  }
+  if (/^geostationary/i.test(name)) {
+    // ESRI's Geostationary_Satellite is PROJ's geos with the default sweep (y), as GDAL reads it.
+    const [, semiMajor, inverseFlattening] = /(?:SPHEROID|ELLIPSOID)\["[^"]*",([\d.eE+]+),([\d.eE+]+)/.exec(wkt) ?? []
+    if (!semiMajor) throw new RasterError('unsupported CRS: a geostationary WKT without its ellipsoid')
+    const sweep = /sweep.?x/i.test(name) ? 'x' : 'y'
+    return `+proj=geos +lon_0=${parameter('central_meridian', 'longitude_of_center', 'Longitude of natural origin')} ` +
+      `+h=${parameter('satellite_height', 'height', 'Satellite Height')} +x_0=${parameter('false_easting', 'False easting')} ` +
+      `+y_0=${parameter('false_northing', 'False northing')} +a=${semiMajor} +rf=${inverseFlattening} +sweep=${sweep} +units=m +no_defs`
+  }
+  try {
+    const { forward, inverse } = proj4('EPSG:4326', wkt)
+    const back = forward(inverse(centre))
+    if (Math.hypot(back[0] - centre[0], back[1] - centre[1]) < 1e-3) return wkt
+  } catch {}
+  throw new RasterError(`unsupported CRS: a user-defined CRS that only WKT describes (projection "${name}"), which proj4 cannot use`)
 }
 
 /** Affine of the full image: [originX, resX, originY, resY] (resY positive, rows go south). */
@@ -149,10 +198,10 @@ async function describe (tiff, src) {
   const base = images[0]
   const fd = base.fileDirectory
   if (!fd.hasTag('TileWidth')) throw new RasterError('not a Cloud Optimized GeoTIFF: the image is stored in strips, not tiles (convert it with `gdal_translate -of COG`)')
-  const crs = crsOf(base)
   const [ox, rx, oy, ry] = geotransformOf(base)
   const width = base.getWidth()
   const height = base.getHeight()
+  const crs = crsOf(base, [ox + (width * rx) / 2, oy - (height * ry) / 2])
   const bands = base.getSamplesPerPixel()
   const sampleFormat = base.getSampleFormat()
   const bits = base.getBitsPerSample()
@@ -211,7 +260,8 @@ async function describe (tiff, src) {
     crs,
   }
   ds.toSource = sourceTransform(ds)
-  Object.assign(ds, footprint(ds))
+  const { lonLatBounds, warp } = footprint(ds)
+  Object.assign(ds, { lonLatBounds, warp, resolution: warp.resolution })
   ds.stats = await statistics(ds)
   return ds
 }
@@ -244,52 +294,6 @@ function sourceTransform (ds) {
     out[0] = r ? r[0] / fx : NaN
     out[1] = r ? r[1] / fy : NaN
   }
-}
-
-/**
- * Where the raster lies: WGS84 bounds (west may exceed 180 when it crosses the antimeridian), the Mercator extent,
- * and its resolution in Mercator metres — GDAL's suggested-warp-output rule (extent diagonal / pixel diagonal), which
- * also picks overviews the way gdalwarp does.
- */
-function footprint (ds) {
-  const { width, height, crs } = ds
-  const [ox, rx, oy, ry] = ds.transform
-  const toLonLat = crs.mercator
-    ? (x, y) => [lonOf(x), latOf(y)]
-    : crs.geographic
-      ? (x, y) => [x, y]
-      : (() => {
-          const inverse = proj4(crs.proj, 'EPSG:4326').forward
-          const [fx, fy] = crs.factor
-          return (x, y) => { try { return inverse([x * fx, y * fy]) } catch { return [NaN, NaN] } }
-        })()
-  const points = []
-  const steps = 32
-  for (let i = 0; i <= steps; i++) {
-    for (let j = 0; j <= steps; j++) {
-      if (i !== 0 && i !== steps && j !== 0 && j !== steps && (i % 4 || j % 4)) continue // edges dense, inside sparse
-      const [lon, lat] = toLonLat(ox + (i / steps) * width * rx, oy - (j / steps) * height * ry)
-      if (Number.isFinite(lon) && Number.isFinite(lat) && Math.abs(lat) <= 90.0001) points.push([lon, lat])
-    }
-  }
-  if (points.length === 0) throw new RasterError('unsupported CRS: no point of the raster maps to longitude/latitude')
-  // Longitudes unwrapped around the centre's, so a raster across the antimeridian gets one contiguous span.
-  const centre = toLonLat(ox + (width * rx) / 2, oy - (height * ry) / 2)
-  const mid = Number.isFinite(centre[0]) ? centre[0] : points[0][0]
-  let west = Infinity; let east = -Infinity; let south = Infinity; let north = -Infinity
-  for (const p of points) {
-    let lon = p[0]
-    while (lon - mid > 180) lon -= 360
-    while (lon - mid < -180) lon += 360
-    west = Math.min(west, lon); east = Math.max(east, lon)
-    south = Math.min(south, p[1]); north = Math.max(north, p[1])
-  }
-  if ((east - west) > 359.9) { west = Math.max(west, -180); east = Math.min(east, 180) } // the whole world round
-  south = Math.max(south, -90); north = Math.min(north, 90)
-  const mx0 = mercatorX(west); const mx1 = mercatorX(east)
-  const my0 = mercatorY(south); const my1 = mercatorY(north)
-  const resolution = Math.hypot(mx1 - mx0, my1 - my0) / Math.hypot(width, height)
-  return { lonLatBounds: [west, south, east, north], resolution }
 }
 
 /**
@@ -333,6 +337,7 @@ export function describeDataset (ds) {
     blockSize: [ds.levels[0].tileWidth, ds.levels[0].tileHeight],
     overviews: ds.levels.slice(1).map((l) => [l.width, l.height]),
     resolution: [ds.transform[1], ds.transform[3]],
-    statistics: ds.stats,
+    // Keyed b1, b2… as titiler's statistics: band numbers as `bidx` counts them.
+    statistics: ds.stats === null ? null : Object.fromEntries(ds.stats.map((range, b) => [`b${b + 1}`, range])),
   }
 }

@@ -1,5 +1,6 @@
 // Raster worker (piscina): every byte of COG decoding, reprojection, resampling and encoding happens here, never on
 // the server's event loop. Each worker keeps its own open datasets and decoded-block cache.
+import * as threads from 'node:worker_threads'
 import { move, workerData } from 'piscina'
 import sharp from 'sharp'
 import { getDecoder } from 'geotiff'
@@ -57,15 +58,18 @@ export default async function run (task) {
   }
 }
 
-/** What the main thread needs of a file: /meta's description, its WGS84 bounds and its resolution in Mercator metres. */
+/** What the main thread needs of a file: /meta's description, its WGS84 bounds and GDAL's suggested warp output. */
 async function describe (src) {
   const ds = await dataset(src)
-  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, resolution: ds.resolution }
+  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp }
 }
 
 /** Bytes to hand back to the main thread: moved, not copied, when they own their buffer. */
 function transferable (bytes) {
   const out = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  // sharp's output lives in libvips memory, which Node marks untransferable: Node 20 quietly copied such a buffer when
+  // it was moved, Node 22+ throw a DataCloneError. Those go back copied (Node 20 has no isMarkedAsUntransferable).
+  if (threads.isMarkedAsUntransferable?.(out.buffer)) return out
   return out.byteOffset === 0 && out.byteLength === out.buffer.byteLength ? move(out) : out
 }
 

@@ -5,6 +5,7 @@ import { availableParallelism, totalmem } from 'node:os'
 import { Piscina } from 'piscina'
 import { buildTileJson } from './tilejson.js'
 import { COLORMAPS as RAMPS } from '../raster/colormaps.js'
+import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { mercatorX, mercatorY, tileExtent } from '../tile.js'
 
 export const kind = 'cog'
@@ -118,16 +119,14 @@ export function resolveOptions (file, query, rendering) {
     if (rescale.length !== bidx.length) throw new OptionError(`rescale needs one min,max or one per band (${bidx.length})`)
   }
   const palette = file.palette && bidx.length === 1 && colormap === null && rescale === null && encoding === null
-  if (rescale === null && encoding === null && !palette && file.statistics) rescale = bidx.map((b) => file.statistics[b])
+  if (rescale === null && encoding === null && !palette && file.statistics) rescale = bidx.map((b) => file.statistics[`b${b + 1}`])
   return { bidx, resampling, encoding, colormap, nodata, rescale, palette }
 }
 
 const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
-/** Zoom at which a Web Mercator tile pixel is `resolution` metres. */
-const zoomFor = (resolution) => Math.log2(156543.03392804097 / resolution)
-
-export async function open (spec, { log } = {}) {
+export async function open (spec, context = {}) {
+  const { log } = context
   const src = spec.url ? { key: `${spec.url}#${Date.now()}`, url: spec.url } : { key: `${spec.path}#${Date.now()}`, path: spec.path }
   const workers = acquirePool(log)
   let info
@@ -137,14 +136,10 @@ export async function open (spec, { log } = {}) {
     await releasePool()
     throw err
   }
-  const { meta, resolution } = info
-  const maxzoom = Math.max(0, Math.min(24, Math.round(zoomFor(resolution))))
-  // rio-tiler's rule (the zoom where the whole raster is about one tile), but never more than 8× coarser than the
-  // smallest level the file has: a big file without overviews would otherwise make one low-zoom tile read (and hold)
-  // most of the raster.
-  const oneTile = resolution * 2 ** Math.max(0, Math.floor(Math.log2(Math.max(meta.width, meta.height) / 256)))
-  const smallestLevel = resolution * meta.width / (meta.overviews.at(-1)?.[0] ?? meta.width)
-  const minzoom = Math.max(0, Math.min(maxzoom, Math.max(Math.round(zoomFor(oneTile)), Math.ceil(zoomFor(smallestLevel) - 3 - 1e-6))))
+  const { meta, warp } = info
+  // Per set (sets.<id>.overzoom), else the server's (raster.overzoom, when the catalog passes config.raster).
+  const overzoom = spec.overzoom ?? context.raster?.overzoom ?? DEFAULT_OVERZOOM
+  const { minzoom, maxzoom, served } = zoomRange(meta, warp, overzoom)
   const [west, south, east, north] = info.lonLatBounds
   const crossesAntimeridian = west < -180 || east > 180
   const bounds = crossesAntimeridian ? [-180, south, 180, north] : info.lonLatBounds
@@ -187,8 +182,10 @@ export async function open (spec, { log } = {}) {
     formatAliases: FORMAT_ALIASES,
     scales: [1, 2],
     takesQuery: true,
-    metadata: { ...meta, bounds, minzoom, maxzoom, defaults },
+    // Bands numbered from 1 here as in `bidx` (the workers count from 0).
+    metadata: { ...meta, bounds, minzoom, maxzoom, servedZooms: served, defaults: { ...defaults, bidx: defaults.bidx.map((b) => b + 1) } },
     tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, center, format: 'png' }),
+    servedZooms: served, // the tile route answers this range; TileJSON advertises rio-tiler's
     parseQuery: (query, rendering) => resolveOptions(meta, query, rendering),
     async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {
       if (closed) throw new Error('tileset closed')

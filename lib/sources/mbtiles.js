@@ -3,7 +3,7 @@ import { basename } from 'node:path'
 import Database from 'better-sqlite3'
 import { flipY } from '../tile.js'
 import { describeTile } from '../tiletype.js'
-import { buildTileJson, describedBy, normalizeFormat, numberList } from './tilejson.js'
+import { buildTileJson, describedBy, layersOfTile, normalizeFormat, numberList } from './tilejson.js'
 
 export const kind = 'mbtiles'
 export const extensions = ['.mbtiles']
@@ -33,6 +33,27 @@ function readMetadata (db, objects) {
   return metadata
 }
 
+// Base tables of the well-known schemas: where `tiles` is a view over one of them, its (zoom_level, …) index is there.
+const BASE_TABLES = ['tiles_shallow', 'tiles_with_hash', 'map']
+
+/**
+ * [min, max] zoom of the stored tiles, or null when the file has none or finding out would mean scanning every row
+ * (a `tiles` view over unindexed tables). Two statements: SQLite walks an index for a lone MIN or MAX, not for both.
+ */
+function presentZooms (db, tablesOnly) {
+  const table = tablesOnly.has('tiles') ? 'tiles' : BASE_TABLES.find((t) => tablesOnly.has(t)) ?? 'tiles'
+  const min = `SELECT MIN(zoom_level) FROM ${table}`
+  const plan = db.prepare(`EXPLAIN QUERY PLAN ${min}`).all().map((r) => r.detail).join(' ')
+  if (!/\bINDEX\b/.test(plan)) {
+    // No index: one scan is still fine for a small file; a large one keeps its metadata's word.
+    const pages = db.pragma('page_count', { simple: true })
+    if (pages > 25_000) return null
+  }
+  const low = db.prepare(min).pluck().get()
+  const high = db.prepare(`SELECT MAX(zoom_level) FROM ${table}`).pluck().get()
+  return Number.isInteger(low) && Number.isInteger(high) ? [low, high] : null
+}
+
 /** Opens an MBTiles file. Throws with a human reason when the file is not a usable MBTiles. */
 export async function open (spec) {
   const db = new Database(spec.path, { readonly: true, fileMustExist: true })
@@ -48,12 +69,16 @@ export async function open (spec) {
     // metadata does not.
     const sample = db.prepare(`SELECT ${data} FROM ${from} WHERE ${data} IS NOT NULL LIMIT 1`).pluck().get()
 
-    let minzoom = Number.parseInt(metadata.minzoom, 10)
-    let maxzoom = Number.parseInt(metadata.maxzoom, 10)
-    if (!Number.isInteger(minzoom) || !Number.isInteger(maxzoom)) {
-      const range = db.prepare(`SELECT MIN(${p}zoom_level) AS min, MAX(${p}zoom_level) AS max FROM ${from}`).get()
-      if (!Number.isInteger(minzoom)) minzoom = range.min ?? 0
-      if (!Number.isInteger(maxzoom)) maxzoom = range.max ?? minzoom
+    // The metadata's zoom range is a claim; the tiles are the truth (a file saying z0-14 may hold only z13, and
+    // clients would then ask z14 and get nothing instead of overzooming z13). Narrowed to the zooms present.
+    const present = presentZooms(db, new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()))
+    const claimed = [Number.parseInt(metadata.minzoom, 10), Number.parseInt(metadata.maxzoom, 10)]
+    let minzoom = Number.isInteger(claimed[0]) ? claimed[0] : present?.[0] ?? 0
+    let maxzoom = Number.isInteger(claimed[1]) ? claimed[1] : present?.[1] ?? minzoom
+    if (present !== null) {
+      minzoom = Math.max(minzoom, present[0])
+      maxzoom = Math.min(maxzoom, present[1])
+      if (minzoom > maxzoom) [minzoom, maxzoom] = present // claims that miss the tiles entirely
     }
     const json = typeof metadata.json === 'object' && metadata.json !== null ? metadata.json : {}
     const compression = metadata.compression === 'gzip' ? 'gzip' : metadata.compression === 'brotli' || metadata.compression === 'br' ? 'br' : undefined
@@ -72,7 +97,7 @@ export async function open (spec) {
         maxzoom,
         bounds: numberList(metadata.bounds, 4),
         center: numberList(metadata.center, 3) ?? numberList(metadata.center, 2),
-        vectorLayers: json.vector_layers,
+        vectorLayers: json.vector_layers ?? (format === 'pbf' && Buffer.isBuffer(sample) ? layersOfTile(sample, compression) : undefined),
         format,
       }),
       async getTile (z, x, y) {

@@ -5,7 +5,7 @@ import { close, fstat, open as openCallback, readSync } from 'node:fs'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 import { Compression, FetchSource, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
-import { buildTileJson, describedBy, normalizeFormat } from './tilejson.js'
+import { buildTileJson, describedBy, layersOfTile, normalizeFormat } from './tilejson.js'
 
 export const kind = 'pmtiles'
 export const extensions = ['.pmtiles']
@@ -126,6 +126,12 @@ export async function open (spec) {
     const rootEntries = await cache.getDirectory(source, header.rootDirectoryOffset, header.rootDirectoryLength, header)
     const tileDataOffset = header.tileDataOffset
     const leafDirectoryOffset = header.leafDirectoryOffset
+    // No vector_layers in the metadata: read them off the first tile, when the root directory points at one.
+    let vectorLayers = json.vector_layers
+    const first = rootEntries[0]
+    if (vectorLayers === undefined && format === 'pbf' && first?.runLength > 0) {
+      vectorLayers = layersOfTile(await source.read(tileDataOffset + first.offset, first.length), compression)
+    }
 
     let closed = false
     return {
@@ -140,7 +146,7 @@ export async function open (spec) {
         maxzoom: header.maxZoom,
         bounds,
         center: bounds ? [header.centerLon, header.centerLat, header.centerZoom] : undefined,
-        vectorLayers: json.vector_layers,
+        vectorLayers,
         format,
       }),
       async getTile (z, x, y) {

@@ -16,7 +16,17 @@ const STRING_TYPES = new Set(['text', 'varchar', 'bpchar', 'char', 'name', 'uuid
 // Types ST_AsMVT encodes as they are; others are passed as text so a column of any type never breaks a tile.
 const NATIVE_TYPES = new Set([...NUMBER_TYPES, 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
 const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea', 'tsvector'])
+// Geometry types ST_AsMVTGeom rejects ("'Triangle' geometry type not supported"): such a column is never served.
+const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
+// Database tiles can change at any time without the server knowing: a minute bounds how stale a tile (here and, by
+// its max-age, in browsers and CDNs) can be without NOTIFY, while a busy map still reads each hot tile once a minute.
+const DEFAULT_TTL_S = 60
+const DEFAULT_CHANNEL = 'tile_cannon'
 
+/** A database error as a reason for /health and 503 bodies: no connection string, no server file path. */
+const publicReason = (message) => String(message).split('\n')[0]
+  .replace(/[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>')
+  .replace(/(^|[\s"'(=])\/[^\s"')]+/g, '$1<path>')
 
 const fieldType = (t) => (NUMBER_TYPES.has(t) ? 'Number' : t === 'bool' ? 'Boolean' : 'String')
 // ST_AsMVT spreads a json(b) column into one property per key, so it names no field of its own.
@@ -156,19 +166,23 @@ export function createProvider (url, options = {}, { log } = {}) {
     if (poolErrors++ === 0) log?.warn({ err: err.message }, 'postgres connection lost; reconnecting on demand')
   })
   pool.on('connect', () => { poolErrors = 0 })
+  // How long a cached tile of this database lives (the catalog reads it; `sets.<id>.cacheTtlS` overrides it).
+  const cacheTtlS = options.cacheTtlS ?? DEFAULT_TTL_S
 
   function makeTableSource (id, t, bounds) {
     const sql = tableTileSql(t)
     const name = statementName(sql)
     const tj = commentJson(t.comment)
-    const fields = Object.fromEntries(t.columns.filter(listedField).map((c) => [c.name, fieldType(c.type)]))
+    // The key column becomes the feature id, which ST_AsMVT leaves out of the properties: not a field of the layer.
+    const fields = Object.fromEntries(t.columns.filter((c) => listedField(c) && c.name !== t.idColumn).map((c) => [c.name, fieldType(c.type)]))
     return {
       id,
       kind,
       format: 'pbf',
       hints: { format: 'pbf' },
       composable: true,
-      metadata: { schema: t.schema, table: t.table, geometryColumn: t.geom, srid: t.srid, geometryType: t.geomType, extent: t.extent, buffer: t.buffer, properties: t.columns.map((c) => ({ name: c.name, type: c.type })) },
+      cacheTtlS,
+      metadata: { schema: t.schema, table: t.table, geometryColumn: t.geom, srid: t.srid, geometryType: t.geomType, extent: t.extent, buffer: t.buffer, idColumn: t.idColumn, properties: t.columns.map((c) => ({ name: c.name, type: c.type })) },
       tilejson: buildTileJson({
         ...describedBy(tj, id),
         minzoom: t.minzoom ?? tj.minzoom ?? 0,
@@ -200,6 +214,7 @@ export function createProvider (url, options = {}, { log } = {}) {
       hints: { format },
       composable: format === 'pbf',
       takesQuery,
+      cacheTtlS,
       metadata: { schema: f.schema, function: f.name, arguments: f.args },
       tilejson: buildTileJson({
         ...describedBy(tj, id),
@@ -230,7 +245,10 @@ export function createProvider (url, options = {}, { log } = {}) {
     return run
   }
 
-  /** Every set in the database now: [{ id, source }], or throws when the database cannot be reached. */
+  /**
+   * Every set in the database now: [{ id, source }], and [{ id, source: null, reason }] for what cannot be served (no
+   * SRID, a geometry type MVT cannot hold, a relation that fails); throws when the database cannot be reached.
+   */
   async function discoverNow () {
     const schemas = options.schemas ?? null
     const inSchemas = (s) => schemas === null || schemas.includes(s)
@@ -260,7 +278,7 @@ export function createProvider (url, options = {}, { log } = {}) {
       const row = rows.find((r) => r.table === t.table && (t.schema === undefined || r.schema === t.schema) && (t.geometryColumn === undefined || r.geom === t.geometryColumn))
       const existing = specs.findIndex((s) => s.row === row)
       if (!row) {
-        log?.warn({ set: id }, 'configured postgres table not found (or has no geometry column)')
+        specs.push({ id, row: null, opts: t })
         continue
       }
       if (existing !== -1) specs.splice(existing, 1)
@@ -280,11 +298,13 @@ export function createProvider (url, options = {}, { log } = {}) {
     for (const { id: wanted, row, opts } of specs) {
       const id = unique(wanted)
       try {
-        const source = await tableSource(id, row, opts)
-        if (source) out.push({ id, source })
+        const made = row === null ? 'the configured table was not found, or has no geometry column we may read' : await tableSource(id, row, opts)
+        out.push(typeof made === 'string' ? { id, source: null, reason: made } : { id, source: made })
       } catch (err) {
-        // One broken relation (a view that fails, a table locked by a migration) never hides the others.
-        log?.warn({ set: id, err: err.message }, 'postgres table skipped')
+        // One broken relation (a view that fails, a table locked by a migration) never hides the others. The catalog
+        // logs the reason; the full message is for debugging.
+        log?.debug({ set: id, err: err.message }, 'postgres table skipped')
+        out.push({ id, source: null, reason: `the table could not be read: ${publicReason(err.message)}` })
       }
     }
     if (options.functions !== false) {
@@ -296,11 +316,14 @@ export function createProvider (url, options = {}, { log } = {}) {
     }
     if (!warmed) {
       warmed = true
-      await prewarm(out.map((s) => s.source).filter((s) => !s.takesQuery && s.metadata.table))
+      await prewarm(out.map((s) => s.source).filter((s) => s !== null && !s.takesQuery && s.metadata.table))
     }
     return out
 
+    /** The source of a table, or the reason (a string) it cannot be served. */
     async function tableSource (id, row, opts) {
+      const type = String(row.geom_type).toUpperCase().replace(/Z?M?$/, '')
+      if (UNDRAWABLE.has(type)) return `${row.geom_type} geometries cannot be drawn in vector tiles`
       // A column without a typmod (SRID 0 in geometry_columns): what its rows hold, or what the config says.
       let storedSrid = row.geography ? row.srid || 4326 : row.srid
       if (!storedSrid) {
@@ -309,8 +332,7 @@ export function createProvider (url, options = {}, { log } = {}) {
       }
       const srid = opts.srid || storedSrid || options.defaultSrid || 0
       if (!srid) {
-        log?.warn({ set: id }, 'table has no SRID (set `srid` for it in the config): skipped')
-        return null
+        return 'the geometry column has no SRID: set `srid` for this table in postgres.tables, or postgres.defaultSrid'
       }
       const all = (columnsOf.get(row.oid) ?? []).filter((c) => !SKIPPED_TYPES.has(c.type) && !c.type.startsWith('_') && c.name !== GEOM_ALIAS)
       const wanted = Array.isArray(opts.properties) ? all.filter((c) => opts.properties.includes(c.name)) : all
@@ -364,5 +386,90 @@ export function createProvider (url, options = {}, { log } = {}) {
     }
   }
 
-  return { url, discover, close: () => pool.end(), pool }
+  const listener = createListener(url, options, log)
+  return {
+    url,
+    discover,
+    pool,
+    listen: listener.start,
+    get listening () { return listener.connected },
+    close: () => Promise.all([listener.close(), pool.end()]),
+  }
+}
+
+/**
+ * LISTENs on the configured channel (config `notifyChannel`, default 'tile_cannon'; false or '' turns it off) on a
+ * connection of its own: a pool connection would go back to the pool and stop listening. `start(onNotify)` calls
+ * `onNotify(payload)` for each NOTIFY. A lost connection is re-opened every `retryMs` until the database answers;
+ * since what was sent meanwhile is lost, `onNotify('')` (everything may have changed) follows each reconnection.
+ */
+function createListener (url, options, log) {
+  const channel = options.notifyChannel === true || options.notifyChannel === undefined ? DEFAULT_CHANNEL : options.notifyChannel || null
+  let client = null
+  let timer = null
+  let closed = false
+  let lost = false // a connection was lost: what happened meanwhile is unknown
+  let failures = 0
+  let onNotify = null
+
+  function retry () {
+    if (closed || timer !== null) return
+    timer = setTimeout(connect, options.retryMs ?? 5000)
+    timer.unref()
+  }
+
+  async function connect () {
+    timer = null
+    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: options.connectTimeoutMs ?? 3000, keepAlive: true, application_name: 'tile-cannon listener' })
+    c.on('error', (err) => { if (failures++ === 0) log?.warn({ err: err.message }, 'postgres NOTIFY listener lost its connection; reconnecting') })
+    c.on('end', () => {
+      if (client !== c) return
+      client = null
+      lost = true
+      retry()
+    })
+    c.on('notification', (msg) => { if (msg.channel === channel) notify(msg.payload ?? '') })
+    try {
+      await c.connect()
+      await c.query(`LISTEN ${quoteIdent(channel)}`)
+    } catch (err) {
+      if (failures++ === 0) log?.warn({ err: err.message }, 'postgres NOTIFY listener cannot connect; retrying')
+      lost = true
+      c.end().catch(() => {})
+      return retry()
+    }
+    if (closed) return c.end().catch(() => {})
+    client = c
+    failures = 0
+    if (lost) {
+      lost = false
+      log?.info('postgres NOTIFY listener connected after an outage: cached tiles of the database purged')
+      notify('')
+    }
+  }
+
+  // Runs from socket events and timers: a throw here would crash the process.
+  function notify (payload) {
+    try {
+      onNotify(payload)
+    } catch (err) {
+      log?.error({ err: err.message }, 'handling a NOTIFY failed')
+    }
+  }
+
+  return {
+    start (callback) {
+      if (channel === null || onNotify !== null) return
+      onNotify = callback
+      connect()
+    },
+    get connected () { return client !== null },
+    async close () {
+      closed = true
+      clearTimeout(timer)
+      const c = client
+      client = null
+      await c?.end().catch(() => {})
+    },
+  }
 }

@@ -1,5 +1,9 @@
 // Shared helpers that turn a kind's raw metadata into the TileJSON 3.0.0 fields of the source contract.
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib'
+import { VectorTile } from '@mapbox/vector-tile'
+import { PbfReader } from 'pbf'
 import { WORLD_BOUNDS } from '../tile.js'
+import { isVector, sniffEncoding } from '../tiletype.js'
 
 const FORMAT_ALIASES = { jpeg: 'jpg', mvt: 'pbf', 'application/x-protobuf': 'pbf', 'application/vnd.maplibre-vector-tile': 'mlt' }
 
@@ -17,35 +21,111 @@ export function numberList (value, length) {
   return finite(list, length) ? list : undefined
 }
 
-/** The descriptive TileJSON fields an archive's metadata may hold (MBTiles metadata table, PMTiles JSON). */
-export const describedBy = (meta, id) => ({ name: meta.name ?? id, description: meta.description, attribution: meta.attribution, version: meta.version })
+const text = (value) => (typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined)
 
 /**
- * TileJSON fields (all but `tiles`) from what a kind knows. Missing bounds fall back to the world, a missing center
- * to the middle of the bounds.
+ * A version as TileJSON 3.0.0 wants it (semver): "2" → "2.0.0", "3.3" → "3.3.0", "1.0.0-beta" kept; anything else
+ * (a date, a word) left out rather than failing clients that validate.
+ */
+export function semver (value) {
+  const v = text(value)?.trim()
+  if (v === undefined) return undefined
+  if (/^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$/.test(v)) return v
+  const m = /^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(v)
+  return m ? `${Number(m[1])}.${Number(m[2] ?? 0)}.${Number(m[3] ?? 0)}` : undefined
+}
+
+/** The descriptive TileJSON fields an archive's metadata may hold (MBTiles metadata table, PMTiles JSON). */
+export const describedBy = (meta, id) => ({
+  name: text(meta.name) ?? id,
+  description: text(meta.description),
+  attribution: text(meta.attribution),
+  version: semver(meta.version),
+})
+
+const clamp = (v, lo, hi) => Math.min(Math.max(v, lo), hi)
+const clampZoom = (z) => clamp(Math.round(z), 0, 30)
+
+/**
+ * vector_layers as the spec describes them (id and fields required, fields of strings), with each layer's zoom range
+ * inside the set's: a file may claim layers down to z0 while its tiles start at z13.
+ */
+function vectorLayersOf (layers, min, max) {
+  if (!Array.isArray(layers)) return undefined
+  const out = []
+  for (const layer of layers) {
+    if (layer === null || typeof layer !== 'object' || typeof layer.id !== 'string') continue
+    const fields = {}
+    if (layer.fields !== null && typeof layer.fields === 'object') {
+      for (const [k, v] of Object.entries(layer.fields)) fields[k] = typeof v === 'string' ? v : String(v)
+    }
+    const described = { ...layer, fields }
+    if (Number.isFinite(layer.minzoom)) described.minzoom = clamp(Math.round(layer.minzoom), min, max)
+    else delete described.minzoom
+    if (Number.isFinite(layer.maxzoom)) described.maxzoom = clamp(Math.round(layer.maxzoom), described.minzoom ?? min, max)
+    else delete described.maxzoom
+    if (layer.description !== undefined && typeof layer.description !== 'string') delete described.description
+    out.push(described)
+  }
+  return out
+}
+
+const FIELD_TYPES = { number: 'Number', boolean: 'Boolean', string: 'String' }
+const DECODERS = { gzip: gunzipSync, deflate: inflateSync, br: brotliDecompressSync }
+
+/**
+ * vector_layers read off one MVT tile, for a vector file whose metadata lists none (TileJSON requires them, and a
+ * style author needs the layer names). Fields are the keys of the layer's first features. Undefined if unreadable.
+ */
+export function layersOfTile (stored, compression) {
+  try {
+    const encoding = sniffEncoding(stored, compression)
+    const raw = encoding === 'identity' ? stored : DECODERS[encoding]?.(stored)
+    if (raw === undefined) return undefined
+    const tile = new VectorTile(new PbfReader(raw))
+    return Object.values(tile.layers).map((layer) => {
+      const fields = {}
+      for (let i = 0; i < Math.min(layer.length, 50); i++) {
+        for (const [k, v] of Object.entries(layer.feature(i).properties)) fields[k] ??= FIELD_TYPES[typeof v] ?? 'String'
+      }
+      return { id: layer.name, fields }
+    })
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * TileJSON fields (all but `tiles`) from what a kind knows, valid against the TileJSON 3.0.0 schema whatever the
+ * metadata said: zooms inside 0-30 and ordered, the center inside the bounds and the zoom range (a missing one is the
+ * middle of the bounds, at the zoom where they fill about one tile), layer zooms inside the set's, a semver version.
  */
 export function buildTileJson ({ name, description, attribution, version, minzoom, maxzoom, bounds, center, vectorLayers, format, extra }) {
   const b = bounds ?? WORLD_BOUNDS
-  const min = Number.isInteger(minzoom) ? minzoom : 0
-  const max = Number.isInteger(maxzoom) ? maxzoom : Math.max(min, 14)
-  // No center given: the middle of the bounds, at the zoom where they fill about one tile.
+  const min = Number.isInteger(minzoom) ? clampZoom(minzoom) : 0
+  const max = Number.isInteger(maxzoom) ? Math.max(min, clampZoom(maxzoom)) : Math.max(min, 14)
   const fit = Math.floor(Math.log2(360 / Math.max(b[2] - b[0], 1e-9)))
-  const c = center ?? [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, Math.min(Math.max(fit, min), max)]
+  const c = center ?? [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, fit]
+  // Bounds across the antimeridian (west > east) leave the longitude as it is.
+  const lon = b[0] <= b[2] ? clamp(c[0], b[0], b[2]) : c[0]
+  const lat = clamp(c[1], Math.min(b[1], b[3]), Math.max(b[1], b[3]))
   const tilejson = {
     tilejson: '3.0.0',
     name,
     description,
     attribution,
-    version,
+    version: semver(version),
     scheme: 'xyz',
     minzoom: min,
     maxzoom: max,
     bounds: b,
-    center: [c[0], c[1], Math.min(Math.max(Math.round(c[2] ?? min), min), max)],
+    center: [lon, lat, clamp(Math.round(Number.isFinite(c[2]) ? c[2] : min), min, max)],
     format,
     ...extra,
   }
-  if (Array.isArray(vectorLayers)) tilejson.vector_layers = vectorLayers
+  // Vector sets always list their layers (TileJSON 3.0.0 requires the key), if only as [] when nothing tells them.
+  const layers = vectorLayersOf(vectorLayers, min, max) ?? (isVector(format) ? [] : undefined)
+  if (layers !== undefined) tilejson.vector_layers = layers
   for (const key of Object.keys(tilejson)) if (tilejson[key] === undefined) delete tilejson[key]
   return tilejson
 }

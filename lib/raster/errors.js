@@ -1,0 +1,2 @@
+/** A reason a file cannot be served; its message reaches the 503 body. */
+export class RasterError extends Error {}

@@ -1,0 +1,64 @@
+// TileJSON is checked against the official 3.0.0 schema for every set, whatever its file's metadata claims.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
+import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
+import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+
+const isVector = (tj) => tj.format === 'pbf' || tj.format === 'mlt'
+
+async function checkEverySet (app) {
+  const ids = (await app.inject({ url: '/list' })).json()
+  for (const id of ids) {
+    const res = await app.inject({ url: `/${encodeURIComponent(id)}.json` })
+    assert.equal(res.statusCode, 200, id)
+    const tj = res.json()
+    assertValidTileJson(tj, { raster: !isVector(tj), label: id })
+  }
+  return ids
+}
+
+test('every fixture set (MBTiles, PMTiles, COG) answers TileJSON valid against the official schema', async (t) => {
+  if (!needs(t, HAVE_FIXTURES && HAVE_SCHEMA, '../shared/fixtures and ../shared/schemas are not present')) return
+  const app = await makeApp(t, { paths: [join(FIXTURES, 'mbtiles'), join(FIXTURES, 'pmtiles'), join(FIXTURES, 'cog')] })
+  const ids = await checkEverySet(app)
+  assert.ok(ids.length >= 45, `all fixture sets served (${ids.length})`)
+})
+
+test('metadata is not taken on trust: zooms from the tiles, center inside, semver version, layer zooms clamped', async (t) => {
+  if (!needs(t, HAVE_SCHEMA, '../shared/schemas is not present')) return
+  const dir = tempDir(t)
+  // Says z0-14; holds z13 only. Center outside its bounds, version "3.3", a layer claiming z0-20.
+  writeMbtiles(join(dir, 'liar.mbtiles'), {
+    tiles: vectorTiles(pyramid(13, 13, 2)),
+    metadata: {
+      format: 'pbf', minzoom: '0', maxzoom: '14', bounds: '-10,-10,10,10', center: '50,60,2', version: '3.3',
+      json: { vector_layers: [{ id: 'points', fields: { z: 'Number', n: 7 }, minzoom: 0, maxzoom: 20 }, { fields: {} }] },
+    },
+  })
+  // A PMTiles archive whose JSON says version 2 and has no layer fields, and a date as version.
+  writePmtiles(join(dir, 'old.pmtiles'), { tiles: vectorTiles(pyramid(0, 2)), metadata: { version: '2', vector_layers: [{ id: 'points' }] } })
+  // No vector_layers at all: read off a tile.
+  writeMbtiles(join(dir, 'bare.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf' } })
+  writePmtiles(join(dir, 'bare-pm.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: {} })
+  writeMbtiles(join(dir, 'dated.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf', version: '2024-05-01', json: { vector_layers: [] } } })
+  const app = await makeApp(t, { paths: [dir] })
+  await checkEverySet(app)
+
+  const liar = (await app.inject({ url: '/liar.json' })).json()
+  assert.deepEqual([liar.minzoom, liar.maxzoom], [13, 13], 'the zooms the file holds')
+  assert.deepEqual(liar.center, [10, 10, 13], 'center moved into the bounds and the zoom range')
+  assert.equal(liar.version, '3.3.0')
+  assert.deepEqual(liar.vector_layers, [{ id: 'points', fields: { z: 'Number', n: '7' }, minzoom: 13, maxzoom: 13 }], 'layer without id dropped; zooms clamped')
+  assert.equal((await app.inject({ url: '/liar/12/0/0' })).statusCode, 404, 'outside the range it holds')
+  assert.equal((await app.inject({ url: '/liar/14/0/0' })).statusCode, 404)
+  assert.equal((await app.inject({ url: '/liar/13/0/0' })).statusCode, 200)
+
+  assert.equal((await app.inject({ url: '/old.json' })).json().version, '2.0.0')
+  for (const id of ['bare', 'bare-pm']) {
+    assert.deepEqual((await app.inject({ url: `/${id}.json` })).json().vector_layers, [{ id: 'points', fields: { z: 'Number', x: 'Number', y: 'Number' } }], `${id}: layers from a tile`)
+  }
+  assert.equal((await app.inject({ url: '/dated.json' })).json().version, undefined, 'a version that is not a version is left out')
+  assert.equal((await app.inject({ url: '/dated/meta' })).json().version, '2024-05-01', '/meta keeps the raw value')
+})
