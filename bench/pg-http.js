@@ -3,7 +3,7 @@
 // it, tile-cannon's cache-off figures show what the server itself adds on top of the query.
 // Started by bench/run.js: `node bench/pg-http.js <postgres url> <port>`.
 import { createServer } from 'node:http'
-import { createProvider } from '../lib/sources/postgis.js'
+import { createProvider } from '../lib/sources/postgis/index.js'
 
 const [url, port] = process.argv.slice(2)
 const provider = createProvider(url, { poolSize: 10 })

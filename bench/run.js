@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
 import { findNginx, startBaseline, startNginx, startPgHttp, startTileCannon } from './servers.js'
 import { mirror } from './mirror.js'
-import { createProvider } from '../lib/sources/postgis.js'
+import { createProvider } from '../lib/sources/postgis/index.js'
 import { fill, findTiles } from './tiles.js'
 import { markdown, svgChart } from './report.js'
 

@@ -1,5 +1,5 @@
 // Finding tiles that exist at a zoom: spiral out from the set's center inside its bounds, keeping those answered 200.
-import { lonLatToTile, tileRange, WORLD_BOUNDS } from '../lib/tile.js'
+import { lonLatToTile, tileRange, WORLD_BOUNDS } from '../lib/tilemath.js'
 
 export const fill = (template, z, x, y) => template.replace('{z}', z).replace('{x}', x).replace('{y}', y)
 

@@ -3,8 +3,10 @@ import { STATUS_CODES } from 'node:http'
 import Fastify, { LogController } from 'fastify'
 import cors from '@fastify/cors'
 import { TileCache } from './cache.js'
-import { Catalog } from './catalog.js'
-import { TileService } from './tiles.js'
+import { Catalog } from './catalog/index.js'
+import rasterPool from './raster/pool.js'
+import { TilePipeline } from './pipeline.js'
+import { errorHandler } from './errors.js'
 import { linkMaker, trustFunction } from './urls.js'
 import { metadataValidators } from '../routes/http.js'
 import tileRoutes from '../routes/tiles.js'
@@ -30,23 +32,18 @@ export async function buildApp (config, { loggerInstance } = {}) {
   })
 
   const tileCache = new TileCache(Math.floor(config.cacheMB * 1024 * 1024))
-  const catalog = new Catalog({ config, log: app.log, cache: tileCache })
+  // Resources the sets share, each a plugin that owns it (decorator + onClose); registered before the catalog uses them.
+  await app.register(rasterPool, config.raster)
+  const catalog = new Catalog({ config, log: app.log, cache: tileCache, services: { rasterPool: app.rasterPool } })
   app.decorate('config', config)
   app.decorate('tileCache', tileCache)
   app.decorate('catalog', catalog)
-  app.decorate('tiles', new TileService({ catalog, cache: tileCache }))
+  app.decorate('pipeline', new TilePipeline({ catalog, cache: tileCache, log: app.log }))
   app.decorate('links', linkMaker(config))
   app.decorate('metadataValidators', metadataValidators(config.metadataCacheControl))
   app.addHook('onClose', () => catalog.close())
 
-  app.setErrorHandler((err, request, reply) => {
-    if (err.validation) {
-      return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: err.message })
-    }
-    const status = err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500
-    if (status === 500) request.log.error({ err }, 'request failed')
-    return reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: status === 500 ? 'internal error' : err.message })
-  })
+  app.setErrorHandler(errorHandler) // each error type its status (lib/errors.js)
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send({ statusCode: 404, error: 'Not Found', message: 'no such route' })
   })

@@ -1,10 +1,12 @@
 // Configuration: defaults ← config file (JSON or YAML) ← environment (TILE_CANNON_*) ← command-line flags.
 // Validated once with a JSON schema and frozen.
 import { existsSync, readFileSync } from 'node:fs'
+import { availableParallelism, totalmem } from 'node:os'
 import { dirname, extname, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import Ajv from 'ajv'
 import YAML from 'yaml'
+import { fileKindsText, urlForms } from './sources/index.js'
 
 export const DEFAULTS = {
   port: 3000,
@@ -106,6 +108,8 @@ const schema = {
       additionalProperties: false,
       properties: {
         overzoom: { type: 'integer', minimum: 0, maximum: 30 }, // zoom levels served (upsampled) past maxzoom; default 4
+        threads: { type: 'integer', minimum: 1 }, // raster worker threads; default one per core
+        blockCacheMB: { type: 'number', exclusiveMinimum: 0 }, // decoded-block cache per worker; default in loadConfig
       },
     },
     sets: {
@@ -145,7 +149,13 @@ const ENV = {
   TILE_CANNON_LOG_REQUESTS: 'logRequests',
   TILE_CANNON_WATCH: 'watch',
   TILE_CANNON_DEMO: 'demo',
+  // 'section.key': a key inside a section (the raster worker pool's size, lib/raster/pool.js)
+  TILE_CANNON_RASTER_THREADS: 'raster.threads',
+  TILE_CANNON_COG_BLOCK_CACHE_MB: 'raster.blockCacheMB',
 }
+// Sections the environment sets key by key: merged key by key across the layers, so that a file's raster.overzoom
+// and the environment's raster.threads both hold. Any other value, objects included, replaces the one below it.
+const SECTIONS = new Set(Object.values(ENV).filter((key) => key.includes('.')).map((key) => key.split('.')[0]))
 
 const FLAGS = {
   port: { type: 'string', short: 'p' },
@@ -166,7 +176,8 @@ const FLAGS = {
 
 export const USAGE = `Usage: tile-cannon [options] [path|url ...]
 
-Serves every .mbtiles and .pmtiles file in the given folders, the given files, and remote .pmtiles URLs.
+Serves every ${fileKindsText()} file in the given folders, the given files, and URLs:
+${urlForms().map((u) => `  ${u}`).join('\n')}
 With no path: ./tiles if it exists, else a built-in demo set.
 
 Options:
@@ -221,7 +232,21 @@ function fromEnv (env) {
   for (const [name, key] of Object.entries(ENV)) {
     const value = env[name]
     if (value === undefined || value === '') continue
-    out[key] = key === 'paths' ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+    const [section, inner] = key.split('.')
+    if (inner !== undefined) (out[section] ??= {})[inner] = value
+    else out[key] = key === 'paths' ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+  }
+  return out
+}
+
+/** The layers, each above the ones before it (SECTIONS merged key by key); copies, so the layers stay as they are. */
+function mergeLayers (layers) {
+  const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
+  const out = {}
+  for (const layer of layers) {
+    for (const [key, value] of Object.entries(structuredClone(layer))) {
+      out[key] = SECTIONS.has(key) && isObject(out[key]) && isObject(value) ? { ...out[key], ...value } : value
+    }
   }
   return out
 }
@@ -276,7 +301,7 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   if (values.help) return { config: null, help: true }
   const file = values.config ?? env.TILE_CANNON_CONFIG
   const layers = [DEFAULTS, file ? readConfigFile(resolve(cwd, file)) : {}, fromEnv(env), fromFlags(values, positionals), overrides]
-  const merged = Object.assign({}, ...layers.map((l) => structuredClone(l)))
+  const merged = mergeLayers(layers)
   merged.postgres = { ...merged.postgres }
   if (!merged.postgres.url && env.DATABASE_URL) merged.postgres.url = env.DATABASE_URL
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)
@@ -287,6 +312,10 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   }
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors) // "false" may arrive via coercion
   if (typeof merged.publicUrl === 'string') merged.publicUrl = merged.publicUrl.replace(/\/+$/, '')
+  // The raster worker pool: one thread per core; decoded blocks 5 % of the machine's memory in all (GDAL's default
+  // block cache), at least 64 MiB per worker.
+  merged.raster.threads ??= availableParallelism()
+  merged.raster.blockCacheMB ??= Math.max(64, totalmem() * 0.05 / merged.raster.threads / 2 ** 20)
   merged.paths = merged.paths.map((p) => (/^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(cwd, p)))
   // No path anywhere: ./tiles when it exists (else the catalog falls back to the demo).
   if (merged.paths.length === 0 && Object.keys(merged.sets).length === 0 && existsSync(resolve(cwd, 'tiles'))) {

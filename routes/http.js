@@ -1,6 +1,6 @@
 // HTTP details the routes share.
 import { createHash } from 'node:crypto'
-import { etagMatches } from '../lib/tiles.js'
+import { etagMatches } from '../lib/pipeline.js'
 
 /**
  * Every route answers GET and HEAD, declared together rather than through Fastify's exposeHeadRoutes: its automatic

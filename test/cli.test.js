@@ -125,3 +125,17 @@ test('config layering: flags > environment > config file > defaults', (t) => {
   writeFileSync(join(dir, 'unknown.json'), '{"prot": 1}')
   assert.throws(() => loadConfig({ argv: ['--config', 'unknown.json'], cwd: dir }), /must NOT have additional properties/)
 })
+
+test('a set named like a route (styles, list, health…) is served under another id, with a warning naming both', async (t) => {
+  const dir = tempDir(t)
+  for (const name of ['styles', 'list', 'roads']) writeMbtiles(join(dir, `${name}.mbtiles`), { tiles: vectorTiles([[0, 0, 0]]) })
+  const port = await freePort()
+  const { child, output } = run(['--port', String(port), '--host', '127.0.0.1', dir])
+  t.after(() => child.kill('SIGKILL'))
+  await waitForHealth(port)
+  const ids = await (await fetch(`http://127.0.0.1:${port}/list`)).json()
+  assert.deepEqual(ids.sort(), ['list.mbtiles', 'roads', 'styles.mbtiles'])
+  assert.equal((await fetch(`http://127.0.0.1:${port}/styles.mbtiles/0/0/0`)).status, 200)
+  assert.match(output(), /'styles' is a reserved name \(\/styles\): the set is served as 'styles\.mbtiles'/)
+  assert.match(output(), /'list' is a reserved name/)
+})

@@ -13,10 +13,12 @@ import { fromFile } from 'geotiff'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { tempDir } from './helpers/data.js'
 import { rangeServer } from './helpers/http.js'
-import { lonLatToTile, tileExtent } from '../lib/tile.js'
+import { lonLatToTile, tileExtent } from '../lib/tilemath.js'
 import { colormap } from '../lib/raster/render.js'
 import { openDataset } from '../lib/raster/dataset.js'
 import { open as openCog } from '../lib/sources/cog.js'
+import { createRasterPool } from '../lib/raster/pool.js'
+import { ConfigError, loadConfig } from '../lib/config.js'
 import { gridRow, sourceGrid, tileRatio } from '../lib/raster/warp.js'
 
 const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0
@@ -490,8 +492,10 @@ test('COG zoom range: advertised by rio-tiler\'s rule, served from a few pixels 
   }
 
   // The server-wide default (config `raster`, which the catalog hands to open()) gives way to the set's own.
-  const global = await openCog({ id: 'dem', path: files.utm_dem }, { raster: { overzoom: 2 } })
-  const own = await openCog({ id: 'dem', path: files.utm_dem, overzoom: 0 }, { raster: { overzoom: 2 } })
+  const rasterPool = createRasterPool({ threads: 1, blockCacheMB: 64 })
+  t.after(() => rasterPool.close())
+  const global = await openCog({ id: 'dem', path: files.utm_dem }, { raster: { overzoom: 2 }, rasterPool })
+  const own = await openCog({ id: 'dem', path: files.utm_dem, overzoom: 0 }, { raster: { overzoom: 2 }, rasterPool })
   t.after(() => Promise.all([global.close(), own.close()]))
   assert.deepEqual([global.servedZooms.maxzoom, own.servedZooms.maxzoom], [tilejson.maxzoom + 2, tilejson.maxzoom])
 
@@ -654,4 +658,47 @@ test('a remote COG over HTTP range requests renders the same tile as the local f
   assert.ok(remote.ranges.length > 0, 'read with range requests')
   const read = remote.ranges.reduce((s, [a, b]) => s + b - a + 1, 0)
   assert.ok(read < bytes.length, `read ${read} of ${bytes.length} bytes: only the blocks needed`)
+})
+
+test('the raster worker pool: sized by raster.threads and raster.blockCacheMB (env through loadConfig), started by the first COG set, destroyed with the app', async (t) => {
+  // The environment reaches config.raster through loadConfig, validated, beside the file's or overrides' raster keys.
+  const env = { TILE_CANNON_RASTER_THREADS: '1', TILE_CANNON_COG_BLOCK_CACHE_MB: '96' }
+  const { config } = loadConfig({ env, overrides: { raster: { overzoom: 2 } } })
+  assert.deepEqual(config.raster, { overzoom: 2, threads: 1, blockCacheMB: 96 })
+  const defaults = loadConfig().config.raster
+  assert.ok(Number.isInteger(defaults.threads) && defaults.threads >= 1 && defaults.blockCacheMB >= 64, JSON.stringify(defaults))
+  for (const bad of [{ TILE_CANNON_RASTER_THREADS: '0' }, { TILE_CANNON_RASTER_THREADS: 'many' }, { TILE_CANNON_RASTER_THREADS: '1.5' },
+    { TILE_CANNON_COG_BLOCK_CACHE_MB: '0' }, { TILE_CANNON_COG_BLOCK_CACHE_MB: 'lots' }]) {
+    assert.throws(() => loadConfig({ env: bad }), (err) => err instanceof ConfigError && /raster\/(threads|blockCacheMB)/.test(err.message), JSON.stringify(bad))
+  }
+
+  // Held by each COG set from open to close: started by the first, stopped with the last.
+  const shared = createRasterPool({ threads: 1, blockCacheMB: 64 })
+  t.after(() => shared.close())
+  assert.equal(shared.acquire(), shared.acquire())
+  await shared.release()
+  assert.notEqual(shared.piscina, null, 'one set still holds it')
+  await shared.release()
+  assert.equal(shared.piscina, null, 'stopped with the last')
+
+  // No COG set: no worker thread.
+  const none = await makeApp(t, { paths: [], raster: { threads: 2 } })
+  assert.equal(none.rasterPool.threads, 2)
+  assert.equal(none.rasterPool.piscina, null)
+
+  const cog = anyCog(t)
+  if (cog === null) return
+  const app = await makeApp(t, { paths: [cog.file], raster: { threads: 2, blockCacheMB: 80 } })
+  const tilejson = (await app.inject(`/${cog.id}.json`)).json()
+  const [z, x, y] = tileAt(tilejson, tilejson.maxzoom)
+  assert.equal((await app.inject(`/${cog.id}/${z}/${x}/${y}.png`)).statusCode, 200)
+  const pool = app.rasterPool.piscina
+  assert.equal(pool.threads.length, 2, 'raster.threads workers')
+  assert.equal(pool.options.workerData.blockCacheBytes, 80 * 2 ** 20)
+  const workers = [...pool.threads]
+  await app.close()
+  assert.equal(app.rasterPool.piscina, null)
+  assert.equal(pool.threads.length, 0, 'destroyed with the app')
+  assert.ok(workers.every((w) => w.threadId === -1), 'every worker thread has exited')
+  assert.throws(() => app.rasterPool.acquire(), /closed/)
 })

@@ -11,7 +11,7 @@ import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
 import { POSTGIS_MISSING, loadGeoJson, loadZurichPoints, restoreDump, runSql, runSqlFile, startPostgis } from './helpers/postgres.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
-import { lonLatToTile } from '../lib/tile.js'
+import { lonLatToTile } from '../lib/tilemath.js'
 
 let db = null
 const MARTIN = join(FIXTURES, 'postgis', 'martin_tables')

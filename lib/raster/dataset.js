@@ -9,7 +9,7 @@ import proj4 from 'proj4'
 import sharp from 'sharp'
 import { footprint } from './footprint.js'
 import { RasterError } from './errors.js'
-import { latOf, lonOf } from '../tile.js'
+import { latOf, lonOf } from '../tilemath.js'
 
 export { RasterError }
 

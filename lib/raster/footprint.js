@@ -3,7 +3,7 @@
 // the zoom range from, and gdalwarp's mean scale for choosing overviews).
 import proj4 from 'proj4'
 import { RasterError } from './errors.js'
-import { WORLD_BOUNDS, latOf, lonOf, mercatorX, mercatorY } from '../tile.js'
+import { WORLD_BOUNDS, latOf, lonOf, mercatorX, mercatorY } from '../tilemath.js'
 
 const GRID = 32 // bounds: the raster sampled on a 33 × 33 grid of points…
 const BISECT = 20 // …and, where a point has no longitude/latitude (off the disk of a satellite view), the edge found

@@ -8,7 +8,7 @@ import { LRUCache } from 'lru-cache'
 import { openDataset, describeDataset, RasterError } from './dataset.js'
 import { sourceGrid, fullGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
 import { gatherNearest, lookupFor } from './direct.js'
-import { tileExtent } from '../tile.js'
+import { tileExtent } from '../tilemath.js'
 import { toPixels, encode } from './render.js'
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
@@ -52,8 +52,13 @@ export default async function run (task) {
     }
     throw new Error(`unknown raster task ${task.op}`)
   } catch (err) {
-    // Only the message crosses back: a RasterError's is the set's reason; other errors say the tile failed.
-    if (err instanceof RasterError) throw new Error(err.message)
+    // An error's class does not cross back to the main thread, only its message. A RasterError (the file cannot give
+    // this tile: unreadable blocks, too large a read) is returned as a value, so the set answers 503 for it; anything
+    // else is a bug and goes back thrown (500).
+    if (err instanceof RasterError) {
+      if (task.op === 'describe') throw new Error(err.message) // the set's reason, shown as it opens
+      return { failed: err.message }
+    }
     throw err
   }
 }
@@ -113,7 +118,7 @@ async function render ({ src, z, x, y, format, options }, n, scratch) {
   const win = windowOf(level, grid, resampling, Math.max(...spread))
   if (win === null) return null
   // A safety net for odd projections (near a pole, say): no tile may make a worker hold more than 16 Mpx of one level.
-  if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new Error('this tile would need too large a part of the raster')
+  if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new RasterError('this tile would need too large a part of the raster')
   const table = await blockTable(ds, level, win)
   const { colour, opacity } = scratch
   const lut = resampling === 'nearest' ? lookupFor(ds, options) : null

@@ -1,6 +1,6 @@
 // The zoom range of a raster set, worked out once when it opens (on the main thread, from what the worker measured):
 // the range TileJSON advertises, by rio-tiler's rule, and the wider one the tile route serves, as titiler does.
-import { MAX_ZOOM, mercatorX } from '../tile.js'
+import { MAX_ZOOM, mercatorX } from '../tilemath.js'
 
 const Z0_PIXEL = (2 * mercatorX(180)) / 256 // metres per pixel of a 256 px tile at zoom 0
 const pixelAt = (z) => Z0_PIXEL / 2 ** z

@@ -1,14 +1,17 @@
 // Cloud Optimized GeoTIFF source: raster tiles rendered on request, in any CRS the file declares. This side only
 // validates options and checks that a tile touches the raster; reading, reprojecting and encoding run in the raster
 // worker pool (lib/raster/), so the event loop never decodes a pixel.
-import { availableParallelism, totalmem } from 'node:os'
-import { Piscina } from 'piscina'
+import { BadRequest as OptionError, Unavailable } from '../errors.js'
 import { buildTileJson } from './tilejson.js'
 import { COLORMAPS as RAMPS } from '../raster/colormaps.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
-import { mercatorX, mercatorY, tileExtent } from '../tile.js'
+import { mercatorX, mercatorY, tileExtent } from '../tilemath.js'
+
+export { OptionError } // a bad option: 400 with its message
 
 export const kind = 'cog'
+export const title = 'COG'
+export const urlForm = 'https://…/x.tif'
 export const extensions = ['.tif', '.tiff']
 export const matchesUrl = (url) => /^https?:\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
 
@@ -19,40 +22,7 @@ const ENCODINGS = ['terrarium', 'mapbox']
 const COLORMAPS = new Set(Object.keys(RAMPS).flatMap((n) => [n, n + '_r'])) // `_r`: reversed
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 
-// One pool for every COG set of the process, started with the first and stopped with the last.
-let pool = null
-let users = 0
-function acquirePool (log) {
-  if (pool === null) {
-    const threads = Math.max(1, Number(process.env.TILE_CANNON_RASTER_THREADS) || availableParallelism())
-    pool = new Piscina({
-      filename: new URL('../raster/worker.js', import.meta.url).href,
-      minThreads: threads,
-      maxThreads: threads,
-      idleTimeout: 60000,
-      concurrentTasksPerWorker: 2, // a remote block read waits on the network: let another tile run meanwhile
-      // geotiff.js imports web-worker, which in any worker thread reads workerData.mod; an object without it keeps
-      // that module inert. Decoded blocks: 5 % of the machine's memory in all (GDAL's default block cache), at least
-      // 64 MiB per worker; TILE_CANNON_COG_BLOCK_CACHE_MB sets the per-worker size.
-      workerData: {
-        blockCacheBytes: Math.floor((Number(process.env.TILE_CANNON_COG_BLOCK_CACHE_MB) || Math.max(64, totalmem() * 0.05 / threads / 2 ** 20)) * 2 ** 20),
-      },
-    })
-    // A worker that dies is replaced by piscina and its task fails (503 for that tile); never an uncaught error.
-    pool.on('error', (err) => log?.error({ err: err.message }, 'raster worker failed'))
-  }
-  users++
-  return pool
-}
-async function releasePool () {
-  if (--users > 0 || pool === null) return
-  const p = pool
-  pool = null
-  await p.destroy()
-}
-
-/** An option error: the route answers 400 with its message. */
-export class OptionError extends Error {}
+/** An option error: 400 with its message (lib/errors.js BadRequest). */
 
 // A plain decimal number: Number() would also take '', ' ', '0x10' and 'Infinity', and JSON (the cache key) turns
 // Infinity into null, the same key as no value at all.
@@ -125,15 +95,20 @@ export function resolveOptions (file, query, rendering) {
 
 const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
+/**
+ * `context.rasterPool` is the app's raster worker pool (lib/raster/pool.js: app.rasterPool): every COG set of the app
+ * shares it, holding it from open to close.
+ */
 export async function open (spec, context = {}) {
-  const { log } = context
+  const { rasterPool } = context
+  if (!rasterPool) throw new Error('COG sets need the raster worker pool (context.rasterPool)')
   const src = spec.url ? { key: `${spec.url}#${Date.now()}`, url: spec.url } : { key: `${spec.path}#${Date.now()}`, path: spec.path }
-  const workers = acquirePool(log)
+  const workers = rasterPool.acquire()
   let info
   try {
     info = await workers.run({ op: 'describe', src })
   } catch (err) {
-    await releasePool()
+    await rasterPool.release()
     throw err
   }
   const { meta, warp } = info
@@ -188,15 +163,16 @@ export async function open (spec, context = {}) {
     servedZooms: served, // the tile route answers this range; TileJSON advertises rio-tiler's
     parseQuery: (query, rendering) => resolveOptions(meta, query, rendering),
     async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {
-      if (closed) throw new Error('tileset closed')
+      if (closed) throw new Unavailable('tileset closed')
       const bytes = touches(z, x, y) ? await workers.run({ op: 'tile', src, z, x, y, scale, format, options }) : null
+      if (bytes?.failed !== undefined) throw new Unavailable(bytes.failed) // the worker's RasterError
       if (bytes !== null) return asBuffer(bytes)
       return spec.emptyTiles ? emptyTile(scale, format) : null
     },
     async close () {
       if (closed) return
       closed = true
-      await releasePool()
+      await rasterPool.release()
     },
   }
 }

@@ -1,12 +1,29 @@
 // MBTiles (SQLite) source: one read-only better-sqlite3 handle and one prepared statement per file, kept open.
+import { existsSync } from 'node:fs'
 import { basename } from 'node:path'
 import Database from 'better-sqlite3'
-import { flipY } from '../tile.js'
+import { flipY } from '../tilemath.js'
 import { describeTile } from '../tiletype.js'
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat, numberList } from './tilejson.js'
 
 export const kind = 'mbtiles'
+export const title = 'MBTiles'
 export const extensions = ['.mbtiles']
+
+// SQLite writes a `-journal` (rollback) or `-wal` (write-ahead log) beside a database it is writing; `-shm` goes with
+// the WAL. A file with one of the first two beside it is still being written; a change to any of them is a change to
+// the file.
+const WRITING = ['-journal', '-wal']
+const COMPANIONS = [...WRITING, '-shm']
+
+/** A writer is at work on the file: open it later (it would be read half-written, or hold the writer up). */
+export const writing = (path) => WRITING.some((suffix) => existsSync(path + suffix))
+
+/** 'roads.mbtiles-wal' → 'roads.mbtiles': the watcher re-checks the tileset when its companions change. */
+export const companionOf = (name) => {
+  const suffix = COMPANIONS.find((s) => name.endsWith(s))
+  return suffix === undefined ? null : name.slice(0, -suffix.length)
+}
 
 // Where tiles live, per schema: the spec's `tiles` table or view, or the tables of well-known schemas without the view
 // (TileMill/mbutil map+images, planetiler tiles_shallow+tiles_data, martin tiles_with_hash).

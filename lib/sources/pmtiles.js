@@ -6,8 +6,11 @@ import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 import { Compression, FetchSource, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat } from './tilejson.js'
+import { Unavailable } from '../errors.js'
 
 export const kind = 'pmtiles'
+export const title = 'PMTiles'
+export const urlForm = 'https://…/x.pmtiles'
 export const extensions = ['.pmtiles']
 export const matchesUrl = (url) => /^https?:\/\//i.test(url) && /\.pmtiles(\?|$)/i.test(url)
 
@@ -157,12 +160,12 @@ export async function open (spec) {
           if (entry === null) return null
           if (entry.runLength > 0) {
             const data = await source.read(tileDataOffset + entry.offset, entry.length)
-            if (data.length !== entry.length) throw new Error('tile data lies beyond the end of the archive')
+            if (data.length !== entry.length) throw new Unavailable('tile data lies beyond the end of the archive')
             return data
           }
           entries = await cache.getDirectory(source, leafDirectoryOffset + entry.offset, entry.length, header)
         }
-        throw new Error('directory deeper than the spec allows')
+        throw new Unavailable('directory deeper than the spec allows')
       },
       close () {
         if (closed) return

@@ -2,7 +2,7 @@
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib'
 import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader } from 'pbf'
-import { WORLD_BOUNDS } from '../tile.js'
+import { WORLD_BOUNDS } from '../tilemath.js'
 import { isVector, sniffEncoding } from '../tiletype.js'
 
 const FORMAT_ALIASES = { jpeg: 'jpg', mvt: 'pbf', 'application/x-protobuf': 'pbf', 'application/vnd.maplibre-vector-tile': 'mlt' }

@@ -9,27 +9,6 @@ export const inGrid = (z, x, y) => x < 2 ** z && y < 2 ** z
 /** XYZ row ↔ TMS row (MBTiles stores TMS). */
 export const flipY = (z, y) => 2 ** z - 1 - y
 
-const SCALE = /^@([1-4])x/
-const EXTENSION = /^\.[A-Za-z0-9]{1,8}$/
-
-/** Parses the last path segment of a tile URL: `12`, `12.pbf`, `12@2x.png` → { y, scale, ext } or null. */
-export function parseTileY (segment) {
-  let end = 0
-  while (end < segment.length && segment.charCodeAt(end) >= 48 && segment.charCodeAt(end) <= 57) end++
-  if (end === 0 || end > 10) return null
-  const y = Number(segment.slice(0, end))
-  let scale = 1
-  let rest = segment.slice(end)
-  if (rest.startsWith('@')) {
-    const m = SCALE.exec(rest)
-    if (!m) return null
-    scale = Number(m[1])
-    rest = rest.slice(m[0].length)
-  }
-  if (rest !== '' && !EXTENSION.test(rest)) return null
-  return { y, scale, ext: rest.slice(1) }
-}
-
 export function lonLatToTile (lon, lat, z) {
   const n = 2 ** z
   const clampedLat = Math.max(Math.min(lat, WORLD_BOUNDS[3]), WORLD_BOUNDS[1])

@@ -2,34 +2,44 @@
 // Kept out of the route so every kind of source goes through the same steps.
 import { createHash } from 'node:crypto'
 import { describeTile, isCompressible } from './tiletype.js'
-import { chooseEncoding, transcode } from './encoding.js'
+import { UnsupportedEncodingError, chooseEncoding, transcode } from './encoding.js'
+import { Unavailable, readFailure } from './errors.js'
 
 /** A tile the set does not have (cached too, so repeated misses cost nothing). */
 export const ABSENT = Object.freeze({ absent: true, size: 64 })
 const RECORD_OVERHEAD = 512 // bytes of bookkeeping per cached record, roughly
 
-export class TileService {
-  constructor ({ catalog, cache }) {
+export class TilePipeline {
+  /** `log` tells of a set's read failures, each distinct one once (lib/errors.js readFailure). */
+  constructor ({ catalog, cache, log }) {
     this.catalog = catalog
     this.cache = cache
+    this.log = log
   }
 
   /**
-   * The stored tile and what it is, from the cache or the source. `query` (only for sets that take one, such as
-   * PostGIS functions and rendered rasters) is part of the cache key, in a canonical order; so is `variant`
-   * ({ scale, format }, for sets that render tiles to order).
+   * The stored tile and what it is, from the cache or the source (a record, or ABSENT; a promise only when not cached).
+   * `query` (only for sets that take one, such as PostGIS functions and rendered rasters) is part of the cache key, in
+   * a canonical order; so is `rendering` ({ scale, format }, for sets that render tiles to order). The arguments are
+   * lib/resolve.js resolveTile's. A source that fails rejects with Unavailable naming the set when its backend failed,
+   * and with the error itself when that is a bug (lib/errors.js readFailure).
    */
-  record (entry, z, x, y, query, variant) {
+  record (entry, z, x, y, query, rendering) {
     let key = entry.key + z + '/' + x + '/' + y
-    if (variant !== undefined) key += '@' + variant.scale + '.' + variant.format
+    if (rendering !== undefined) key += '@' + rendering.scale + '.' + rendering.format
     if (query !== undefined) key += '?' + canonicalQuery(query)
     const hit = this.cache.get(key)
     if (hit !== undefined) return hit
-    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key, query, variant))
+    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key, query, rendering))
   }
 
-  async load (entry, z, x, y, key, query, variant) {
-    const stored = await this.catalog.readTile(entry, z, x, y, query, variant)
+  async load (entry, z, x, y, key, query, rendering) {
+    let stored
+    try {
+      stored = await this.catalog.readTile(entry, z, x, y, query, rendering)
+    } catch (err) {
+      throw readFailure(entry, err, this.log)
+    }
     let record = ABSENT
     if (stored !== null && stored.length > 0) {
       const info = describeTile(stored, entry.source.hints, entry.sniffed)
@@ -43,7 +53,7 @@ export class TileService {
         vary: compressible || info.encoding !== 'identity',
         compressible,
         cacheControl: entry.cacheControl,
-        variants: {},
+        encodings: {}, // coding → its answer (see encoded)
         size: stored.length + RECORD_OVERHEAD,
       }
     }
@@ -52,25 +62,31 @@ export class TileService {
     return record
   }
 
-  /** The bytes and headers to answer with, for a client whose Accept-Encoding gave `mask`. */
-  variant (record, mask) {
+  /**
+   * The record encoded for a client whose Accept-Encoding gave `mask`: { body, headers, etag, vary } (a promise only
+   * when it must be transcoded first). `entry`, the record's set, is named when its stored bytes cannot be decoded.
+   */
+  encoded (record, mask, entry) {
     const encoding = chooseEncoding(record.info.encoding, record.compressible, mask)
-    const known = record.variants[encoding]
+    const known = record.encodings[encoding]
     if (known !== undefined) return known
     // Passing the stored bytes through needs no await: the common cold-path case stays synchronous.
-    if (encoding === record.info.encoding) return this.addVariant(record, encoding, record.stored)
+    if (encoding === record.info.encoding) return this.addEncoding(record, encoding, record.stored)
     return transcode(record.stored, record.info.encoding, encoding).then((body) => {
       // Compressing a tiny raw tile can make it larger (gzip's 18 bytes of framing): then the raw bytes are the answer.
       if (record.info.encoding === 'identity' && body.length >= record.stored.length) {
-        const raw = record.variants.identity ?? this.addVariant(record, 'identity', record.stored)
-        record.variants[encoding] = raw
+        const raw = record.encodings.identity ?? this.addEncoding(record, 'identity', record.stored)
+        record.encodings[encoding] = raw
         return raw
       }
-      return this.addVariant(record, encoding, body)
+      return this.addEncoding(record, encoding, body)
+    }, (err) => {
+      // Stored bytes that do not decode, or in a coding this Node cannot decode: the set cannot serve this tile.
+      throw readFailure(entry, err instanceof UnsupportedEncodingError ? new Unavailable(err.message, { cause: err }) : err, this.log)
     })
   }
 
-  addVariant (record, encoding, body) {
+  addEncoding (record, encoding, body) {
     const headers = {
       'content-type': record.info.contentType,
       etag: `"${record.tag}-${encoding}"`,
@@ -78,13 +94,13 @@ export class TileService {
     }
     if (encoding !== 'identity') headers['content-encoding'] = encoding
     // Vary is not in `headers`: the route adds Accept-Encoding to whatever Vary is already set (CORS sets Origin).
-    const variant = { body, headers, etag: headers.etag, vary: record.vary }
-    record.variants[encoding] = variant
+    const encoded = { body, headers, etag: headers.etag, vary: record.vary }
+    record.encodings[encoding] = encoded
     if (body !== record.stored) {
       record.size += body.length
       if (this.cache.peek(record.key) === record) this.cache.set(record.key, record) // re-weigh: it grew
     }
-    return variant
+    return encoded
   }
 }
 

@@ -1,0 +1,49 @@
+// What the configuration names, as specs the catalog opens: { path | url, kind } and configured sets { id, … }. Folders
+// are listed (not recursed into); a file no kind serves is logged and skipped.
+import { readdir, stat } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { FALLBACK, GROUP_KINDS, fileKindsText, kindForFile, kindForUrl } from '../sources/index.js'
+
+export const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s)
+
+/** The spec of one URL or file path (its kind undefined when none serves it). */
+export const specOf = (item) => (isUrl(item) ? { url: item, kind: kindForUrl(item) } : { path: item, kind: kindForFile(item) })
+
+/** Every spec the configured paths, sets and group URLs (a database) hold now; the demo when there is none. */
+export async function discoverSpecs (config, log) {
+  const specs = []
+  const has = (spec) => specs.some((s) => (spec.path ? s.path === spec.path : s.url === spec.url))
+  for (const [id, options] of Object.entries(config.sets)) {
+    if (options.url) specs.push({ ...specOf(options.url), id })
+    else if (options.path) specs.push({ ...specOf(resolve(options.path)), id })
+  }
+  for (const item of config.paths) {
+    if (isUrl(item)) {
+      if (!has({ url: item })) specs.push(specOf(item))
+      continue
+    }
+    const path = resolve(item)
+    let info
+    try {
+      info = await stat(path)
+    } catch {
+      log.error({ path: item }, 'path not found: nothing served from it')
+      continue
+    }
+    if (info.isDirectory()) {
+      for (const name of (await readdir(path)).sort()) {
+        const spec = specOf(join(path, name))
+        if (spec.kind && !has(spec)) specs.push(spec)
+      }
+    } else if (kindForFile(path)) {
+      if (!has({ path })) specs.push(specOf(path))
+    } else {
+      log.error({ path: item }, `not a tileset file (${fileKindsText()}): skipped`)
+    }
+  }
+  for (const kind of GROUP_KINDS) {
+    for (const url of kind.configuredUrls?.(config) ?? []) if (!has({ url })) specs.push({ url, kind })
+  }
+  if (specs.length === 0 && config.demo && FALLBACK) specs.push({ id: 'countries', kind: FALLBACK })
+  return specs
+}

@@ -1,0 +1,110 @@
+// Sets found together in one place (a database): discovered as a group, retried in the background while the place
+// cannot be reached, re-discovered on an interval and on reload, purged when the place says its data changed.
+// Which kinds do this is the kinds' business (`openGroup` in lib/sources/contract.js).
+
+/** A URL fit for logs: no password. */
+const redact = (url) => { try { const u = new URL(url); if (u.password) u.password = '***'; return u.toString() } catch { return 'a database' } }
+
+export class Groups {
+  /** `registry`: where the group's sets are registered; `context`: the services sources get. */
+  constructor ({ config, log, registry, context }) {
+    this.config = config
+    this.log = log
+    this.registry = registry
+    this.context = context
+    this.groups = new Map() // url → { kind, group, retry }
+    this.closed = false
+  }
+
+  /** The kind's options: its section of the config (`postgres`). */
+  options (kind) { return this.config[kind.configSection] ?? {} }
+
+  /**
+   * (Re-)discovers the sets at `url` and registers them. While the place cannot be reached, discovery is retried in
+   * the background; sets found earlier keep their entries (their tiles answer 503 until the place answers again).
+   */
+  async open (url, kind) {
+    let known = this.groups.get(url)
+    if (known === undefined) {
+      known = { kind, group: kind.openGroup(url, this.options(kind), this.context), retry: null }
+      this.groups.set(url, known)
+      known.group.listen?.((payload) => this.changed(url, payload))
+    }
+    let found
+    try {
+      found = await known.group.discover()
+    } catch (err) {
+      if (!known.retry) this.log.warn({ place: redact(url), err: err.message }, `${kind.title} unreachable: its sets will appear when it answers`)
+      this.retryLater(url, known)
+      return
+    }
+    clearTimeout(known.retry)
+    known.retry = null
+    const ids = new Set()
+    const { registry } = this
+    for (const { id, source, reason = null } of found) {
+      const previous = registry.entries.get(id)
+      const finalId = previous?.group === url ? id : registry.uniqueId(id, [`${new URL(url).pathname.slice(1) || kind.kind}.${id}`])
+      ids.add(finalId)
+      // Unchanged since the last discovery: keep the entry, and with it its cached tiles.
+      const same = previous?.group === url && (source === null
+        ? previous.source === null && previous.reason === reason
+        : previous.source !== null && previous.source.signature === source.signature &&
+          JSON.stringify(previous.source.tilejson) === JSON.stringify(source.tilejson))
+      if (same) continue
+      if (source === null) this.log.warn({ set: finalId, reason }, `${kind.title} set unavailable`)
+      registry.register(registry.makeEntry({ id: finalId, kind: kind.kind, group: url, reason }, source))
+    }
+    for (const entry of [...registry.entries.values()]) if (entry.group === url && !ids.has(entry.id)) registry.remove(entry)
+    this.log.info({ place: redact(url), sets: ids.size }, `${kind.title} sets discovered`)
+  }
+
+  retryLater (url, known) {
+    if (this.closed) return
+    clearTimeout(known.retry)
+    known.retry = setTimeout(() => this.open(url, known.kind).catch(() => {}), this.options(known.kind).retryMs ?? 5000)
+    known.retry.unref()
+  }
+
+  has (url) { return this.groups.has(url) }
+
+  /** Drops the cached tiles of every set of a group (its data may have changed: SIGHUP). */
+  expireAll (url) {
+    for (const entry of this.registry.entries.values()) if (entry.group === url) this.registry.expire(entry)
+  }
+
+  /** A change notice from a group: the payload names sets (the kind says how), '' all of them. */
+  changed (url, message) {
+    const { group } = this.groups.get(url) ?? {}
+    const payload = message.trim()
+    let hits = 0
+    for (const entry of this.registry.entries.values()) {
+      if (entry.group !== url || entry.source === null) continue
+      if (payload === '' || payload === entry.id || group?.names?.(entry, payload)) {
+        this.registry.expire(entry)
+        hits++
+      }
+    }
+    if (hits === 0) this.log.debug({ payload: payload.slice(0, 200) }, 'change notice names no set: ignored')
+  }
+
+  /** Re-discovers every group on an interval (`discoverIntervalS` in the kind's options; 0: only on reload). */
+  startRediscovery () {
+    for (const [url, known] of this.groups) {
+      const seconds = this.options(known.kind).discoverIntervalS ?? 0
+      if (seconds <= 0 || known.interval) continue
+      known.interval = setInterval(() => this.open(url, known.kind).catch(() => {}), seconds * 1000)
+      known.interval.unref()
+    }
+  }
+
+  async close () {
+    this.closed = true
+    for (const known of this.groups.values()) {
+      clearTimeout(known.retry)
+      clearInterval(known.interval)
+      await known.group.close().catch(() => {})
+    }
+    this.groups.clear()
+  }
+}

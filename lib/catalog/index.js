@@ -1,0 +1,134 @@
+// The tilesets: found in folders, files, URLs and databases; each gets an id (the file name without extension) and
+// aliases (the file name with it). A set that cannot be served is kept as "unavailable" with its reason, so its URL
+// answers 503 instead of 404 and the rest keep serving. The parts: registry.js (entries and ids), discover.js (what
+// the config names), watch.js (files that change), groups.js (sets found together, in a database).
+import { stat } from 'node:fs/promises'
+import { dirname } from 'node:path'
+import { contractProblems } from '../sources/contract.js'
+import { Registry } from './registry.js'
+import { discoverSpecs, specOf } from './discover.js'
+import { FileWatcher, isWriting } from './watch.js'
+import { Groups } from './groups.js'
+
+export class Catalog {
+  /** `services`: what sources may use beyond their spec (plugins' resources: the raster pool, …). */
+  constructor ({ config, log, cache, services = {} }) {
+    this.config = config
+    this.log = log
+    this.context = { log, raster: config.raster, ...services }
+    this.registry = new Registry({ config, log, cache })
+    this.groups = new Groups({ config, log, registry: this.registry, context: this.context })
+    this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id) => this.openSpec(specOf(path), id) })
+    this.loaded = false
+    this.closed = false
+  }
+
+  get (name) { return this.registry.get(name) }
+  available () { return this.registry.available() }
+  unavailable () { return this.registry.unavailable() }
+  readTile (entry, z, x, y, query, rendering) { return this.registry.readTile(entry, z, x, y, query, rendering) }
+  get entries () { return this.registry.entries }
+  /** url → the group of sets found there (a database). */
+  get providers () { return new Map([...this.groups.groups].map(([url, known]) => [url, known.group])) }
+
+  async load () {
+    for (const spec of await discoverSpecs(this.config, this.log)) await this.openSpec(spec)
+    this.groups.startRediscovery()
+    this.loaded = true
+  }
+
+  /** Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). */
+  async openSpec (spec, id) {
+    const { kind } = spec
+    if (kind?.openGroup) return this.groups.open(spec.url, kind)
+    id ??= this.registry.newId(spec)
+    let file = null
+    if (spec.path) {
+      try {
+        file = await stat(spec.path)
+      } catch {
+        return null // gone between listing and opening
+      }
+    }
+    let source = null
+    let reason = null
+    // A writer's files beside a file we already have open may be our own reader's: only a file new to us is judged.
+    const ours = spec.path && this.registry.byPath.get(spec.path)?.source
+    if (!kind) {
+      reason = 'no source kind serves this URL'
+    } else if (file !== null && !file.isFile()) {
+      reason = 'not a regular file'
+    } else if (spec.path && !ours && isWriting(spec.path)) {
+      reason = 'still being written (a -journal or -wal file is beside it)'
+    } else {
+      try {
+        const { kind: _, ...rest } = spec
+        source = await kind.open({ ...this.config.sets[id], ...rest, id }, this.context)
+        const problems = contractProblems(source)
+        if (problems.length > 0) {
+          await source?.close?.()
+          source = null
+          reason = `the ${kind.kind} source broke its contract: ${problems.join('; ')}`
+          this.log.error({ set: id, problems }, 'source contract broken (a bug in lib/sources)')
+        }
+      } catch (err) {
+        // Reasons reach 503 bodies and /health: name the file, never the folder it is in.
+        reason = spec.path ? String(err.message).replaceAll(dirname(spec.path) + '/', '') : String(err.message)
+      }
+    }
+    if (this.closed) { // the catalog closed while this file was opening
+      await source?.close()
+      return null
+    }
+    const entry = this.registry.makeEntry({ id, kind: kind?.kind ?? 'unknown', path: spec.path, url: spec.url, reason }, source)
+    entry.file = file
+    if (source?.settle && file !== null) this.files.settleLater(entry)
+    if (source !== null) {
+      this.log.info({ set: id, kind: entry.kind, format: source.format, minzoom: source.tilejson.minzoom, maxzoom: source.tilejson.maxzoom }, 'serving')
+    } else {
+      this.log.warn({ set: id, reason }, 'tileset unavailable')
+    }
+    this.registry.register(entry)
+    return entry
+  }
+
+  /** Re-checks one file after a change (the watcher's work; also for tests and tools). */
+  refreshFile (path, options) { return this.files.refresh(path, options) }
+
+  watch () { this.files.watch() }
+
+  /** Full reload (SIGHUP): every set re-opened, new files found, missing ones dropped, made tiles purged. */
+  async reload () {
+    const { registry } = this
+    const seen = new Set()
+    for (const spec of await discoverSpecs(this.config, this.log)) {
+      if (spec.path) {
+        seen.add(spec.path)
+        if (registry.byPath.has(spec.path)) await this.files.refresh(spec.path, { force: true })
+        else await this.openSpec(spec)
+      } else if (spec.kind?.openGroup) {
+        seen.add(spec.url)
+        await this.groups.open(spec.url, spec.kind)
+        // Kept sets (same shape) may hold other rows now: their cached tiles go too.
+        this.groups.expireAll(spec.url)
+      } else {
+        const key = spec.url ?? spec.kind?.kind
+        const known = [...registry.entries.values()].find((e) => (spec.url ? e.url === spec.url : e.kind === key))
+        seen.add(key)
+        await this.openSpec(spec, known?.id ?? (spec.id && registry.entries.has(spec.id) ? spec.id : undefined))
+      }
+    }
+    for (const entry of [...registry.entries.values()]) {
+      const kept = seen.has(entry.path ?? entry.group ?? entry.url ?? entry.kind)
+      if (!kept) registry.remove(entry)
+    }
+    this.log.info({ sets: this.available().length, unavailable: this.unavailable().length }, 'catalog reloaded')
+  }
+
+  async close () {
+    this.closed = true
+    this.files.close()
+    this.registry.clear()
+    await this.groups.close()
+  }
+}

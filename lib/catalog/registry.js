@@ -1,0 +1,184 @@
+// The sets being served: entries by id, the other names a URL may use (a file's full name), and by file path. An entry
+// outlives neither a reload nor a removal: it is retired, and its handle closes once the reads under way finish.
+import { basename } from 'node:path'
+import { compose, layerNames } from '../sources/composite.js'
+import { isVector } from '../tiletype.js'
+
+/**
+ * Top-level route names a set id would shadow or be shadowed by (today's and those the planned subsystems take). A
+ * set whose id is one of them is served under another id, with a warning.
+ */
+export const RESERVED = new Set(['list', 'catalog', 'health', 'ready', 'metrics', 'styles', 'fonts', 'sprites', 'data',
+  'viewer', 'static', 'collections', 'conformance', 'api', 'favicon.ico', 'robots.txt'])
+const MAX_COMPOSITES = 100
+
+export class Registry {
+  constructor ({ config, log, cache }) {
+    this.config = config
+    this.log = log
+    this.cache = cache
+    this.entries = new Map() // id → entry, in the order found
+    this.aliases = new Map() // every name a URL may use → entry
+    this.byPath = new Map() // absolute file path → entry
+    this.composites = new Map() // "a,b" → composite entry, built on first request
+    this.generation = 0
+  }
+
+  /** The set a URL names: its id or file name, a composite "a,b" of composable sets, or undefined. */
+  get (name) {
+    const entry = this.aliases.get(name)
+    if (entry !== undefined || name.indexOf(',') === -1) return entry
+    return this.composite(name)
+  }
+
+  /** Sets that serve tiles, in the order found. */
+  available () {
+    const list = []
+    for (const entry of this.entries.values()) if (entry.source !== null) list.push(entry)
+    return list
+  }
+
+  unavailable () {
+    const list = []
+    for (const entry of this.entries.values()) if (entry.source === null) list.push({ id: entry.id, reason: entry.reason })
+    return list
+  }
+
+  /**
+   * An id not in use and not reserved: `wanted`, else the first free of `alternatives` (a file's full name), else
+   * `wanted-2`, `wanted-3`… A reserved id is said in a warning, since its set answers under another URL.
+   */
+  uniqueId (wanted, alternatives = []) {
+    const free = (id) => !this.entries.has(id) && !RESERVED.has(id)
+    const id = [wanted, ...alternatives].find(free) ?? (() => {
+      let n = 2
+      while (!free(`${wanted}-${n}`)) n++
+      return `${wanted}-${n}`
+    })()
+    if (RESERVED.has(wanted)) this.log.warn({ set: id, reserved: wanted }, `'${wanted}' is a reserved name (/${wanted}): the set is served as '${id}'`)
+    return id
+  }
+
+  /** The id of a set from a spec: the configured one, else the file or URL name without its extension. */
+  newId (spec) {
+    if (spec.id) return this.uniqueId(spec.id)
+    const name = spec.path ? basename(spec.path) : basename(new URL(spec.url).pathname) || 'remote'
+    const dot = name.lastIndexOf('.')
+    return this.uniqueId(dot > 0 ? name.slice(0, dot) : name, [name])
+  }
+
+  /**
+   * An entry: a set as the routes see it, with its per-set options and bookkeeping. `source` null: unavailable.
+   * Tiles of a source whose data may change unseen (`source.cacheTtlS`, e.g. PostGIS) are cached that long, or as the
+   * set's `cacheTtlS` says, with a Cache-Control to match; other sets' tiles live until their file changes.
+   */
+  makeEntry ({ id, kind, path = null, url = null, group = null, reason = null, ttlS }, source = null) {
+    const options = this.config.sets[id] ?? {}
+    const entry = {
+      id,
+      kind,
+      path,
+      url,
+      group,
+      file: null,
+      source,
+      reason,
+      key: this.newKey(id),
+      options,
+      ttlMs: undefined, // how long a cached tile lives; undefined: until the set is reloaded; 0: not cached
+      active: 0,
+      retired: false,
+      errors: new Set(),
+      sniffed: {}, // what compressed tiles of this set hold (see describeTile)
+    }
+    if (source !== null) {
+      const ttl = options.cacheTtlS ?? ttlS ?? source.cacheTtlS
+      entry.ttlMs = ttl === undefined ? undefined : ttl * 1000
+      entry.missingStatus = options.missingStatus ?? (isVector(source.format) ? 204 : 404)
+      entry.cacheControl = options.cacheControl ??
+        (ttl === undefined ? this.config.cacheControl : ttl > 0 ? `public, max-age=${Math.floor(ttl)}` : 'no-cache')
+    }
+    return entry
+  }
+
+  newKey (id) { return `${id}#${++this.generation}/` }
+
+  register (entry) {
+    const previous = this.entries.get(entry.id)
+    this.entries.set(entry.id, entry)
+    this.aliases.set(entry.id, entry)
+    const name = entry.path ? basename(entry.path) : entry.url ? basename(new URL(entry.url).pathname) : null
+    if (name && name !== entry.id && !RESERVED.has(name) && (!this.aliases.has(name) || this.aliases.get(name) === previous)) this.aliases.set(name, entry)
+    if (entry.path) this.byPath.set(entry.path, entry)
+    if (previous && previous !== entry) this.retire(previous)
+  }
+
+  remove (entry) {
+    if (this.entries.get(entry.id) === entry) this.entries.delete(entry.id)
+    for (const [alias, e] of this.aliases) if (e === entry) this.aliases.delete(alias)
+    if (entry.path && this.byPath.get(entry.path) === entry) this.byPath.delete(entry.path)
+    this.log.info({ set: entry.id }, 'tileset removed')
+    this.retire(entry)
+  }
+
+  /** Stops an entry from being found; its handle closes once the reads under way on it are done. */
+  retire (entry) {
+    entry.retired = true
+    clearTimeout(entry.settleTimer)
+    this.cache.purge(entry.key)
+    if (entry.active === 0) this.closeSource(entry)
+  }
+
+  closeSource (entry) {
+    const source = entry.source
+    if (source === null) return
+    Promise.resolve()
+      .then(() => source.close())
+      .catch((err) => this.log.warn({ set: entry.id, err: err.message }, 'closing tileset failed'))
+  }
+
+  /**
+   * Forgets an entry's cached tiles in O(1): a new key prefix makes them unreachable, and they age out of the LRU. A
+   * read under way stores under the old prefix, so it cannot bring stale data back. Composites built on it follow.
+   */
+  expire (entry) {
+    entry.key = this.newKey(entry.id)
+    for (const c of this.composites.values()) if (c.parts.includes(entry)) c.key = this.newKey(c.id)
+  }
+
+  /** Reads a stored tile, keeping the entry's handle open until the read is done. */
+  async readTile (entry, z, x, y, query, rendering) {
+    entry.active++
+    try {
+      return await entry.source.getTile(z, x, y, query, rendering)
+    } finally {
+      if (--entry.active === 0 && entry.retired) this.closeSource(entry)
+    }
+  }
+
+  composite (name) {
+    const known = this.composites.get(name)
+    if (known !== undefined && !known.parts.some((p) => p.retired)) return known
+    const ids = name.split(',')
+    if (ids.length > 16 || new Set(ids).size !== ids.length) return undefined
+    const parts = ids.map((id) => this.aliases.get(id))
+    if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return undefined
+    if (layerNames(parts) === null) return undefined
+    if (this.composites.size >= MAX_COMPOSITES) this.composites.clear()
+    // As fresh as its most perishable part.
+    const ttls = parts.filter((p) => p.ttlMs !== undefined).map((p) => p.ttlMs / 1000)
+    const entry = this.makeEntry({ id: name, kind: 'composite', ttlS: ttls.length ? Math.min(...ttls) : undefined }, compose(name, parts))
+    entry.parts = parts
+    this.composites.set(name, entry)
+    return entry
+  }
+
+  /** Retires every entry (the catalog is closing). */
+  clear () {
+    for (const entry of this.entries.values()) this.retire(entry)
+    this.entries.clear()
+    this.aliases.clear()
+    this.byPath.clear()
+    this.composites.clear()
+  }
+}

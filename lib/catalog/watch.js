@@ -1,0 +1,135 @@
+// Files change while served: a new file is opened, a replaced one re-opened (reads under way on the old handle finish
+// first), a deleted one dropped. Bursts of events are debounced, a file still being written is left until it stops,
+// and a source that can go faster once its file has stopped changing (`settle`) is told when that is.
+import { statSync, watch } from 'node:fs'
+import { stat } from 'node:fs/promises'
+import { basename, dirname, join, resolve } from 'node:path'
+import { KINDS, kindForFile } from '../sources/index.js'
+import { isUrl } from './discover.js'
+
+const sameFile = (a, b) => a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino
+export const isWriting = (path) => kindForFile(path)?.writing?.(path) ?? false
+/** The tileset file a changed name stands for: itself, or the file it is a companion of (an SQLite `-wal`). */
+const tilesetName = (name) => {
+  for (const kind of KINDS) {
+    const of = kind.companionOf?.(name)
+    if (of) return of
+  }
+  return name
+}
+
+export class FileWatcher {
+  /** `open(path, id)`: (re-)opens a file as the set `id` (the catalog's openSpec). */
+  constructor ({ config, log, registry, open }) {
+    this.config = config
+    this.log = log
+    this.registry = registry
+    this.open = open
+    this.watchers = []
+    this.timers = new Map()
+    this.closed = false
+  }
+
+  /** Re-checks one file after a change: opens it if new, re-opens it if replaced, drops it if gone. */
+  async refresh (path, { force = false } = {}) {
+    if (this.closed) return
+    const known = this.registry.byPath.get(path)
+    let info = null
+    try {
+      info = await stat(path)
+    } catch {}
+    if (info === null || !info.isFile()) {
+      if (known) this.registry.remove(known)
+      return
+    }
+    if (known && !force && known.file && sameFile(known.file, info) && known.source !== null) return
+    // SQLite keeps readers consistent while another process writes in place; re-read when it is done.
+    if (known && known.source !== null && !force && isWriting(path)) return
+    if (!force) {
+      // A writer may pause between commits (its journal gone meanwhile): open only what has stopped changing.
+      await new Promise((resolve) => setTimeout(resolve, this.config.watchDebounceMs))
+      let again = null
+      try { again = await stat(path) } catch {}
+      if (again === null || !sameFile(again, info)) {
+        this.schedule(path)
+        return
+      }
+    }
+    await this.open(path, known?.id)
+  }
+
+  /**
+   * Tells a source its file has settled once the file has not changed for `settleMs` (at once for a file that old
+   * already): MBTiles then keeps its lock, which is faster but refuses writers (see mbtiles.js).
+   */
+  settleLater (entry) {
+    const settle = () => {
+      try { entry.source.settle() } catch (err) { this.log.warn({ set: entry.id, err: err.message }, 'settling failed') }
+    }
+    const wait = entry.file.mtimeMs + this.config.settleMs - Date.now()
+    if (wait <= 0) return settle()
+    entry.settleTimer = setTimeout(async () => {
+      if (entry.retired || this.closed) return
+      let now = null
+      try { now = await stat(entry.path) } catch {}
+      if (now === null || !sameFile(now, entry.file) || isWriting(entry.path)) return // the watcher re-opens it
+      settle()
+    }, wait)
+    entry.settleTimer.unref()
+  }
+
+  /** Watches the served folders (and the folders of served files) for changes. */
+  watch () {
+    const folders = new Map() // folder → names to watch (null: every tileset file)
+    const configured = Object.values(this.config.sets).filter((s) => s.path).map((s) => s.path)
+    for (const item of [...this.config.paths, ...configured]) {
+      if (isUrl(item)) continue
+      const path = resolve(item)
+      if (isFolder(path)) folders.set(path, null)
+      else if (folders.get(dirname(path)) !== null) {
+        const names = folders.get(dirname(path)) ?? new Set()
+        names.add(basename(path))
+        folders.set(dirname(path), names)
+      }
+    }
+    for (const [folder, names] of folders) {
+      try {
+        const watcher = watch(folder, { persistent: false }, (event, filename) => {
+          if (!filename) return
+          const target = tilesetName(filename)
+          if (!kindForFile(target) || (names && !names.has(target))) return
+          this.schedule(join(folder, target))
+        })
+        watcher.on('error', (err) => this.log.warn({ err: err.message }, 'watching a folder failed'))
+        this.watchers.push(watcher)
+      } catch (err) {
+        this.log.warn({ err: err.message }, 'cannot watch a folder: changes need SIGHUP')
+      }
+    }
+  }
+
+  /** Debounces bursts of events (a copy in progress fires many) into one re-check per file. */
+  schedule (path) {
+    clearTimeout(this.timers.get(path))
+    this.timers.set(path, setTimeout(() => {
+      this.timers.delete(path)
+      this.refresh(path).catch((err) => this.log.error({ err: err.message }, 'reloading a tileset failed'))
+    }, this.config.watchDebounceMs).unref())
+  }
+
+  close () {
+    this.closed = true
+    for (const w of this.watchers) w.close()
+    for (const t of this.timers.values()) clearTimeout(t)
+    this.watchers = []
+  }
+}
+
+function isFolder (path) {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
+

@@ -1,0 +1,159 @@
+// What a database offers: its geometry tables and views, their columns, and its tile functions, read from the
+// catalog; the ids they are served under; and each table's description (SRID, properties, key, options) from which
+// sql.js builds its tile query. Only readTables, readFunctions and describeTable talk to the database, through the
+// pool they are given.
+import { GEOM_ALIAS, quoteIdent, undrawable } from './sql.js'
+
+const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea', 'tsvector'])
+
+const TABLES_SQL = `
+SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind,
+       gc.geom, gc.srid, gc.geom_type, gc.geography, obj_description(c.oid, 'pg_class') AS comment
+FROM (SELECT f_table_schema, f_table_name, f_geometry_column AS geom, srid, type AS geom_type, false AS geography FROM geometry_columns
+      UNION ALL
+      SELECT f_table_schema, f_table_name, f_geography_column, srid, type, true FROM geography_columns) AS gc
+JOIN pg_namespace n ON n.nspname = gc.f_table_schema
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = gc.f_table_name
+WHERE has_table_privilege(c.oid, 'SELECT') AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
+ORDER BY n.nspname, c.relname, gc.geom`
+
+const COLUMNS_SQL = `
+SELECT a.attrelid::int AS oid, a.attname AS name, t.typname AS type,
+       coalesce((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary
+                 AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum), false) AS pk
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum`
+
+const FUNCTIONS_SQL = `
+SELECT n.nspname AS schema, p.proname AS name, p.pronargs AS nargs,
+       array_to_string(p.proargtypes::regtype[], ',') AS args, obj_description(p.oid, 'pg_proc') AS comment
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.prorettype = 'bytea'::regtype AND p.prokind = 'f' AND NOT p.proretset
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
+  AND has_function_privilege(p.oid, 'EXECUTE')
+  AND array_to_string(p.proargtypes::regtype[], ',') IN ('integer,integer,integer', 'integer,integer,integer,json', 'integer,integer,integer,jsonb')
+ORDER BY n.nspname, p.proname`
+
+/** `schemas` from the config: null (or absent) means every schema. */
+const inSchemas = (schemas) => (s) => schemas == null || schemas.includes(s)
+
+/**
+ * The geometry columns of the tables and views in `schemas` (one row per column), the columns of each relation by
+ * oid, and how many geometry columns each relation has.
+ */
+export async function readTables (pool, schemas) {
+  const { rows: geomRows } = await pool.query(TABLES_SQL)
+  const rows = geomRows.filter((r) => inSchemas(schemas)(r.schema))
+  const { rows: columnRows } = rows.length ? await pool.query(COLUMNS_SQL, [[...new Set(rows.map((r) => r.oid))]]) : { rows: [] }
+  const columnsOf = new Map()
+  for (const c of columnRows) {
+    if (!columnsOf.has(c.oid)) columnsOf.set(c.oid, [])
+    columnsOf.get(c.oid).push(c)
+  }
+  return { rows, columnsOf, geomCount: geometryCounts(rows) }
+}
+
+/** The tile functions in `schemas`, and every one of them (a name shared with another schema qualifies the id). */
+export async function readFunctions (pool, schemas) {
+  const { rows: all } = await pool.query(FUNCTIONS_SQL)
+  return { functions: all.filter((f) => inSchemas(schemas)(f.schema)), all }
+}
+
+/** oid → how many geometry columns the relation has (a table with two is served once per column). */
+export function geometryCounts (rows) {
+  const geomCount = new Map()
+  for (const r of rows) geomCount.set(r.oid, (geomCount.get(r.oid) ?? 0) + 1)
+  return geomCount
+}
+
+/**
+ * Which sets the tables make, as [{ id, row, opts }] (ids still to be made unique): every geometry column (unless
+ * `options.autoPublish` is false) under its table's name, qualified by schema when two schemas share it and by column
+ * when a table has several; then each of `options.tables`, replacing the automatic set of its column (`row` null: the
+ * configured table is missing). Configured ids come first: they are what the user asked for by name.
+ */
+export function tableSpecs (rows, options = {}) {
+  const geomCount = geometryCounts(rows)
+  const nameCount = new Map()
+  const seen = new Map()
+  for (const r of rows) {
+    seen.set(r.oid, (seen.get(r.oid) ?? 0) + 1)
+    nameCount.set(r.table, (nameCount.get(r.table) ?? 0) + (seen.get(r.oid) === 1 ? 1 : 0))
+  }
+  const specs = []
+  for (const r of options.autoPublish === false ? [] : rows) {
+    const base = nameCount.get(r.table) > 1 ? `${r.schema}.${r.table}` : r.table
+    const id = geomCount.get(r.oid) > 1 ? `${base}.${r.geom}` : base
+    specs.push({ id, row: r, opts: {} })
+  }
+  for (const [id, t] of Object.entries(options.tables ?? {})) {
+    const row = rows.find((r) => r.table === t.table && (t.schema === undefined || r.schema === t.schema) && (t.geometryColumn === undefined || r.geom === t.geometryColumn))
+    const existing = specs.findIndex((s) => s.row === row)
+    if (!row) {
+      specs.push({ id, row: null, opts: t })
+      continue
+    }
+    if (existing !== -1) specs.splice(existing, 1)
+    specs.push({ id, row, opts: t })
+  }
+  return specs.sort((a, b) => Number(Object.keys(b.opts).length > 0) - Number(Object.keys(a.opts).length > 0))
+}
+
+/** Hands out ids once each: a taken id gets `-2`, `-3` … */
+export function idAllocator () {
+  const taken = new Set()
+  return {
+    has: (id) => taken.has(id),
+    take (id) {
+      let candidate = id
+      for (let n = 2; taken.has(candidate); n++) candidate = `${id}-${n}`
+      taken.add(candidate)
+      return candidate
+    },
+  }
+}
+
+/** A function's id: its name, or schema.name when a set or another function (an overload, another schema) has it. */
+export const functionId = (f, all, ids) =>
+  ids.take(ids.has(f.name) || all.filter((g) => g.name === f.name).length > 1 ? `${f.schema}.${f.name}` : f.name)
+
+/**
+ * The description of a table set that sql.js turns into its tile query, or the reason (a string) it cannot be served.
+ * `options` is the database's config (`postgres`), `opts` the set's own (`postgres.tables.<id>`), `multiGeom` whether
+ * the table has several geometry columns (its layer is then named after the column too).
+ */
+export async function describeTable (pool, row, columns, opts, options, multiGeom) {
+  if (undrawable(row.geom_type)) return `${row.geom_type} geometries cannot be drawn in vector tiles`
+  // A column without a typmod (SRID 0 in geometry_columns): what its rows hold, or what the config says.
+  let storedSrid = row.geography ? row.srid || 4326 : row.srid
+  if (!storedSrid) {
+    const q = `SELECT ST_SRID(${quoteIdent(row.geom)}) AS srid FROM ${quoteIdent(row.schema)}.${quoteIdent(row.table)} WHERE ${quoteIdent(row.geom)} IS NOT NULL LIMIT 1`
+    storedSrid = (await pool.query(q)).rows[0]?.srid ?? 0
+  }
+  const srid = opts.srid || storedSrid || options.defaultSrid || 0
+  if (!srid) {
+    return 'the geometry column has no SRID: set `srid` for this table in postgres.tables, or postgres.defaultSrid'
+  }
+  const all = columns.filter((c) => !SKIPPED_TYPES.has(c.type) && !c.type.startsWith('_') && c.name !== GEOM_ALIAS)
+  const wanted = Array.isArray(opts.properties) ? all.filter((c) => opts.properties.includes(c.name)) : all
+  const pk = columns.find((c) => c.pk && ['int2', 'int4', 'int8'].includes(c.type))
+  return {
+    schema: row.schema,
+    table: row.table,
+    geom: row.geom,
+    geomType: row.geom_type,
+    geography: row.geography,
+    srid,
+    storedSrid: storedSrid === srid ? srid : storedSrid,
+    comment: row.comment,
+    columns: wanted,
+    idColumn: pk && wanted.includes(pk) ? pk.name : null,
+    extent: opts.extent ?? options.extent ?? 4096,
+    buffer: opts.buffer ?? options.buffer ?? 64,
+    limit: opts.limit ?? options.featureLimit ?? null,
+    minzoom: opts.minzoom,
+    maxzoom: opts.maxzoom,
+    layer: opts.layer ?? (multiGeom ? `${row.table}.${row.geom}` : row.table),
+  }
+}

@@ -1,0 +1,129 @@
+// One database: its pg pool, the discovery of its sets (again on each reload), the warm-up of its connections, and
+// its NOTIFY listener.
+import pg from 'pg'
+import { tableBounds } from './bounds.js'
+import { describeTable, functionId, idAllocator, readFunctions, readTables, tableSpecs } from './introspect.js'
+import { createListener } from './listener.js'
+import { functionSource, tableSource } from './sources.js'
+
+// Database tiles can change at any time without the server knowing: a minute bounds how stale a tile (here and, by
+// its max-age, in browsers and CDNs) can be without NOTIFY, while a busy map still reads each hot tile once a minute.
+const DEFAULT_TTL_S = 60
+
+/** A database error as a reason for /health and 503 bodies: no connection string, no server file path. */
+const publicReason = (message) => String(message).split('\n')[0]
+  .replace(/[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>')
+  .replace(/(^|[\s"'(=])\/[^\s"')]+/g, '$1<path>')
+
+/**
+ * A provider for one database: `discover()` lists its sets (and can be called again to re-discover); `close()` ends
+ * the pool. Options (config `postgres`): schemas, functions, tables, poolSize, statementTimeoutMs, extent, buffer.
+ */
+export function createProvider (url, options = {}, { log } = {}) {
+  const statementTimeoutMs = options.statementTimeoutMs ?? 5000
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 3000,
+    idleTimeoutMillis: 60_000,
+    statement_timeout: statementTimeoutMs,
+    // A network cut is not a slow query: give up on the client side shortly after the server would have.
+    query_timeout: statementTimeoutMs + 2000,
+    application_name: 'tile-cannon',
+  })
+  let poolErrors = 0
+  pool.on('error', (err) => {
+    // An idle client lost its connection (database restarted): the pool replaces it on demand.
+    if (poolErrors++ === 0) log?.warn({ err: err.message }, 'postgres connection lost; reconnecting on demand')
+  })
+  pool.on('connect', () => { poolErrors = 0 })
+  // How long a cached tile of this database lives (the catalog reads it; `sets.<id>.cacheTtlS` overrides it).
+  const served = { pool, cacheTtlS: options.cacheTtlS ?? DEFAULT_TTL_S }
+
+  // One discovery at a time (start-up retry, SIGHUP and the interval may overlap).
+  let discovering = Promise.resolve()
+  let warmed = false
+  function discover () {
+    const run = discovering.then(discoverNow, discoverNow)
+    discovering = run.catch(() => {})
+    return run
+  }
+
+  /**
+   * Every set in the database now: [{ id, source }], and [{ id, source: null, reason }] for what cannot be served (no
+   * SRID, a geometry type MVT cannot hold, a relation that fails); throws when the database cannot be reached.
+   */
+  async function discoverNow () {
+    const { rows, columnsOf, geomCount } = await readTables(pool, options.schemas)
+    const ids = idAllocator()
+    const out = []
+    for (const { id: wanted, row, opts } of tableSpecs(rows, options)) {
+      const id = ids.take(wanted)
+      try {
+        const made = row === null ? 'the configured table was not found, or has no geometry column we may read' : await openTable(id, row, opts)
+        out.push(typeof made === 'string' ? { id, source: null, reason: made } : { id, source: made })
+      } catch (err) {
+        // One broken relation (a view that fails, a table locked by a migration) never hides the others. The catalog
+        // logs the reason; the full message is for debugging.
+        log?.debug({ set: id, err: err.message }, 'postgres table skipped')
+        out.push({ id, source: null, reason: `the table could not be read: ${publicReason(err.message)}` })
+      }
+    }
+    if (options.functions !== false) {
+      const { functions, all } = await readFunctions(pool, options.schemas)
+      for (const f of functions) {
+        const id = functionId(f, all, ids)
+        out.push({ id, source: functionSource(id, f, served) })
+      }
+    }
+    if (!warmed) {
+      warmed = true
+      await prewarm(out.map((s) => s.source).filter((s) => s !== null && !s.takesQuery && s.metadata.table))
+    }
+    return out
+
+    /** The source of a table, or the reason (a string) it cannot be served. */
+    async function openTable (id, row, opts) {
+      const t = await describeTable(pool, row, columnsOf.get(row.oid) ?? [], opts, options, geomCount.get(row.oid) > 1)
+      if (typeof t === 'string') return t
+      const bounds = await tableBounds(pool, t, options.boundsTimeoutMs ?? 2000)
+      return tableSource(id, t, bounds, served)
+    }
+  }
+
+  /**
+   * Opens `poolSize` connections and prepares every table query on each (run once on a tile far from any data, which
+   * the index answers at once), so the first real requests pay neither connection nor planning.
+   */
+  async function prewarm (sources) {
+    const clients = []
+    const lost = () => {} // a connection dropped while checked out must not crash the process
+    try {
+      for (let i = 0; i < (options.poolSize ?? 10); i++) {
+        const client = await pool.connect()
+        client.on('error', lost)
+        clients.push(client)
+      }
+      await Promise.all(clients.map(async (client) => {
+        for (const s of sources) await client.query({ name: s.statement, text: s.sql, values: [30, 0, 0] }).catch(() => {})
+      }))
+    } catch (err) {
+      log?.warn({ err: err.message }, 'postgres pool warm-up incomplete')
+    } finally {
+      for (const c of clients) {
+        c.off('error', lost)
+        c.release()
+      }
+    }
+  }
+
+  const listener = createListener(url, options, log)
+  return {
+    url,
+    discover,
+    pool,
+    listen: listener.start,
+    get listening () { return listener.connected },
+    close: () => Promise.all([listener.close(), pool.end()]),
+  }
+}

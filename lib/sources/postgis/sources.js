@@ -1,0 +1,87 @@
+// The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
+// run per request on the provider's pool as a named prepared statement.
+import { buildTileJson, describedBy } from '../tilejson.js'
+import { functionTileSql, layerFields, statementName, tableTileSql, takesQuery } from './sql.js'
+
+export const kind = 'postgis'
+
+/** TileJSON fields a table or function comment may carry as JSON (martin's convention). */
+export function commentJson (comment) {
+  if (typeof comment !== 'string' || !comment.trim().startsWith('{')) return {}
+  try {
+    const parsed = JSON.parse(comment)
+    return parsed && typeof parsed === 'object' ? parsed : {}
+  } catch {
+    return {}
+  }
+}
+
+/** The set of a table described by introspect.js's describeTable; `bounds` from bounds.js (undefined: the world). */
+export function tableSource (id, t, bounds, { pool, cacheTtlS }) {
+  const sql = tableTileSql(t)
+  const name = statementName(sql)
+  const tj = commentJson(t.comment)
+  const fields = layerFields(t.columns, t.idColumn)
+  return {
+    id,
+    kind,
+    format: 'pbf',
+    hints: { format: 'pbf' },
+    composable: true,
+    cacheTtlS,
+    metadata: { schema: t.schema, table: t.table, geometryColumn: t.geom, srid: t.srid, geometryType: t.geomType, extent: t.extent, buffer: t.buffer, idColumn: t.idColumn, properties: t.columns.map((c) => ({ name: c.name, type: c.type })) },
+    tilejson: buildTileJson({
+      ...describedBy(tj, id),
+      minzoom: t.minzoom ?? tj.minzoom ?? 0,
+      maxzoom: t.maxzoom ?? tj.maxzoom ?? 22,
+      bounds,
+      vectorLayers: [{ id: t.layer, fields, minzoom: t.minzoom ?? 0, maxzoom: t.maxzoom ?? 22, ...(tj.description ? { description: tj.description } : {}) }],
+      format: 'pbf',
+    }),
+    sql,
+    signature: sql, // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles
+    statement: name,
+    async getTile (z, x, y) {
+      const res = await pool.query({ name, text: sql, values: [z, x, y] })
+      return res.rows[0]?.st_asmvt ?? null
+    },
+    close () {},
+  }
+}
+
+/** The set of a tile function (a FUNCTIONS_SQL row); its comment may name the format ('mlt') and TileJSON fields. */
+export function functionSource (id, f, { pool, cacheTtlS }) {
+  const withQuery = takesQuery(f)
+  const sql = functionTileSql(f)
+  const name = statementName(sql)
+  const tj = commentJson(f.comment)
+  const format = tj.format === 'mlt' ? 'mlt' : 'pbf'
+  return {
+    id,
+    kind,
+    format,
+    hints: { format },
+    composable: format === 'pbf',
+    takesQuery: withQuery,
+    cacheTtlS,
+    metadata: { schema: f.schema, function: f.name, arguments: f.args },
+    tilejson: buildTileJson({
+      ...describedBy(tj, id),
+      minzoom: tj.minzoom ?? 0,
+      maxzoom: tj.maxzoom ?? 22,
+      bounds: Array.isArray(tj.bounds) && tj.bounds.length === 4 ? tj.bounds : undefined,
+      center: Array.isArray(tj.center) && tj.center.length === 3 ? tj.center : undefined,
+      vectorLayers: Array.isArray(tj.vector_layers) ? tj.vector_layers : undefined,
+      format: 'pbf',
+    }),
+    sql,
+    signature: sql, // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles
+    statement: name,
+    async getTile (z, x, y, query) {
+      const values = withQuery ? [z, x, y, JSON.stringify(query ?? {})] : [z, x, y]
+      const res = await pool.query({ name, text: sql, values })
+      return res.rows[0]?.tile ?? null
+    },
+    close () {},
+  }
+}

@@ -1,0 +1,74 @@
+// The SQL of PostGIS tiles, as pure functions of a table or function description: no database, no pg. Identifiers and
+// literals from the catalog are quoted here; request values are never spliced in: z, x, y (and a function's query)
+// are always the bound parameters $1..$4.
+import { createHash } from 'node:crypto'
+
+export const quoteIdent = (s) => `"${String(s).replaceAll('"', '""')}"`
+export const quoteLiteral = (s) => `'${String(s).replaceAll("'", "''")}'`
+
+const NUMBER_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'oid'])
+// Types ST_AsMVT encodes as they are; others are passed as text so a column of any type never breaks a tile.
+const NATIVE_TYPES = new Set([...NUMBER_TYPES, 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
+// Geometry types ST_AsMVTGeom rejects ("'Triangle' geometry type not supported"): such a column is never served.
+const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
+// Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
+const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'MULTISURFACE'])
+
+/** The column name of the drawn geometry in the tile query; a table column of that name is left out of the tile. */
+export const GEOM_ALIAS = 'tc_mvt_geom'
+const WORLD_BOX = 'ST_MakeEnvelope(-20037508.342789244, -20037508.342789244, 20037508.342789244, 20037508.342789244, 3857)::box2d'
+
+/** Whether ST_AsMVTGeom can draw a column of this geometry_columns type ('TINZ', 'POINTM' …: the Z/M suffix aside). */
+export const undrawable = (geomType) => UNDRAWABLE.has(String(geomType).toUpperCase().replace(/Z?M?$/, ''))
+
+/** Statement names from the SQL itself: re-discovery reuses what each connection already prepared. */
+export const statementName = (sql) => 'tc_' + createHash('sha1').update(sql).digest('hex').slice(0, 24)
+
+const fieldType = (t) => (NUMBER_TYPES.has(t) ? 'Number' : t === 'bool' ? 'Boolean' : 'String')
+// ST_AsMVT spreads a json(b) column into one property per key, so it names no field of its own.
+const listedField = (c) => c.type !== 'json' && c.type !== 'jsonb'
+
+/**
+ * The TileJSON `fields` of a table's layer: what its features carry. The key column becomes the feature id, which
+ * ST_AsMVT leaves out of the properties: not a field of the layer.
+ */
+export const layerFields = (columns, idColumn) =>
+  Object.fromEntries(columns.filter((c) => listedField(c) && c.name !== idColumn).map((c) => [c.name, fieldType(c.type)]))
+
+/**
+ * The SQL of a table set's tile. The filter envelope (the tile plus its buffer) is transformed once to the table's
+ * SRID, so the GiST index answers `&&`; for other SRIDs it is first clipped to the Mercator world (a margin past
+ * ±180° would wrap to the other side) and densified (a projected CRS bends the tile's edges).
+ * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`.
+ */
+export function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }) {
+  const g = `g.${quoteIdent(geom)}`
+  // A geography column is drawn as its geometry (lon/lat) and filtered by its own index with a geography envelope.
+  const asGeometry = geography ? `${g}::geometry` : g
+  const declared = storedSrid === 0 ? `ST_SetSRID(${asGeometry}, ${srid})` : asGeometry
+  const linear = MAYBE_CURVED.has(String(geomType).toUpperCase()) ? `ST_CurveToLine(${declared})` : declared
+  const inTileSrid = srid === 3857 ? linear : `ST_Transform(${linear}, 3857)`
+  const margin = buffer / extent
+  const tile = 'ST_TileEnvelope($1::integer, $2::integer, $3::integer)'
+  const area = `ST_TileEnvelope($1::integer, $2::integer, $3::integer, margin => ${margin})`
+  let envelope = srid === 3857
+    ? area
+    : `ST_Transform(ST_Segmentize(ST_ClipByBox2D(${area}, ${WORLD_BOX}), 2504688.542848655 / (1 << $1::integer)), ${srid})`
+  if (storedSrid === 0) envelope = `ST_SetSRID(${envelope}, 0)`
+  if (geography) envelope = `${envelope}::geography`
+  const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::text AS ${quoteIdent(c.name)}`))
+  return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
+  SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
+  FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
+  WHERE ${g} && ${envelope}${limit ? `\n  LIMIT ${limit}` : ''}
+) AS t WHERE t.${GEOM_ALIAS} IS NOT NULL`
+}
+
+/** Whether a tile function takes the request's query string: `fn(z, x, y, query json|jsonb)`. */
+export const takesQuery = (f) => f.nargs === 4
+
+/** The SQL of a function set's tile: `fn(z, x, y[, query])` as bound parameters, the query as json or jsonb. */
+export function functionTileSql (f) {
+  const query = takesQuery(f) ? `, $4::${f.args.endsWith('jsonb') ? 'jsonb' : 'json'}` : ''
+  return `SELECT ${quoteIdent(f.schema)}.${quoteIdent(f.name)}($1::integer, $2::integer, $3::integer${query}) AS tile`
+}

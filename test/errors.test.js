@@ -1,0 +1,214 @@
+// Errors by type, mapped once (lib/errors.js): each type its status and Fastify's body shape; a bug inside a source is a
+// 500 that shows nothing of itself and is logged once with its stack; a backend that is down is a 503 for that set.
+// Real sets on generated data; to make a source fail, its getTile (the collaborator) is replaced on the open set.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { gzipSync } from 'node:zlib'
+import pino from 'pino'
+import { buildApp } from '../lib/app.js'
+import { loadConfig } from '../lib/config.js'
+import { BadRequest, NotFound, Unavailable, isBackendFailure } from '../lib/errors.js'
+import { OptionError } from '../lib/sources/cog.js'
+import { PNG, makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+
+const ERROR = 50 // pino's level number for error
+
+/** An app on a few real sets, its log lines captured (parsed pino JSON). */
+async function errorApp (t) {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'roads.mbtiles'), { tiles: vectorTiles(pyramid(0, 3)), metadata: { format: 'pbf', minzoom: '0', maxzoom: '3' } })
+  writePmtiles(join(dir, 'pm.pmtiles'), { tiles: vectorTiles(pyramid(0, 3)) })
+  writeMbtiles(join(dir, 'photo.mbtiles'), { tiles: pyramid(0, 2).map(([z, x, y]) => ({ z, x, y, data: PNG })), metadata: { format: 'png' } })
+  // Gzip's magic and header, then bytes that do not inflate: a tile damaged in the file.
+  writeMbtiles(join(dir, 'damaged.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: Buffer.concat([gzipSync(makeMvt(0, 0, 0)).subarray(0, 10), Buffer.alloc(40, 0xff)]) }], metadata: { format: 'pbf' } })
+  writeFileSync(join(dir, 'broken.pmtiles'), 'not a PMTiles archive, only text '.repeat(10))
+  const lines = []
+  const stream = new Writable({ write (chunk, encoding, done) { lines.push(JSON.parse(chunk)); done() } })
+  const { config } = loadConfig({ overrides: { paths: [dir], logLevel: 'info', watch: false, demo: false } })
+  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, stream) })
+  t.after(() => app.close())
+  const errorsSince = (from) => lines.slice(from).filter((l) => l.level >= ERROR)
+  return { app, lines, errorsSince, dir }
+}
+
+const bodyKeys = (res) => Object.keys(res.json()).sort()
+
+test('each error type answers its status in Fastify\'s shape, and none of them is logged as an error', async (t) => {
+  const { app, lines, errorsSince } = await errorApp(t)
+  const from = lines.length
+  const cases = [
+    // [url, status, message]
+    ['/roads/2/4/0', 400, /tile 2\/4\/0 is outside the 2\^2 grid/],
+    ['/roads/31/0/0', 400, /zoom 31 is above 30/],
+    ['/roads/a/0/0', 400, /must match pattern/], // the route's schema: Fastify's own validation error
+    ['/nope/0/0/0', 404, /^no tileset 'nope'$/],
+    ['/nope.json', 404, /^no tileset 'nope'$/],
+    ['/nope/meta', 404, /^no tileset 'nope'$/],
+    ['/roads/5/0/0', 404, /^zoom 5 is outside roads's range 0-3$/],
+    ['/roads/1/0/0@2x.pbf', 404, /^roads has no @2x tiles$/],
+    ['/photo/2/3/3', 404, /^no tile at these coordinates$/],
+    ['/broken/0/0/0', 503, /^tileset 'broken' is unavailable: /],
+    ['/broken.json', 503, /^tileset 'broken' is unavailable: /],
+    ['/broken/meta', 503, /^tileset 'broken' is unavailable: /],
+  ]
+  for (const [url, status, message] of cases) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, status, url)
+    assert.equal(res.headers['content-type'], 'application/json; charset=utf-8', url)
+    assert.deepEqual(bodyKeys(res), ['error', 'message', 'statusCode'], url)
+    assert.equal(res.json().statusCode, status, url)
+    assert.equal(res.json().error, { 400: 'Bad Request', 404: 'Not Found', 503: 'Service Unavailable' }[status], url)
+    assert.match(res.json().message, message, url)
+    assert.equal(res.headers['retry-after'], status === 503 ? '10' : undefined, `${url}: Retry-After only on 503`)
+  }
+  // A zoom outside the range and an absent tile are as cacheable as the set's tiles; the others say nothing.
+  assert.equal((await app.inject({ url: '/roads/5/0/0' })).headers['cache-control'], 'public, max-age=3600')
+  assert.equal((await app.inject({ url: '/photo/2/3/3' })).headers['cache-control'], 'public, max-age=3600')
+  assert.equal((await app.inject({ url: '/nope/0/0/0' })).headers['cache-control'], undefined)
+  const head = await app.inject({ method: 'HEAD', url: '/broken/0/0/0' })
+  assert.equal(head.statusCode, 503)
+  assert.equal(head.rawPayload.length, 0)
+  assert.deepEqual(errorsSince(from), [], 'answers, not failures: nothing logged at error level')
+})
+
+test('a bug inside a source is a 500 "internal error": logged once with its stack, never shown, and the server keeps serving', async (t) => {
+  const { app, lines, errorsSince } = await errorApp(t)
+  const source = app.catalog.get('roads').source
+  const getTile = source.getTile
+  const bugs = [
+    () => { throw new TypeError("Cannot read properties of undefined (reading 'secretColumn')") }, // thrown at once
+    async () => { throw new RangeError('Invalid array length at /srv/secret/path') }, // a rejected promise
+    async () => { throw new ReferenceError('secretVariable is not defined') },
+    async () => { throw new Error('an invariant of the secret source broke') }, // a plain Error nobody recognises
+    async () => { throw Object.assign(new Error('syntax error at or near "SELEC"'), { code: '42601', severity: 'ERROR' }) }, // our SQL
+  ]
+  for (const bug of bugs) {
+    source.getTile = bug
+    const from = lines.length
+    const res = await app.inject({ url: '/roads/1/0/0', headers: { 'accept-encoding': 'gzip' } })
+    assert.equal(res.statusCode, 500)
+    assert.deepEqual(res.json(), { statusCode: 500, error: 'Internal Server Error', message: 'internal error' })
+    assert.doesNotMatch(res.payload, /secret|SELEC|invariant|TypeError|RangeError|ReferenceError|\bat\b/, 'no message, name or stack in the body')
+    assert.equal(res.headers['retry-after'], undefined)
+    const logged = errorsSince(from)
+    assert.equal(logged.length, 1, `exactly one error line, got ${JSON.stringify(logged)}`)
+    assert.equal(logged[0].msg, 'request failed')
+    assert.match(logged[0].err.stack, /errors\.test\.js:\d+/, 'the stack is in the log')
+    assert.equal(logged[0].url, '/roads/1/0/0')
+
+    // The server keeps serving: another set at once, and this one once the bug is gone (the failure was not cached).
+    assert.equal((await app.inject({ url: '/pm/1/0/0' })).statusCode, 200)
+    source.getTile = getTile
+    assert.equal((await app.inject({ url: '/roads/1/0/0' })).statusCode, 200)
+    app.tileCache.purge('roads')
+  }
+  assert.equal(app.catalog.get('roads').errors.size, 0, 'a bug is not a read failure of the set')
+
+  // Concurrent requests for one cold tile share one read: each is answered 500, each logged once.
+  let reads = 0
+  source.getTile = async () => {
+    reads++
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    throw new TypeError('x is not a function')
+  }
+  const from = lines.length
+  const answers = await Promise.all([0, 1, 2].map(() => app.inject({ url: '/roads/2/1/1' })))
+  assert.deepEqual(answers.map((r) => r.statusCode), [500, 500, 500])
+  assert.equal(reads, 1)
+  assert.equal(errorsSince(from).length, 3)
+})
+
+test('a bug while resolving a request (a set\'s option parser) is a 500 too; an option the set refuses is a 400', async (t) => {
+  const { app, errorsSince, lines } = await errorApp(t)
+  const source = app.catalog.get('roads').source
+  source.parseQuery = (query) => {
+    if (query.bidx === '9') throw new OptionError('bidx 9 is not a band of this file (1-3)') // COG's option error type
+    if (query.bidx === 'bug') return query.missing.value
+    return {}
+  }
+  const from = lines.length
+  for (const url of ['/roads/0/0/0?bidx=9', '/roads.json?bidx=9']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 400, url)
+    assert.deepEqual(res.json(), { statusCode: 400, error: 'Bad Request', message: 'bidx 9 is not a band of this file (1-3)' })
+  }
+  assert.deepEqual(errorsSince(from), [])
+  for (const url of ['/roads/0/0/0?bidx=bug', '/roads.json?bidx=bug']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 500, url)
+    assert.equal(res.json().message, 'internal error')
+  }
+  assert.equal(errorsSince(from).length, 2)
+  assert.equal((await app.inject({ url: '/roads/0/0/0' })).statusCode, 200)
+  assert.ok(new OptionError('x') instanceof BadRequest, 'COG\'s OptionError is the BadRequest type')
+})
+
+test('a backend that is down or busy is a 503 naming the set, with Retry-After; each distinct failure logged once', async (t) => {
+  const { app, lines, errorsSince } = await errorApp(t)
+  const entry = app.catalog.get('roads')
+  const failures = [
+    Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' }), // database gone
+    Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014', severity: 'ERROR' }), // pg
+    Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }),
+    new Error('Connection terminated unexpectedly'), // pg, no code
+    new Error('timeout exceeded when trying to connect'), // pg-pool
+    Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' }), // a disk going bad
+    Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' }),
+    new TypeError('fetch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }), // remote
+    new Error('Bad response code: 502'), // pmtiles over HTTP
+    new Unavailable('the archive is being replaced'), // a source that knows
+  ]
+  for (const failure of failures) {
+    entry.source.getTile = async () => { throw failure }
+    const from = lines.length
+    const res = await app.inject({ url: '/roads/1/0/0' })
+    assert.equal(res.statusCode, 503, failure.message)
+    assert.equal(res.headers['retry-after'], '10')
+    assert.deepEqual(res.json(), { statusCode: 503, error: 'Service Unavailable', message: "tileset 'roads' could not read this tile" })
+    assert.deepEqual(errorsSince(from).map((l) => [l.msg, l.set, l.reason]), [['tile read failed', 'roads', failure.message]], 'logged the first time')
+    const again = await app.inject({ url: '/roads/1/0/0' })
+    assert.equal(again.statusCode, 503)
+    assert.deepEqual(errorsSince(from).length, 1, 'not logged again')
+    assert.equal((await app.inject({ url: '/pm/1/0/0' })).statusCode, 200, 'the other sets keep serving')
+  }
+  assert.equal(entry.errors.size, failures.length)
+})
+
+test('a stored tile that cannot be decoded for the client is a 503 for that set, the bytes passed through to those who take them', async (t) => {
+  const { app, lines, errorsSince } = await errorApp(t)
+  const gz = await app.inject({ url: '/damaged/0/0/0', headers: { 'accept-encoding': 'gzip' } })
+  assert.equal(gz.statusCode, 200, 'passed through untouched: the client decodes')
+  const from = lines.length
+  const plain = await app.inject({ url: '/damaged/0/0/0' })
+  assert.equal(plain.statusCode, 503)
+  assert.equal(plain.json().message, "tileset 'damaged' could not read this tile")
+  assert.equal(errorsSince(from).length, 1)
+  assert.equal(errorsSince(from)[0].set, 'damaged')
+})
+
+test('how a source\'s error is classified: its backend failing (503) or a bug (500)', () => {
+  const coded = (message, code, extra) => Object.assign(new Error(message), { code, ...extra })
+  const pg = (code) => coded('pg says no', code, { severity: 'ERROR' })
+  const down = [
+    new Unavailable('a source that knows'),
+    coded('x', 'ECONNREFUSED'), coded('x', 'ETIMEDOUT'), coded('x', 'ENOENT'), coded('x', 'EIO'), coded('x', 'UND_ERR_SOCKET'),
+    coded('x', 'SQLITE_IOERR_READ'), coded('x', 'SQLITE_CORRUPT'), coded('x', 'Z_DATA_ERROR'),
+    pg('08006'), pg('57014'), pg('57P01'), pg('53300'), pg('42P01'),
+    new Error('Connection terminated'), new Error('Query read timeout'), new Error('Bad response code: 500'),
+    new Error('Task queue is at limit'), new Error('connect ECONNREFUSED 127.0.0.1:80'), // a worker's error, code lost
+    new TypeError('fetch failed', { cause: coded('getaddrinfo ENOTFOUND example', 'ENOTFOUND') }),
+    Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' }),
+  ]
+  const bugs = [
+    new TypeError('x is not a function'), new RangeError('Invalid array length'), new ReferenceError('y is not defined'),
+    new SyntaxError('Unexpected token'), new Error('something nobody expected'), pg('42601'), pg('22P02'),
+    coded('x', 'ERR_INVALID_ARG_TYPE'), new TypeError('Connection terminated'), // a TypeError is a bug whatever it says
+    new TypeError('fetch failed'), // no network cause: a bad URL
+    new BadRequest('an answer, not a failure'), new NotFound('an answer, not a failure'), 'a string', null, undefined,
+  ]
+  for (const err of down) assert.equal(isBackendFailure(err), true, `${err?.name}: ${err?.message} (${err?.code})`)
+  for (const err of bugs) assert.equal(isBackendFailure(err), false, `${err?.name}: ${err?.message} (${err?.code})`)
+})
