@@ -10,7 +10,9 @@ export const kind = 'geojson'
 export const title = 'GeoJSON'
 export const extensions = ['.geojson']
 
-const MAX_BYTES = 256 * 2 ** 20 // geojson-vt holds several times the file in memory
+// geojson-vt holds several times the file in memory, and cuts tiles on the event loop (fast for files of this size;
+// the tile cache keeps each cut to once): bigger data belongs in PostGIS, MBTiles or PMTiles.
+const MAX_BYTES = 64 * 2 ** 20
 const MAX_ZOOM = 14 // geojson-vt keeps detail to here; past it clients overzoom
 const FIELD_TYPES = { number: 'Number', boolean: 'Boolean', string: 'String' }
 
