@@ -6,46 +6,56 @@ import { acceptMask } from '../lib/encoding.js'
 import { NotFound, sendError } from '../lib/errors.js'
 import { resolveTile } from '../lib/resolve.js'
 import { ABSENT, etagMatches } from '../lib/pipeline.js'
-import { addVary } from '../lib/urls.js'
 import { GET_HEAD } from './http.js'
 
-const schema = {
-  params: {
-    type: 'object',
-    properties: {
-      set: { type: 'string', minLength: 1, maxLength: 512 },
-      // Digits only: a validator's coercion would let ' 3', '1e0' or '0x1' through, each a new CDN cache key.
-      z: { type: 'string', pattern: '^[0-9]{1,2}$' },
-      x: { type: 'string', pattern: '^[0-9]{1,10}$' },
-      y: { type: 'string', pattern: '^[0-9]{1,10}(@[1-4]x)?(\\.[A-Za-z0-9]{1,8})?$' },
-    },
-    required: ['set', 'z', 'x', 'y'],
-  },
-}
+// No params schema: resolveTile checks every character of z, x and y itself (digits only: a validator's coercion would
+// let ' 3', '1e0' or '0x1' through, each a new CDN cache key), and the router caps a parameter at 512 characters.
+// Fastify's compiled validator cost ~1 % of a warm tile's CPU for checks made twice.
 
 const NO_TILE = new NotFound('no tile at these coordinates') // answered, not thrown: the hot 404 of sparse sets
 
 export default async function tileRoutes (app) {
   const { catalog, pipeline } = app
+  const cors = pipeline.cors
 
-  app.route({ method: GET_HEAD, url: '/:set/:z/:x/:y', schema, handler: async (request, reply) => {
+  // Not an async function: a cached tile is answered without a promise or a microtask (~2 % of a warm tile's CPU).
+  // Errors thrown here, or rejected by the promises returned, are answered by the app's error handler.
+  app.route({ method: GET_HEAD, url: '/:set/:z/:x/:y', handler (request, reply) {
     const tile = resolveTile(catalog, request.params, request.query)
-    const { entry } = tile
-    let record = pipeline.record(entry, tile.z, tile.x, tile.y, tile.query, tile.rendering)
-    if (record instanceof Promise) record = await record // cached: no promise, no await
+    const record = pipeline.record(tile.entry, tile.z, tile.x, tile.y, tile.query, tile.rendering)
+    if (record instanceof Promise) return record.then((loaded) => answerRecord(request, reply, tile.entry, loaded))
+    return answerRecord(request, reply, tile.entry, record)
+  } })
+
+  /** Answers a record; a promise only when it must be transcoded first, else undefined (the answer is sent). */
+  function answerRecord (request, reply, entry, record) {
     if (record === ABSENT) {
       reply.header('cache-control', entry.cacheControl)
-      return entry.missingStatus === 204 ? reply.code(204).send() : sendError(reply, NO_TILE)
+      if (entry.missingStatus === 204) reply.code(204).send()
+      else sendError(reply, NO_TILE)
+      return
     }
-    let answer = pipeline.encoded(record, acceptMask(request.headers['accept-encoding']), entry)
-    if (answer instanceof Promise) answer = await answer
-    if (answer.vary) addVary(reply, 'Accept-Encoding')
+    const answer = pipeline.encoded(record, acceptMask(request.headers['accept-encoding']), entry)
+    if (answer instanceof Promise) return answer.then((encoded) => send(request, reply, encoded))
+    send(request, reply, answer)
+  }
+
+  function send (request, reply, answer) {
     const inm = request.headers['if-none-match']
     if (inm !== undefined && etagMatches(inm, answer.etag)) {
       // A 304 carries the validators and freshness of the 200 it stands for, not its Content-Type or -Encoding.
-      return reply.code(304).header('etag', answer.etag).header('cache-control', answer.headers['cache-control']).send()
+      if (answer.vary !== '') reply.header('vary', answer.vary)
+      reply.code(304).header('etag', answer.etag).header('cache-control', answer.cacheControl).send()
+      return
     }
-    reply.headers(answer.headers)
-    return reply.send(answer.body)
-  } })
+    // The warm path: the answer's header block, made once per cached answer (CORS included), written as it is. Fastify's
+    // send (header objects merged per request, onSend hooks, length computed) cost ~6 % of a warm tile's CPU; its
+    // onResponse hooks still run.
+    reply.hijack()
+    reply.raw.writeHead(200, cors.varies ? withOrigin(answer.head, cors.allow(request.headers.origin)) : answer.head)
+    reply.raw.end(answer.body)
+  }
 }
+
+/** A listed Origin's header block (config cors: a list of origins): the precomputed one, plus the origin allowed. */
+const withOrigin = (head, allowed) => (allowed === null ? head : { ...head, 'access-control-allow-origin': allowed })

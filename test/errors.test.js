@@ -43,7 +43,7 @@ test('each error type answers its status in Fastify\'s shape, and none of them i
     // [url, status, message]
     ['/roads/2/4/0', 400, /tile 2\/4\/0 is outside the 2\^2 grid/],
     ['/roads/31/0/0', 400, /zoom 31 is above 30/],
-    ['/roads/a/0/0', 400, /must match pattern/], // the route's schema: Fastify's own validation error
+    ['/roads/a/0/0', 400, /^'a\/0\/0' is not a tile address$/], // digits only, checked by lib/resolve.js
     ['/nope/0/0/0', 404, /^no tileset 'nope'$/],
     ['/nope.json', 404, /^no tileset 'nope'$/],
     ['/nope/meta', 404, /^no tileset 'nope'$/],
