@@ -3,30 +3,37 @@
 const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '–')
 const mb = (bytesPerSec) => fmt(bytesPerSec / 1e6, 2)
 const ms = (v) => `${fmt(v, 2)} ms`
-const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}×` : '–')
+const ratio = (a, b) => (Number.isFinite(a) && b > 0 ? `${(a / b).toFixed(2)}×` : '–')
+const us = (v) => (Number.isFinite(v) ? fmt(v, 1) : '–')
 
-/** One table per set: a row per zoom and server, with the ratio to the first server. */
+/**
+ * One table per set: a row per zoom and server, with the ratio to the first server on req/s (higher is better) and on
+ * the server's CPU per request (µs of CPU time, every thread and child process, per request answered: lower is better),
+ * that one to the first server whose CPU is known (pg direct and external servers have none).
+ */
 export function markdown (report) {
   const out = []
   const first = report.servers[0]
+  const cpuFirst = report.cpuReference ?? first // the first server whose CPU is known
   for (const set of report.sets) {
     out.push(`### ${set.location}`, '')
-    out.push(`| Zoom | Location | Server | Requests/sec | vs ${first} | Throughput (MB/s) | Avg Latency | P99 Latency | Errors | Non-2xx | Server CPU (cores) |`)
-    out.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+    out.push(`| Zoom | Location | Server | Requests/sec | vs ${first} | Throughput (MB/s) | Avg Latency | P99 Latency | Errors | Non-2xx | Server CPU (cores) | CPU/req (µs) | CPU/req vs ${cpuFirst} (lower is better) |`)
+    out.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for (const row of set.rows) {
-      const base = row.results[first]?.rps
+      const base = row.results[first]
+      const cpuBase = row.results[cpuFirst]
       for (const server of report.servers) {
         const r = row.results[server]
         if (!r) continue
-        out.push(`| ${row.zoom} | ${set.location} | ${server} | ${fmt(r.rps)} | ${ratio(r.rps, base)} | ${mb(r.throughput)} | ${ms(r.latencyAvg)} | ${ms(r.latencyP99)} | ${r.errors} | ${r.non2xx} | ${r.cores === null || r.cores === undefined ? '–' : fmt(r.cores, 2)} |`)
+        out.push(`| ${row.zoom} | ${set.location} | ${server} | ${fmt(r.rps)} | ${ratio(r.rps, base?.rps)} | ${mb(r.throughput)} | ${ms(r.latencyAvg)} | ${ms(r.latencyP99)} | ${r.errors} | ${r.non2xx} | ${Number.isFinite(r.cores) ? fmt(r.cores, 2) : '–'} | ${us(r.cpuPerRequest)} | ${ratio(r.cpuPerRequest, cpuBase?.cpuPerRequest)} |`)
       }
     }
     out.push('')
   }
   out.push('### Summary (averages across zooms)', '')
-  out.push(`| Source | Server | Avg Requests/sec | vs ${first} | Avg Throughput (MB/s) | Avg Latency |`)
-  out.push('|---|---|---:|---:|---:|---:|')
-  for (const s of report.summary) out.push(`| ${s.location} | ${s.server} | ${fmt(s.rps)} | ${ratio(s.rps, s.firstRps)} | ${mb(s.throughput)} | ${ms(s.latencyAvg)} |`)
+  out.push(`| Source | Server | Avg Requests/sec | vs ${first} | Avg Throughput (MB/s) | Avg Latency | Avg CPU/req (µs) | CPU/req vs ${cpuFirst} (lower is better) |`)
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|')
+  for (const s of report.summary) out.push(`| ${s.location} | ${s.server} | ${fmt(s.rps)} | ${ratio(s.rps, s.firstRps)} | ${mb(s.throughput)} | ${ms(s.latencyAvg)} | ${us(s.cpuPerRequest)} | ${ratio(s.cpuPerRequest, s.firstCpuPerRequest)} |`)
   out.push('')
   return out.join('\n')
 }

@@ -1,13 +1,17 @@
 #!/usr/bin/env node
 // The honest bench: per-zoom req/s, throughput and latency for tile-cannon and any other server, side by side, over
 // many real tiles per zoom, with fixed request headers, servers alternating across rounds, and an optional node:http
-// baseline in the same run so results read as ratios on a noisy machine. See bench/README.md.
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+// baseline in the same run so results read as ratios on a noisy machine, with each server's CPU per request (the figure
+// a saturated client cannot blur); --client wrk drives the load from a separate process pinned to its own core, so
+// req/s are server-bound too. See bench/README.md.
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
 import { findNginx, startBaseline, startNginx, startPgHttp, startTileCannon } from './servers.js'
+import { cpuSeconds, findTaskset, otherCpus, parseCpuList, pin } from './cpu.js'
+import { findWrk, wrk } from './wrk.js'
 import { mirror } from './mirror.js'
 import { createProvider } from '../lib/sources/postgis/index.js'
 import { fill, findTiles } from './tiles.js'
@@ -21,9 +25,16 @@ const USAGE = `Usage: node bench/run.js [options]
   --format KIND        mbtiles|pmtiles|postgres|cog|demo: only sets of this kind
   --tilejson URL       bounds/center for finding tiles when only --server is given
   --zooms A-B          zoom levels, or a list like 3,5,7 (default: 10-14 within each set's range)
-  --duration S         seconds per zoom and server (default 10)
-  --connections N      concurrent connections (default 100)
+  --duration S         seconds per zoom and server (default 10; whole seconds with --client wrk)
+  --connections N      concurrent connections (default 100 with autocannon, 50 with wrk)
   --warmup S           seconds of unrecorded load before each measurement (default 1)
+  --client NAME        autocannon (default: in the bench's own process) or wrk (a separate process, where wrk is
+                       installed, Debian: apt-get install wrk), pinned to --client-cpus
+  --threads N          wrk threads (default 1)
+  --client-cpus LIST   cores of the client (taskset list like 0 or 0,2-3; default 0 with wrk, none with autocannon;
+                       "all": no pinning); with autocannon it pins the bench's own process
+  --server-cpus LIST   cores of the servers the bench starts, every thread and child process (default: the cores
+                       not in --client-cpus when that is set, otherwise none; "all": no pinning)
   --rounds N           rounds; the server order rotates every round (default 1)
   --cache on|off|on,off  tile-cannon's tile cache (default on); on,off benches both
   --tiles N            distinct tiles per zoom (default 500)
@@ -52,7 +63,11 @@ function parse (argv) {
       tilejson: { type: 'string' },
       zooms: { type: 'string' },
       duration: { type: 'string', default: '10' },
-      connections: { type: 'string', default: '100' },
+      connections: { type: 'string' },
+      client: { type: 'string', default: 'autocannon' },
+      threads: { type: 'string', default: '1' },
+      'client-cpus': { type: 'string' },
+      'server-cpus': { type: 'string' },
       warmup: { type: 'string', default: '1' },
       rounds: { type: 'string', default: '1' },
       cache: { type: 'string', default: 'on' },
@@ -99,15 +114,44 @@ function parse (argv) {
     headers[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim()
   }
   if (values.titiler !== undefined && !/^https?:\/\/[^/]+/.test(values.titiler)) throw new UsageError('--titiler wants the base URL of a running titiler, like http://127.0.0.1:8000')
+  if (!['autocannon', 'wrk'].includes(values.client)) throw new UsageError(`--client takes autocannon or wrk, got "${values.client}"`)
+  const isWrk = values.client === 'wrk'
+  values.connections ??= isWrk ? '50' : '100'
+  const duration = num('duration', isWrk ? 1 : 0.1)
+  const warmup = num('warmup', 0)
+  const threads = num('threads', 1)
+  const connections = num('connections', 1)
+  if (isWrk && (!Number.isInteger(duration) || !Number.isInteger(warmup))) throw new UsageError('--client wrk runs whole seconds: give --duration and --warmup as integers')
+  if (!Number.isInteger(threads) || connections < threads) throw new UsageError('--threads must be a whole number, at most --connections')
+  // Cores: a taskset list each, or null for no pinning. The client's default is core 0 with wrk; the servers' default
+  // is every other core, whenever the client is pinned.
+  const cores = os.cpus().length
+  const cpuList = (name, value) => {
+    if (value === undefined || value === 'all') return null
+    let cpus
+    try {
+      cpus = parseCpuList(value)
+    } catch (err) {
+      throw new UsageError(`--${name}: ${err.message}`)
+    }
+    if (cpus.some((c) => c >= cores)) throw new UsageError(`--${name} ${value}: this machine has cores 0-${cores - 1}`)
+    return cpus.join(',')
+  }
+  const clientCpus = cpuList('client-cpus', values['client-cpus'] ?? (isWrk && cores > 1 ? '0' : undefined))
+  let serverCpus = cpuList('server-cpus', values['server-cpus'])
+  if (values['server-cpus'] === undefined && clientCpus !== null) serverCpus = otherCpus(clientCpus, cores) || null
   return {
     ...values,
     zooms,
     servers,
     cacheModes,
     headers,
-    duration: num('duration', 0.1),
-    connections: num('connections', 1),
-    warmup: num('warmup', 0),
+    duration,
+    connections,
+    warmup,
+    threads,
+    clientCpus,
+    serverCpus,
     rounds: num('rounds', 1),
     tiles: num('tiles', 1),
   }
@@ -139,14 +183,17 @@ function load (origin, paths, { duration, connections, headers }) {
   })
 }
 
-/** CPU seconds a process has used so far, all threads (Linux /proc; null elsewhere). */
-function cpuSeconds (pid) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / 100 // utime + stime, in USER_HZ (100 on Linux)
-  } catch {
-    return null
+/**
+ * One measurement with the chosen client, as the bench's figures: req/s, bytes/s, mean and p99 latency (ms), errors
+ * (socket errors and timeouts), non-2xx answers and the requests answered.
+ */
+async function measure (origin, paths, opts, duration, scriptFile) {
+  if (opts.client === 'wrk') {
+    const r = await wrk(origin, paths, { duration, connections: opts.connections, threads: opts.threads, headers: opts.headers, cpus: opts.clientCpus, scriptFile })
+    return { rps: r.rps, throughput: r.throughput, latencyAvg: r.latencyAvg, latencyP99: r.latencyP99, errors: r.errors, non2xx: r.non2xx, requests: r.requests }
   }
+  const r = await load(origin, paths, { ...opts, duration })
+  return { rps: r.requests.average, throughput: r.throughput.average, latencyAvg: r.latency.average, latencyP99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, requests: r.requests.total }
 }
 
 /**
@@ -223,13 +270,17 @@ export async function run (opts) {
   const tmp = mkdtempSync(join(os.tmpdir(), 'tile-cannon-bench-'))
   try {
     const machine = { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}`, loadBefore: os.loadavg() }
+    if (opts.client === 'wrk' && !findWrk()) throw new UsageError('--client wrk: wrk is not installed (Debian: apt-get install wrk)')
+    if ((opts.clientCpus !== null || opts.serverCpus !== null) && !findTaskset()) throw new UsageError('--client-cpus and --server-cpus need taskset (Debian: util-linux)')
+    if (opts.client === 'wrk' && opts.clientCpus === null) progress('note: wrk is not pinned (one core, or --client-cpus all): client and servers share the cores')
+    const cpus = opts.serverCpus
     // tile-cannon instances (one per cache mode) when there is data, or nothing else to bench.
     const instances = []
     const data = opts.data.length || opts.servers.length ? opts.data : []
     if (opts.data.length || opts.servers.length === 0) {
       for (const mode of opts.cacheModes) {
         progress(`starting tile-cannon (cache ${mode})…`)
-        const tc = await startTileCannon(data, { cache: mode === 'on' })
+        const tc = await startTileCannon(data, { cache: mode === 'on', cpus })
         started.push(tc)
         instances.push({ name: opts.cacheModes.length > 1 ? `tile-cannon (cache ${mode})` : 'tile-cannon', base: tc.base })
       }
@@ -283,7 +334,7 @@ export async function run (opts) {
     if (opts.nginx) {
       if (!findNginx()) throw new UsageError('--nginx: nginx is not installed (Debian: apt-get install nginx-light)')
       progress('starting the nginx static-file baseline…')
-      const nginx = await startNginx(await mirror(urls, opts.headers), join(tmp, 'nginx'))
+      const nginx = await startNginx(await mirror(urls, opts.headers), join(tmp, 'nginx'), { cpus })
       started.push(nginx)
       servers.unshift({ name: 'nginx static files', template: (set) => reference.template(set).replace(origin, nginx.base) })
     }
@@ -291,7 +342,7 @@ export async function run (opts) {
       const listFile = join(tmp, 'urls.json')
       writeFileSync(listFile, JSON.stringify({ urls, headers: opts.headers }))
       progress('starting the node:http baseline…')
-      const base = await startBaseline(listFile)
+      const base = await startBaseline(listFile, { cpus })
       started.push(base)
       servers.unshift({ name: 'node:http baseline', template: (set) => reference.template(set).replace(origin, base.base) })
     }
@@ -304,14 +355,22 @@ export async function run (opts) {
       started.push({ stop: () => provider.close() })
       const direct = new Map((await provider.discover()).map(({ id, source }) => [id, source]))
       progress('starting the node:http + pg floor…')
-      const floor = await startPgHttp(database)
+      const floor = await startPgHttp(database, { cpus })
       started.push(floor)
       servers.unshift({ name: 'node:http + pg', template: (set) => `${floor.base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` })
       servers.unshift({ name: 'pg direct (ceiling)', direct: (set) => direct.get(set.id) })
     }
 
-    // Measure: for each round, set and zoom, every server in a rotated order.
-    for (const s of servers) s.pid = started.find((p) => p.base && s.template?.({ id: '' })?.startsWith(p.base))?.child?.pid ?? null
+    // Measure: for each round, set and zoom, every server in a rotated order. A server the bench started has a known
+    // process, whose CPU time (with its threads and child processes) is read around each measurement.
+    const originOf = (template) => { try { return new URL(fill(template, 0, 0, 0)).origin } catch { return null } }
+    for (const s of servers) {
+      const o = s.template ? originOf(s.template(sets[0])) : null
+      s.pid = started.find((p) => p.base && p.base === o)?.child?.pid ?? null
+    }
+    // autocannon runs in this process: --client-cpus pins it now, after the servers have started with their own cores.
+    if (opts.client === 'autocannon' && opts.clientCpus !== null) pin(process.pid, opts.clientCpus)
+    const scriptFile = join(tmp, 'paths.lua')
     const results = {} // set → zoom → server → [runs]
     const total = opts.rounds * servers.length * sets.reduce((n, set) => n + set.zooms.length, 0)
     let done = 0
@@ -336,25 +395,19 @@ export async function run (opts) {
             const origin = new URL(template.replace('{z}', 0).replace('{x}', 0).replace('{y}', 0)).origin
             const paths = set.tiles[z].map(([tz, x, y]) => fill(template, tz, x, y).slice(origin.length))
             progress(`[${++done}/${total}] round ${round + 1} ${set.id ?? set.name} z${z} ${server.name}`)
-            if (opts.warmup > 0) await load(origin, paths, { ...opts, duration: opts.warmup })
+            if (opts.warmup > 0) await measure(origin, paths, opts, opts.warmup, scriptFile)
             const cpuBefore = server.pid ? cpuSeconds(server.pid) : null
             const wallBefore = performance.now()
-            const r = await load(origin, paths, opts)
-            // Cores the server kept busy (every thread of its process): rendering spread over the machine shows here.
-            const cores = cpuBefore === null ? null : (cpuSeconds(server.pid) - cpuBefore) / ((performance.now() - wallBefore) / 1000)
+            const r = await measure(origin, paths, opts, opts.duration, scriptFile)
+            const cpuAfter = cpuBefore === null ? null : cpuSeconds(server.pid)
+            // The server's CPU over the run (every thread of its process and of its children, as nginx's worker):
+            // in cores, rendering spread over the machine shows; per request answered, the cost of each.
+            const cpu = cpuAfter === null ? null : cpuAfter - cpuBefore
+            const cores = cpu === null ? null : cpu / ((performance.now() - wallBefore) / 1000)
             results[key] ??= {}
             results[key][z] ??= {}
             results[key][z][server.name] ??= []
-            results[key][z][server.name].push({
-              rps: r.requests.average,
-              throughput: r.throughput.average,
-              latencyAvg: r.latency.average,
-              latencyP99: r.latency.p99,
-              errors: r.errors + r.timeouts,
-              non2xx: r.non2xx,
-              requests: r.requests.total,
-              cores,
-            })
+            results[key][z][server.name].push({ ...r, cpu, cores, cpuPerRequest: cpu !== null && r.requests > 0 ? (cpu * 1e6) / r.requests : null })
           }
         }
       }
@@ -366,7 +419,7 @@ export async function run (opts) {
     const report = {
       date: new Date().toISOString(),
       machine: { ...machine, loadAfter: os.loadavg() },
-      options: { zooms: opts.zooms ?? 'per set: 10-14 within its range', duration: opts.duration, connections: opts.connections, warmup: opts.warmup, rounds: opts.rounds, cache: opts.cacheModes, headers: opts.headers, tilesPerZoom: opts.tiles, data: opts.data },
+      options: { zooms: opts.zooms ?? 'per set: 10-14 within its range', duration: opts.duration, connections: opts.connections, warmup: opts.warmup, rounds: opts.rounds, cache: opts.cacheModes, headers: opts.headers, tilesPerZoom: opts.tiles, data: opts.data, client: opts.client, threads: opts.client === 'wrk' ? opts.threads : null, clientCpus: opts.clientCpus, serverCpus: opts.serverCpus },
       servers: servers.map((s) => s.name),
       sets: sets.map((set) => {
         const key = set.id ?? set.name
@@ -378,17 +431,26 @@ export async function run (opts) {
             zoom: z,
             tiles: set.tiles[z].length,
             results: Object.fromEntries(Object.entries(results[key][z]).map(([name, runs]) => [name, {
-              rps: mean(runs, 'rps'), throughput: mean(runs, 'throughput'), latencyAvg: mean(runs, 'latencyAvg'), latencyP99: mean(runs, 'latencyP99'), errors: sum(runs, 'errors'), non2xx: sum(runs, 'non2xx'), requests: sum(runs, 'requests'), cores: runs[0].cores === null || runs[0].cores === undefined ? null : mean(runs, 'cores'), runs,
+              rps: mean(runs, 'rps'), throughput: mean(runs, 'throughput'), latencyAvg: mean(runs, 'latencyAvg'), latencyP99: mean(runs, 'latencyP99'), errors: sum(runs, 'errors'), non2xx: sum(runs, 'non2xx'), requests: sum(runs, 'requests'),
+              ...(runs.every((r) => Number.isFinite(r.cpu)) && sum(runs, 'requests') > 0
+                ? { cores: mean(runs, 'cores'), cpuPerRequest: (sum(runs, 'cpu') * 1e6) / sum(runs, 'requests') } // µs, over every round
+                : { cores: null, cpuPerRequest: null }),
+              runs,
             }])),
           })),
         }
       }),
     }
+    // CPU per request across zooms: the mean of the zooms' figures, like req/s (null when a zoom has none). Its ratios
+    // are to the first server with a CPU figure (the first, unless its process is unknown: pg direct, external servers).
+    const meanCpu = (rows) => (rows.every((r) => Number.isFinite(r?.cpuPerRequest)) ? mean(rows, 'cpuPerRequest') : null)
+    report.cpuReference = report.servers.find((server) => report.sets.some((set) => meanCpu(set.rows.map((r) => r.results[server])) !== null)) ?? report.servers[0]
     report.summary = report.sets.flatMap((set) => {
       const firstRps = mean(set.rows.map((r) => r.results[report.servers[0]]), 'rps')
+      const firstCpuPerRequest = meanCpu(set.rows.map((r) => r.results[report.cpuReference]))
       return report.servers.map((server) => {
         const rows = set.rows.map((r) => r.results[server])
-        return { location: set.location, server, rps: mean(rows, 'rps'), firstRps, throughput: mean(rows, 'throughput'), latencyAvg: mean(rows, 'latencyAvg') }
+        return { location: set.location, server, rps: mean(rows, 'rps'), firstRps, throughput: mean(rows, 'throughput'), latencyAvg: mean(rows, 'latencyAvg'), cpuPerRequest: meanCpu(rows), firstCpuPerRequest }
       })
     })
     return report
@@ -413,6 +475,8 @@ async function main () {
     if (opts.chart) writeFileSync(opts.chart, svgChart(report))
     if (opts.markdown || !opts.json) console.log(markdown(report))
     console.log(`machine: ${report.machine.cpu}, ${report.machine.cores} cores, Node ${report.machine.node}, load ${report.machine.loadBefore.map((l) => l.toFixed(2)).join(' ')} → ${report.machine.loadAfter.map((l) => l.toFixed(2)).join(' ')}`)
+    const o = report.options
+    console.log(`client: ${o.client}${o.client === 'wrk' ? ` (${o.threads} thread${o.threads > 1 ? 's' : ''})` : ''}, ${o.connections} connections, ${o.clientCpus === null ? 'unpinned' : `on core(s) ${o.clientCpus}`}; servers started by the bench ${o.serverCpus === null ? 'unpinned' : `on core(s) ${o.serverCpus}`}`)
     // A server answering errors or non-2xx was not serving the tiles asked for: its figures do not count.
     const failed = report.sets.some((s) => s.rows.some((r) => Object.values(r.results).some((x) => x.errors > 0 || x.non2xx > 0)))
     if (failed) {

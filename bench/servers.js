@@ -1,10 +1,12 @@
 // Starting and stopping the servers a bench run compares: tile-cannon on given data, and the node:http baseline.
+// `cpus` (a taskset list like "1" or "1-3") starts a server pinned to those cores, every thread and child process.
 import { fork, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { findTaskset } from './cpu.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
 const SERVER = join(HERE, '..', 'server.js')
@@ -17,9 +19,20 @@ export async function freePort () {
   return port
 }
 
-/** Forks a Node script and resolves once it sends 'ready' (as server.js does for pm2). */
-async function forkReady (script, args, { timeoutMs = 60_000, env } = {}) {
-  const child = fork(script, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, ...env } })
+/** The taskset binary for `cpus`, or an error saying it is missing. */
+function taskset () {
+  const bin = findTaskset()
+  if (!bin) throw new Error('pinning servers to cores needs taskset (Debian: util-linux)')
+  return bin
+}
+
+/**
+ * Forks a Node script and resolves once it sends 'ready' (as server.js does for pm2). With `cpus`, Node starts under
+ * `taskset -c cpus` (which execs it: same pid, same IPC channel), so every thread it ever starts is on those cores.
+ */
+async function forkReady (script, args, { timeoutMs = 60_000, env, cpus = null } = {}) {
+  const pinned = cpus === null ? {} : { execPath: taskset(), execArgv: ['-c', cpus, process.execPath, ...process.execArgv] }
+  const child = fork(script, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, ...env }, ...pinned })
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
   await new Promise((resolve, reject) => {
@@ -39,24 +52,24 @@ async function forkReady (script, args, { timeoutMs = 60_000, env } = {}) {
 }
 
 /** tile-cannon on `data` (files, folders or URLs), on a free 127.0.0.1 port. */
-export async function startTileCannon (data, { cache = true } = {}) {
+export async function startTileCannon (data, { cache = true, cpus = null } = {}) {
   const port = await freePort()
   const args = ['--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--no-watch', ...(cache ? [] : ['--cache-mb', '0']), ...data]
-  const proc = await forkReady(SERVER, args)
+  const proc = await forkReady(SERVER, args, { cpus })
   return { ...proc, base: `http://127.0.0.1:${port}` }
 }
 
 /** The bare node:http baseline, mirroring the answers at `urls` (a JSON file of { urls, headers }). */
-export async function startBaseline (listFile) {
+export async function startBaseline (listFile, { cpus = null } = {}) {
   const port = await freePort()
-  const proc = await forkReady(join(HERE, 'baseline.js'), [listFile, String(port)])
+  const proc = await forkReady(join(HERE, 'baseline.js'), [listFile, String(port)], { cpus })
   return { ...proc, base: `http://127.0.0.1:${port}` }
 }
 
 /** The node:http + pg floor for PostGIS sets (see pg-http.js). */
-export async function startPgHttp (url) {
+export async function startPgHttp (url, { cpus = null } = {}) {
   const port = await freePort()
-  const proc = await forkReady(join(HERE, 'pg-http.js'), [url, String(port)])
+  const proc = await forkReady(join(HERE, 'pg-http.js'), [url, String(port)], { cpus })
   return { ...proc, base: `http://127.0.0.1:${port}` }
 }
 
@@ -73,7 +86,7 @@ export function findNginx () {
  * The static-file ceiling: the same answers exploded to files under nginx (one worker, like one Node process),
  * served with the headers of each set's first answer. `answers` is mirror()'s Map; `dir` a scratch folder.
  */
-export async function startNginx (answers, dir) {
+export async function startNginx (answers, dir, { cpus = null } = {}) {
   const port = await freePort()
   const root = join(dir, 'root')
   const headersBySet = new Map()
@@ -92,14 +105,15 @@ export async function startNginx (answers, dir) {
   })
   return runNginx(dir, `listen 127.0.0.1:${port};
     root ${root};
-    ${locations.join('\n    ')}`, port)
+    ${locations.join('\n    ')}`, port, '', { cpus })
 }
 
 /**
  * Runs nginx (one worker, in the foreground, everything under `dir`) with one server block; resolves once it answers.
- * `http` adds directives to the http block (a proxy cache path, say).
+ * `http` adds directives to the http block (a proxy cache path, say). With `cpus`, the master starts under taskset and
+ * its worker inherits the cores.
  */
-export async function runNginx (dir, server, port, http = '') {
+export async function runNginx (dir, server, port, http = '', { cpus = null } = {}) {
   const bin = findNginx()
   if (!bin) throw new Error('nginx is not installed')
   const conf = join(dir, 'nginx.conf')
@@ -125,7 +139,9 @@ http {
 }
 `)
   mkdirSync(join(dir, 'tmp'), { recursive: true })
-  const child = spawn(bin, ['-p', dir, '-c', conf, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] })
+  const argv = [bin, '-p', dir, '-c', conf, '-g', 'daemon off;']
+  if (cpus !== null) argv.unshift(taskset(), '-c', cpus)
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
   const base = `http://127.0.0.1:${port}`

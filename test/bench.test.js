@@ -1,5 +1,5 @@
 // The bench runs end to end on a generated set (one second per zoom); its report has the published tables' shape.
-// No test asserts a speed.
+// No test asserts a speed: only that the figures are there and agree with what the servers answer.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -23,6 +23,17 @@ test('bench: per-zoom rows for tile-cannon and the baseline, JSON with the machi
   assert.match(res.stdout, /\| Zoom \| Location \| Server \| Requests\/sec \|/)
   assert.match(res.stdout, /### Summary/)
   assert.match(res.stdout, /machine: .*cores, Node v\d+/)
+  assert.match(res.stdout, /client: autocannon, 4 connections, unpinned/)
+  // The server-bound figure: CPU per request, with its ratio to the first server (lower is better), per row and overall.
+  assert.match(res.stdout, /\| CPU\/req \(µs\) \| CPU\/req vs node:http baseline \(lower is better\) \|/)
+  assert.match(res.stdout, /\| Avg CPU\/req \(µs\) \| CPU\/req vs node:http baseline \(lower is better\) \|/)
+  const rows = res.stdout.split('\n').filter((l) => /^\| \d+ \| gen\b/.test(l)).map((l) => l.split('|').slice(1, -1).map((c) => c.trim()))
+  assert.equal(rows.length, 6, 'a row per zoom and server')
+  for (const cells of rows) {
+    assert.match(cells.at(-2), /^\d[\d,]*\.\d$/, `CPU/req of ${cells[2]}: ${cells.at(-2)}`)
+    assert.match(cells.at(-1), /^\d+\.\d\d×$/, `CPU/req ratio of ${cells[2]}: ${cells.at(-1)}`)
+    if (cells[2] === 'node:http baseline') assert.equal(cells.at(-1), '1.00×')
+  }
 
   const report = JSON.parse(readFileSync(json, 'utf8'))
   assert.deepEqual(report.servers, ['node:http baseline', 'tile-cannon (cache on)', 'tile-cannon (cache off)'])
@@ -39,9 +50,11 @@ test('bench: per-zoom rows for tile-cannon and the baseline, JSON with the machi
       assert.ok(r.latencyP99 >= r.latencyAvg * 0 && Number.isFinite(r.latencyP99))
       assert.equal(r.errors, 0)
       assert.equal(r.non2xx, 0)
+      assert.ok(Number.isFinite(r.cpuPerRequest) && r.cpuPerRequest > 0, `${server} z${row.zoom} CPU/req = ${r.cpuPerRequest} µs`)
     }
   }
   assert.equal(report.summary.length, 3)
+  for (const s of report.summary) assert.ok(s.cpuPerRequest > 0 && s.firstCpuPerRequest > 0, JSON.stringify(s))
   const svg = readFileSync(chart, 'utf8')
   assert.match(svg, /^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/)
   assert.equal((svg.match(/<rect [^>]*><title>/g) ?? []).length, 6, 'a bar per zoom and server')
@@ -135,4 +148,90 @@ test('bench: COG mode, cache off, with the server CPU it kept busy', async (t) =
   const r = row.results['tile-cannon']
   assert.ok(r.rps > 0 && r.errors === 0 && r.non2xx === 0, JSON.stringify(r))
   assert.ok(r.cores > 0, `server CPU measured: ${r.cores}`)
+})
+
+test('bench: wrk\'s summary is read into the bench\'s figures', async () => {
+  const { parseWrk, wrkScript } = await import('../bench/wrk.js')
+  const text = `Running 1s test @ http://127.0.0.1:8099
+  1 threads and 50 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     4.38ms   11.74ms 118.07ms   95.28%
+    Req/Sec    24.96k    11.46k   37.81k    50.00%
+  Latency Distribution
+     50%    1.55ms
+     75%    2.73ms
+     90%    5.56ms
+     99%  712.00us
+  24864 requests in 1.00s, 27.16MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 8288
+Requests/sec:  24809.05
+Transfer/sec:     27.10MB
+`
+  assert.deepEqual(parseWrk(text), { rps: 24809.05, throughput: 27.1 * 1024 ** 2, latencyAvg: 4.38, latencyP99: 0.712, errors: 3, non2xx: 8288, requests: 24864 })
+  // The script's exact line wins over the rounded text.
+  const exact = parseWrk(`${text}\nBENCH_WRK requests=24864 duration_us=1002215 bytes=28477568 connect=0 read=0 write=0 status=0 timeout=0 latency_mean_us=4379.807 latency_p99_us=71312.000\n`)
+  assert.equal(exact.requests, 24864)
+  assert.equal(exact.throughput, 28477568 / 1.002215)
+  assert.equal(exact.latencyP99, 71.312)
+  assert.equal(exact.non2xx, 0)
+  assert.throws(() => parseWrk('unable to connect to 127.0.0.1:9 Connection refused'), /cannot read wrk's output/)
+  // Paths and headers reach Lua as escaped string literals.
+  const lua = wrkScript(['/a%20b/1/2/3', '/q"\\'], { 'accept-encoding': 'gzip, br' }, 2)
+  assert.match(lua, /"\/a%20b\/1\/2\/3",/)
+  assert.match(lua, /"\/q\\34\\92",/)
+  assert.match(lua, /wrk\.headers\["accept-encoding"\] = "gzip, br"/)
+  assert.match(lua, /#reqs \/ 2\)/)
+})
+
+test('bench --client wrk: pinned away from the servers, req/s and bytes agree with the servers\' own answers', async (t) => {
+  const { findWrk } = await import('../bench/wrk.js')
+  if (!needs(t, findWrk() !== null, 'wrk is not installed (apt-get install wrk)')) return
+  const { affinity } = await import('../bench/cpu.js')
+  const { startTileCannon } = await import('../bench/servers.js')
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'w.mbtiles'), { tiles: vectorTiles(pyramid(0, 2, 4)) })
+
+  // A server started with cpus runs there, every thread of it.
+  const pinned = await startTileCannon([dir], { cpus: '0' })
+  t.after(() => pinned.stop())
+  const { readdirSync } = await import('node:fs')
+  for (const task of readdirSync(`/proc/${pinned.child.pid}/task`)) assert.equal(affinity(`${pinned.child.pid}/task/${task}`), '0')
+
+  // The raw size of each answer (status line, headers and body, as wrk counts bytes), asked as wrk asks: keep-alive.
+  const { request } = await import('node:http')
+  const rawSize = (url) => new Promise((resolve, reject) => request(url, { agent: false, headers: { 'accept-encoding': 'gzip, br', connection: 'keep-alive' } }, (res) => {
+    const socket = res.socket
+    res.resume().on('end', () => { resolve({ status: res.statusCode, bytes: socket.bytesRead }); socket.destroy() })
+  }).on('error', reject).end())
+
+  const json = join(dir, 'wrk.json')
+  const res = bench(['--data', dir, '--zooms', '2', '--duration', '1', '--warmup', '0', '--client', 'wrk', '--connections', '8', '--baseline', '--json', json, '--markdown'])
+  assert.equal(res.status, 0, res.stderr)
+  const report = JSON.parse(readFileSync(json, 'utf8'))
+  assert.equal(report.options.client, 'wrk')
+  assert.equal(report.options.threads, 1)
+  assert.equal(report.options.connections, 8)
+  if (report.machine.cores > 1) {
+    assert.equal(report.options.clientCpus, '0')
+    assert.equal(report.options.serverCpus, Array.from({ length: report.machine.cores - 1 }, (_, i) => i + 1).join(','))
+    assert.match(res.stdout, /client: wrk \(1 thread\), 8 connections, on core\(s\) 0; servers started by the bench on core\(s\) 1/)
+  }
+  assert.deepEqual(report.servers, ['node:http baseline', 'tile-cannon'])
+  const row = report.sets[0].rows[0]
+  const sizes = await Promise.all(pyramid(2, 2, 4).filter(([z]) => z === 2).slice(0, row.tiles).map(([z, x, y]) => rawSize(`${pinned.base}/w/${z}/${x}/${y}`)))
+  assert.ok(sizes.every((s) => s.status === 200))
+  const meanSize = sizes.reduce((a, s) => a + s.bytes, 0) / sizes.length
+  for (const server of report.servers) {
+    const r = row.results[server]
+    assert.ok(r.rps > 0 && r.requests > 0, `${server}: ${r.rps} req/s`)
+    assert.equal(r.errors, 0, `${server}: socket errors`)
+    assert.equal(r.non2xx, 0, `${server}: answers ≥ 400`)
+    const seconds = r.requests / r.rps
+    assert.ok(seconds >= 0.95 && seconds < 1.5, `${server}: ${r.requests} requests at ${r.rps} req/s is ${seconds} s, for --duration 1`)
+    // Every path of the zoom was asked for, in turn: the bytes read per request are those of the average answer.
+    const perRequest = r.throughput / r.rps
+    assert.ok(Math.abs(perRequest - meanSize) / meanSize < 0.03, `${server}: ${perRequest.toFixed(1)} bytes per request, answers average ${meanSize.toFixed(1)}`)
+    assert.ok(r.cpuPerRequest > 0 && r.cores > 0, `${server}: ${r.cpuPerRequest} µs of CPU per request`)
+  }
 })
