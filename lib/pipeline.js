@@ -19,6 +19,8 @@ export class TilePipeline {
     this.cache = cache
     this.log = log
     this.cors = cors
+    // Vary of an answer whose coding depends on Accept-Encoding, and of one that does not (CORS may add Origin).
+    this.varies = cors.varies ? ['Origin', 'Origin, Accept-Encoding'] : ['', 'Accept-Encoding']
   }
 
   /**
@@ -99,7 +101,7 @@ export class TilePipeline {
     const head = { 'content-type': record.info.contentType, 'content-length': String(body.length), etag, 'cache-control': record.cacheControl }
     if (encoding !== 'identity') head['content-encoding'] = encoding
     Object.assign(head, this.cors.fixed)
-    const vary = [this.cors.varies && 'Origin', record.vary && 'Accept-Encoding'].filter(Boolean).join(', ')
+    const vary = this.varies[record.vary ? 1 : 0]
     if (vary !== '') head.vary = vary
     const encoded = { body, head, etag, cacheControl: record.cacheControl, vary }
     record.encodings[encoding] = encoded
