@@ -16,16 +16,18 @@ export function markdown (report) {
   const first = report.servers[0]
   const cpuFirst = report.cpuReference ?? first // the first server whose CPU is known
   for (const set of report.sets) {
+    // --db-pid: the database's CPU per request of each server, the part of the machine a server's queries take.
+    const withDb = set.rows.some((row) => Object.values(row.results).some((r) => r.dbCpuPerRequest !== undefined))
     out.push(`### ${set.location}`, '')
-    out.push(`| Zoom | Location | Server | Requests/sec | vs ${first} | Throughput (MB/s) | Avg Latency | P99 Latency | Errors | Non-2xx | Server CPU (cores) | CPU/req (µs) | CPU/req vs ${cpuFirst} (lower is better) |`)
-    out.push('|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    out.push(`| Zoom | Location | Server | Requests/sec | vs ${first} | Throughput (MB/s) | Avg Latency | P99 Latency | Errors | Non-2xx | Server CPU (cores) | CPU/req (µs) | CPU/req vs ${cpuFirst} (lower is better) |${withDb ? ' Database CPU/req (µs) |' : ''}`)
+    out.push(`|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|${withDb ? '---:|' : ''}`)
     for (const row of set.rows) {
       const base = row.results[first]
       const cpuBase = row.results[cpuFirst]
       for (const server of report.servers) {
         const r = row.results[server]
         if (!r) continue
-        out.push(`| ${row.zoom} | ${set.location} | ${server} | ${fmt(r.rps)} | ${ratio(r.rps, base?.rps)} | ${mb(r.throughput)} | ${ms(r.latencyAvg)} | ${ms(r.latencyP99)} | ${r.errors} | ${r.non2xx} | ${Number.isFinite(r.cores) ? fmt(r.cores, 2) : '–'} | ${us(r.cpuPerRequest)} | ${ratio(r.cpuPerRequest, cpuBase?.cpuPerRequest)} |`)
+        out.push(`| ${row.zoom} | ${set.location} | ${server} | ${fmt(r.rps)} | ${ratio(r.rps, base?.rps)} | ${mb(r.throughput)} | ${ms(r.latencyAvg)} | ${ms(r.latencyP99)} | ${r.errors} | ${r.non2xx} | ${Number.isFinite(r.cores) ? fmt(r.cores, 2) : '–'} | ${us(r.cpuPerRequest)} | ${ratio(r.cpuPerRequest, cpuBase?.cpuPerRequest)} |${withDb ? ` ${us(r.dbCpuPerRequest)} |` : ''}`)
       }
     }
     out.push('')

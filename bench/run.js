@@ -21,6 +21,8 @@ const USAGE = `Usage: node bench/run.js [options]
 
   --data PATH          start tile-cannon on this file, folder or URL (repeatable); no --data and no --server: the demo
   --server NAME=URL    another server to compare, URL with {z}/{x}/{y} (repeatable)
+  --pid NAME=PID       the process of a --server you started: its CPU (threads and children) is measured too
+  --db-pid PID         a database's process (the postmaster): its CPU per request is reported beside each server's
   --set ID             which tile-cannon set(s) to bench (repeatable; default: all, filtered by --format)
   --format KIND        mbtiles|pmtiles|postgres|cog|demo: only sets of this kind
   --tilejson URL       bounds/center for finding tiles when only --server is given
@@ -58,6 +60,8 @@ function parse (argv) {
     options: {
       data: { type: 'string', multiple: true, default: [] },
       server: { type: 'string', multiple: true, default: [] },
+      pid: { type: 'string', multiple: true, default: [] },
+      'db-pid': { type: 'string' },
       set: { type: 'string', multiple: true, default: [] },
       format: { type: 'string' },
       tilejson: { type: 'string' },
@@ -105,6 +109,14 @@ function parse (argv) {
     if (!/^https?:\/\//.test(template)) throw new UsageError(`--server ${s.slice(0, i)}: the URL must start with http:// or https://`)
     return { name: s.slice(0, i), template }
   })
+  for (const p of values.pid) {
+    const [name, pid] = p.split('=')
+    const server = servers.find((s) => s.name === name)
+    if (server === undefined || !/^\d+$/.test(pid ?? '')) throw new UsageError(`--pid wants NAME=PID of a --server, got "${p}"`)
+    server.pid = Number(pid)
+  }
+  if (values['db-pid'] !== undefined && !/^\d+$/.test(values['db-pid'])) throw new UsageError('--db-pid wants a process id')
+  const dbPid = values['db-pid'] === undefined ? null : Number(values['db-pid'])
   const cacheModes = values.cache.split(',')
   if (!cacheModes.every((m) => m === 'on' || m === 'off')) throw new UsageError('--cache takes on, off or on,off')
   const headers = {}
@@ -144,6 +156,7 @@ function parse (argv) {
     ...values,
     zooms,
     servers,
+    dbPid,
     cacheModes,
     headers,
     duration,
@@ -320,7 +333,7 @@ export async function run (opts) {
     // Every server as { name, template(set) }.
     const servers = [
       ...instances.map((i) => ({ name: i.name, template: (set) => `${i.base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` })),
-      ...opts.servers.map((s) => ({ name: s.name, template: () => s.template })),
+      ...opts.servers.map((s) => ({ name: s.name, template: () => s.template, pid: s.pid })),
     ]
     if (opts.titiler) {
       if (!instances.length) throw new UsageError('--titiler compares with tile-cannon on the same files: give them with --data')
@@ -366,7 +379,7 @@ export async function run (opts) {
     const originOf = (template) => { try { return new URL(fill(template, 0, 0, 0)).origin } catch { return null } }
     for (const s of servers) {
       const o = s.template ? originOf(s.template(sets[0])) : null
-      s.pid = started.find((p) => p.base && p.base === o)?.child?.pid ?? null
+      s.pid ??= started.find((p) => p.base && p.base === o)?.child?.pid ?? null
     }
     // autocannon runs in this process: --client-cpus pins it now, after the servers have started with their own cores.
     if (opts.client === 'autocannon' && opts.clientCpus !== null) pin(process.pid, opts.clientCpus)
@@ -397,9 +410,11 @@ export async function run (opts) {
             progress(`[${++done}/${total}] round ${round + 1} ${set.id ?? set.name} z${z} ${server.name}`)
             if (opts.warmup > 0) await measure(origin, paths, opts, opts.warmup, scriptFile)
             const cpuBefore = server.pid ? cpuSeconds(server.pid) : null
+            const dbBefore = opts.dbPid !== null ? cpuSeconds(opts.dbPid) : null
             const wallBefore = performance.now()
             const r = await measure(origin, paths, opts, opts.duration, scriptFile)
             const cpuAfter = cpuBefore === null ? null : cpuSeconds(server.pid)
+            const dbCpu = dbBefore === null ? null : cpuSeconds(opts.dbPid) - dbBefore
             // The server's CPU over the run (every thread of its process and of its children, as nginx's worker):
             // in cores, rendering spread over the machine shows; per request answered, the cost of each.
             const cpu = cpuAfter === null ? null : cpuAfter - cpuBefore
@@ -407,7 +422,7 @@ export async function run (opts) {
             results[key] ??= {}
             results[key][z] ??= {}
             results[key][z][server.name] ??= []
-            results[key][z][server.name].push({ ...r, cpu, cores, cpuPerRequest: cpu !== null && r.requests > 0 ? (cpu * 1e6) / r.requests : null })
+            results[key][z][server.name].push({ ...r, cpu, cores, cpuPerRequest: cpu !== null && r.requests > 0 ? (cpu * 1e6) / r.requests : null, dbCpu })
           }
         }
       }
@@ -435,6 +450,9 @@ export async function run (opts) {
               ...(runs.every((r) => Number.isFinite(r.cpu)) && sum(runs, 'requests') > 0
                 ? { cores: mean(runs, 'cores'), cpuPerRequest: (sum(runs, 'cpu') * 1e6) / sum(runs, 'requests') } // µs, over every round
                 : { cores: null, cpuPerRequest: null }),
+              ...(runs.every((r) => Number.isFinite(r.dbCpu)) && sum(runs, 'requests') > 0
+                ? { dbCpuPerRequest: (sum(runs, 'dbCpu') * 1e6) / sum(runs, 'requests') } // the database's µs per request
+                : {}),
               runs,
             }])),
           })),

@@ -36,14 +36,16 @@ export class TileCache {
     if (record.size <= this.maxBytes) this.lru.set(key, record, ttlMs > 0 ? { ttl: ttlMs } : undefined)
   }
 
-  /** Runs `load` once for all concurrent callers of `key`. */
-  dedupe (key, load) {
-    let pending = this.inflight.get(key)
-    if (pending === undefined) {
-      pending = load().finally(() => this.inflight.delete(key))
-      this.inflight.set(key, pending)
-    }
-    return pending
+  /** The promise of a read of `key` under way, if there is one. */
+  pending (key) {
+    return this.inflight.size === 0 ? undefined : this.inflight.get(key)
+  }
+
+  /** Shares `reading`, the promise of `key`'s record, with every caller until it settles (see pending). */
+  dedupe (key, reading) {
+    const shared = reading.finally(() => this.inflight.delete(key))
+    this.inflight.set(key, shared)
+    return shared
   }
 
   /** Drops every record whose key starts with `prefix` (a set that was reloaded or removed). */

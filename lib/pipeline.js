@@ -36,18 +36,26 @@ export class TilePipeline {
     if (query !== undefined) key += '?' + canonicalQuery(query)
     const hit = this.cache.get(key)
     if (hit !== undefined) return hit
-    return this.cache.dedupe(key, () => this.load(entry, z, x, y, key, query, rendering))
-  }
-
-  async load (entry, z, x, y, key, query, rendering) {
+    const pending = this.cache.pending(key)
+    if (pending !== undefined) return pending
     let stored
     try {
-      stored = await this.catalog.readTile(entry, z, x, y, query, rendering)
+      stored = this.catalog.readTile(entry, z, x, y, query, rendering)
     } catch (err) {
-      throw readFailure(entry, err, this.log)
+      return Promise.reject(readFailure(entry, err, this.log))
     }
+    // A source that reads synchronously (SQLite) is answered in this tick: no promise, no de-duplication needed (no
+    // other request can run meanwhile). Cold MBTiles tiles cost ~9 % less CPU than through the promise chain.
+    if (!(stored instanceof Promise)) return this.store(entry, key, stored)
+    return this.cache.dedupe(key, stored.then(
+      (bytes) => this.store(entry, key, bytes),
+      (err) => { throw readFailure(entry, err, this.log) }))
+  }
+
+  /** The record of bytes read (ABSENT for none), kept for the set's lifetime of made tiles. */
+  store (entry, key, stored) {
     let record = ABSENT
-    if (stored !== null && stored.length > 0) {
+    if (stored !== null && stored !== undefined && stored.length > 0) {
       const info = describeTile(stored, entry.source.hints, entry.sniffed)
       const compressible = isCompressible(info.format)
       record = {
@@ -78,18 +86,26 @@ export class TilePipeline {
     if (known !== undefined) return known
     // Passing the stored bytes through needs no await: the common cold-path case stays synchronous.
     if (encoding === record.info.encoding) return this.addEncoding(record, encoding, record.stored)
-    return transcode(record.stored, record.info.encoding, encoding).then((body) => {
-      // Compressing a tiny raw tile can make it larger (gzip's 18 bytes of framing): then the raw bytes are the answer.
-      if (record.info.encoding === 'identity' && body.length >= record.stored.length) {
-        const raw = record.encodings.identity ?? this.addEncoding(record, 'identity', record.stored)
-        record.encodings[encoding] = raw
-        return raw
-      }
-      return this.addEncoding(record, encoding, body)
-    }, (err) => {
-      // Stored bytes that do not decode, or in a coding this Node cannot decode: the set cannot serve this tile.
-      throw readFailure(entry, err instanceof UnsupportedEncodingError ? new Unavailable(err.message, { cause: err }) : err, this.log)
-    })
+    // Stored bytes that do not decode, or in a coding this Node cannot decode: the set cannot serve this tile.
+    const failure = (err) => readFailure(entry, err instanceof UnsupportedEncodingError ? new Unavailable(err.message, { cause: err }) : err, this.log)
+    let body
+    try {
+      body = transcode(record.stored, record.info.encoding, encoding) // small tiles inline (lib/encoding.js)
+    } catch (err) {
+      return Promise.reject(failure(err))
+    }
+    if (body instanceof Promise) return body.then((bytes) => this.addTranscoded(record, encoding, bytes), (err) => { throw failure(err) })
+    return this.addTranscoded(record, encoding, body)
+  }
+
+  /** Adds a transcoded body; compressing a tiny raw tile can make it larger (gzip's 18 bytes of framing): then the raw bytes are the answer. */
+  addTranscoded (record, encoding, body) {
+    if (record.info.encoding === 'identity' && body.length >= record.stored.length) {
+      const raw = record.encodings.identity ?? this.addEncoding(record, 'identity', record.stored)
+      record.encodings[encoding] = raw
+      return raw
+    }
+    return this.addEncoding(record, encoding, body)
   }
 
   /**

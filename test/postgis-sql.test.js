@@ -48,7 +48,10 @@ test('a Web Mercator table: drawn and filtered as it is, the filter envelope bei
   assert.ok(sql.includes(`ST_AsMVTGeom(g."geom", ${TILE}, 4096, 64, true) AS ${GEOM_ALIAS}`), 'clipped to the tile, with the buffer')
   assert.deepEqual(filterOf(sql), { column: 'g."geom"', envelope: 'ST_TileEnvelope($1::integer, $2::integer, $3::integer, margin => 0.015625)' })
   assert.ok(sql.includes('FROM "public"."roads" AS g'))
-  assert.ok(sql.endsWith(`) AS t WHERE t.${GEOM_ALIAS} IS NOT NULL`), 'features clipped away leave no empty geometry')
+  // ST_AsMVT leaves out rows whose drawn geometry is NULL (clipped away); a filter on it made PostgreSQL draw every
+  // row twice (+35 % database time a z12 tile of 1,100 points).
+  assert.equal(count(sql, 'ST_AsMVTGeom('), 1, 'each row drawn once')
+  assert.ok(sql.endsWith(') AS t'), 'no filter on the drawn geometry')
 })
 
 test('another SRID: the raw column meets an envelope transformed once, after clipping to the world and densifying', () => {

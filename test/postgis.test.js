@@ -105,6 +105,7 @@ test('the right features land in the right tile with the right properties', asyn
     const got = new Map()
     for (let i = 0; i < layer.length; i++) {
       const f = layer.feature(i)
+      assert.ok(f.loadGeometry().flat().length > 0, `z${z}: feature ${f.id} has a geometry (clipped-away rows are left out)`)
       got.set(f.id, f.properties)
     }
     const inside = await query('SELECT id, name, value FROM zurich_points WHERE ST_Intersects(geom, ST_Transform(ST_TileEnvelope($1, $2, $3), 4326))', [z, x, y])
@@ -225,6 +226,8 @@ test('every shared PostGIS fixture loads and serves: martin tables, GeoJSON laye
   const roads = decode((await app.inject({ url: `/tl_2018_51685_roads/12/${x}/${y}` })).rawPayload).layers.tl_2018_51685_roads
   assert.ok(roads.length > 10)
   assert.ok(typeof roads.feature(0).properties.FULLNAME === 'string')
+  // Lines whose box meets the tile's but which are clipped away entirely are left out, not sent without geometry.
+  for (let i = 0; i < roads.length; i++) assert.ok(roads.feature(i).loadGeometry().flat().length > 0, `road ${i} has a geometry`)
   const comment = (await app.inject({ url: '/mat_view.json' })).json()
   assert.equal(comment.description, 'materialized view comment', 'TileJSON from the table comment')
 })

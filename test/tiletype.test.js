@@ -86,7 +86,8 @@ test('the cache is bounded in bytes and de-duplicates concurrent reads of one ti
   const entry = app.catalog.get('s')
   let reads = 0
   const getTile = entry.source.getTile
-  entry.source.getTile = (...args) => { reads++; return getTile(...args) } // counts reads of the real source
+  // Counts reads of the real source, made asynchronous as a remote file's are (a synchronous read cannot overlap).
+  entry.source.getTile = async (...args) => { reads++; await new Promise((resolve) => setTimeout(resolve, 20)); return getTile(...args) }
   const answers = await Promise.all(Array.from({ length: 20 }, () => app.inject({ url: '/s/0/0/0', headers: { 'accept-encoding': 'gzip' } })))
   assert.ok(answers.every((a) => a.statusCode === 200))
   assert.equal(reads, 1, '20 concurrent requests, one read')

@@ -146,14 +146,26 @@ export class Registry {
     for (const c of this.composites.values()) if (c.parts.includes(entry)) c.key = this.newKey(c.id)
   }
 
-  /** Reads a stored tile, keeping the entry's handle open until the read is done. */
-  async readTile (entry, z, x, y, query, rendering) {
+  /**
+   * Reads a stored tile, keeping the entry's handle open until the read is done: the bytes (or null) when the source
+   * read them synchronously, else a promise of them. Throws (or rejects) what the source threw.
+   */
+  readTile (entry, z, x, y, query, rendering) {
     entry.active++
+    let result
     try {
-      return await entry.source.getTile(z, x, y, query, rendering)
-    } finally {
-      if (--entry.active === 0 && entry.retired) this.closeSource(entry)
+      result = entry.source.getTile(z, x, y, query, rendering)
+    } catch (err) {
+      this.release(entry)
+      throw err
     }
+    if (result instanceof Promise) return result.finally(() => this.release(entry))
+    this.release(entry)
+    return result
+  }
+
+  release (entry) {
+    if (--entry.active === 0 && entry.retired) this.closeSource(entry)
   }
 
   composite (name) {

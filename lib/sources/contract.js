@@ -42,8 +42,9 @@
  * @property {{format?: string, compression?: string}} hints  what the archive declares, for what bytes cannot say
  * @property {object} tilejson             TileJSON 3.0.0 fields except `tiles` (lib/sources/tilejson.js builds them)
  * @property {object} metadata             raw metadata, for /:set/meta
- * @property {(z: number, x: number, y: number, query?: object, rendering?: Rendering) => Promise<Buffer|null>} getTile
- *   the stored bytes as they are (maybe compressed); null: no tile there
+ * @property {(z: number, x: number, y: number, query?: object, rendering?: Rendering) => (Buffer|null|Promise<Buffer|null>)} getTile
+ *   the stored bytes as they are (maybe compressed); null: no tile there. A source whose reads are synchronous
+ *   (SQLite) returns them as they are, and its tiles are answered without a promise; others return a promise
  * @property {() => (void|Promise<void>)} close  releases handles; idempotent
  *
  * Optional capabilities, each with its default when absent:

@@ -117,7 +117,8 @@ export async function open (spec) {
         vectorLayers: json.vector_layers ?? (format === 'pbf' && Buffer.isBuffer(sample) ? layersOfTile(sample, compression) : undefined),
         format,
       }),
-      async getTile (z, x, y) {
+      // Synchronous, as better-sqlite3 is: the pipeline answers a cold tile in the same tick (lib/pipeline.js record).
+      getTile (z, x, y) {
         const data = tileStatement.get(z, x, flipY(z, y))
         if (typeof data === 'string') return Buffer.from(data) // some writers store JSON tiles in a TEXT column
         return data ?? null // a NULL tile_data row is a missing tile

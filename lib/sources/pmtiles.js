@@ -4,6 +4,7 @@
 import { close, fstat, open as openCallback, readSync } from 'node:fs'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
+import { LRUCache } from 'lru-cache'
 import { Compression, FetchSource, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat } from './tilejson.js'
 import { Unavailable } from '../errors.js'
@@ -51,11 +52,13 @@ class FileRangeSource {
 
   getKey () { return this.key }
 
-  async read (offset, length) {
+  readNow (offset, length) {
     const buf = Buffer.allocUnsafeSlow(length)
     const bytesRead = readSync(this.fd, buf, 0, length, offset)
     return bytesRead === length ? buf : buf.subarray(0, bytesRead)
   }
+
+  async read (offset, length) { return this.readNow(offset, length) }
 
   async getBytes (offset, length) {
     const buf = await this.read(offset, length)
@@ -136,6 +139,38 @@ export async function open (spec) {
       vectorLayers = layersOfTile(await source.read(tileDataOffset + first.offset, first.length), compression)
     }
 
+    // Leaf directories already read, by offset: a tile whose path is known is found synchronously, and read so from a
+    // local file (a cold tile then needs no promise; the library's cache answers through one per lookup).
+    const leaves = new LRUCache({ max: 256 })
+    // From `entries` at `depth`: the tile's entry, null (no such tile), or { offset, length, depth } of a leaf
+    // directory to read first.
+    const lookUp = (tileId, entries, depth) => {
+      for (; depth <= 3; depth++) {
+        const entry = findTile(entries, tileId)
+        if (entry === null) return null
+        if (entry.runLength > 0) return entry
+        const offset = leafDirectoryOffset + entry.offset
+        entries = leaves.get(offset)
+        if (entries === undefined) return { offset, length: entry.length, depth }
+      }
+      throw new Unavailable('directory deeper than the spec allows')
+    }
+    const readThroughLeaves = async (tileId, found) => {
+      while (found !== null && found.runLength === undefined) {
+        const entries = await cache.getDirectory(source, found.offset, found.length, header)
+        leaves.set(found.offset, entries)
+        found = lookUp(tileId, entries, found.depth + 1)
+      }
+      return found === null ? null : readEntry(found)
+    }
+    const checked = (data, entry) => {
+      if (data.length !== entry.length) throw new Unavailable('tile data lies beyond the end of the archive')
+      return data
+    }
+    const readEntry = source instanceof FileRangeSource
+      ? (entry) => checked(source.readNow(tileDataOffset + entry.offset, entry.length), entry)
+      : (entry) => source.read(tileDataOffset + entry.offset, entry.length).then((data) => checked(data, entry))
+
     let closed = false
     return {
       id: spec.id,
@@ -152,20 +187,11 @@ export async function open (spec) {
         vectorLayers,
         format,
       }),
-      async getTile (z, x, y) {
+      getTile (z, x, y) {
         const tileId = zxyToTileId(z, x, y)
-        let entries = rootEntries
-        for (let depth = 0; depth <= 3; depth++) {
-          const entry = findTile(entries, tileId)
-          if (entry === null) return null
-          if (entry.runLength > 0) {
-            const data = await source.read(tileDataOffset + entry.offset, entry.length)
-            if (data.length !== entry.length) throw new Unavailable('tile data lies beyond the end of the archive')
-            return data
-          }
-          entries = await cache.getDirectory(source, leafDirectoryOffset + entry.offset, entry.length, header)
-        }
-        throw new Unavailable('directory deeper than the spec allows')
+        const found = lookUp(tileId, rootEntries, 0)
+        if (found === null) return null
+        return found.runLength !== undefined ? readEntry(found) : readThroughLeaves(tileId, found)
       },
       close () {
         if (closed) return
