@@ -1,6 +1,7 @@
-# tile-cannon: serves every .mbtiles/.pmtiles in the /data volume on port 3000.
+# tile-cannon: serves every .mbtiles/.pmtiles in the /data volume on port 3000; styles and fonts from /styles, /fonts.
 #   docker build -t tile-cannon .
-#   docker run -p 3000:3000 -v "$PWD/tiles:/data:ro" tile-cannon
+#   docker run -p 3000:3000 -v "$PWD/tiles:/data:ro" -v "$PWD/styles:/styles:ro" -v "$PWD/fonts:/fonts:ro" \
+#     -e TILE_CANNON_STYLES=/styles -e TILE_CANNON_FONTS=/fonts tile-cannon
 # Node 26, the current Active LTS (Node 20 reached its end of life in April 2026); .ci/run tests the same line.
 # Bookworm, like the CI machine. Both stages must use the same Node: better-sqlite3 is built for its ABI.
 FROM node:26-bookworm-slim AS build
@@ -15,6 +16,10 @@ WORKDIR /app
 ENV NODE_ENV=production \
     TILE_CANNON_HOST=0.0.0.0 \
     TILE_CANNON_PORT=3000
+# The renderer (MapLibre Native through mapli, in a venv): the EGL/GL and curl libraries it loads.
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv libegl1 libegl-mesa0 libgl1 \
+      libgl1-mesa-dri libcurl4 && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /app/.render-venv && /app/.render-venv/bin/pip install --no-cache-dir mapli==0.4.1
 COPY --from=build /app/node_modules ./node_modules
 COPY package.json server.js ./
 COPY lib ./lib

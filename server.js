@@ -37,6 +37,7 @@ for (const { id } of sets) console.log(`  ${id}: ${base}/${encodeURIComponent(id
 process.on('SIGHUP', () => {
   app.log.info('SIGHUP: reloading the catalog')
   app.catalog.reload().catch((err) => app.log.error({ err: err.message }, 'reload failed'))
+  app.reloadStyles().catch((err) => app.log.error({ err: err.message }, 'reloading styles failed'))
 })
 
 let closing = false

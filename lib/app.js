@@ -5,6 +5,8 @@ import { corsPolicy, registerCors } from './cors.js'
 import { TileCache } from './cache.js'
 import { Catalog } from './catalog/index.js'
 import rasterPool from './raster/pool.js'
+import stylePlugin from './style/index.js'
+import renderPlugin from './style/render/index.js'
 import { TilePipeline } from './pipeline.js'
 import { errorHandler } from './errors.js'
 import { linkMaker, trustFunction } from './urls.js'
@@ -13,6 +15,9 @@ import tileRoutes from '../routes/tiles.js'
 import metaRoutes from '../routes/meta.js'
 import listRoutes from '../routes/list.js'
 import indexRoutes from '../routes/index.js'
+import styleRoutes from '../routes/styles.js'
+import fontRoutes from '../routes/fonts.js'
+import renderRoutes from '../routes/render.js'
 
 export async function buildApp (config, { loggerInstance } = {}) {
   const app = Fastify({
@@ -57,6 +62,11 @@ export async function buildApp (config, { loggerInstance } = {}) {
   await app.register(metaRoutes)
   await app.register(listRoutes)
   await app.register(indexRoutes)
+  await app.register(stylePlugin, config)
+  await app.register(styleRoutes)
+  await app.register(fontRoutes)
+  await app.register(renderPlugin, config)
+  await app.register(renderRoutes)
 
   await catalog.load()
   if (config.watch) catalog.watch()

@@ -24,9 +24,13 @@ export const DEFAULTS = {
   watchDebounceMs: 300,
   settleMs: 60_000,
   demo: true,
+  styles: null, // a folder of MapLibre styles (lib/style): ./styles when it exists
+  fonts: null, // a folder of glyph PBFs, `Font Name/0-255.pbf`: ./fonts when it exists
+  defaultFont: null, // the font serving unknown names (null: the first "Regular" font, else the first)
   sets: {},
   postgres: {},
   raster: {},
+  render: {},
 }
 
 const schema = {
@@ -58,6 +62,9 @@ const schema = {
     logRequests: { type: 'boolean' },
     watch: { type: 'boolean' },
     watchDebounceMs: { type: 'integer', minimum: 0 },
+    styles: { type: ['string', 'null'], minLength: 1 },
+    fonts: { type: ['string', 'null'], minLength: 1 },
+    defaultFont: { type: ['string', 'null'], minLength: 1 },
     settleMs: { type: 'integer', minimum: 0 },
     demo: { type: 'boolean' },
     postgres: {
@@ -112,6 +119,20 @@ const schema = {
         blockCacheMB: { type: 'number', exclusiveMinimum: 0 }, // decoded-block cache per worker; default in loadConfig
       },
     },
+    render: { // rendering styles with MapLibre Native (lib/style/render)
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        backend: { enum: ['auto', 'native', 'mapli', 'off'] }, // default auto: native if installed, else mapli
+        python: { type: 'string', minLength: 1 }, // the Python that has mapli; default .render-venv/bin/python
+        children: { type: 'integer', minimum: 1, maximum: 64 }, // renderer processes; default 1
+        threads: { type: 'integer', minimum: 1, maximum: 64 }, // engine threads per child; default one per core
+        timeoutMs: { type: 'integer', minimum: 100 }, // a render longer than this answers 503 (default 30000)
+        queueMax: { type: 'integer', minimum: 1 }, // renders waiting or under way before 503 + Retry-After (default 64)
+        cacheTtlS: { type: 'number', minimum: 0 }, // how long rendered tiles are cached; default: until the style changes
+        maxzoom: { type: 'integer', minimum: 0, maximum: 24 }, // default 22
+      },
+    },
     sets: {
       type: 'object',
       additionalProperties: {
@@ -149,9 +170,14 @@ const ENV = {
   TILE_CANNON_LOG_REQUESTS: 'logRequests',
   TILE_CANNON_WATCH: 'watch',
   TILE_CANNON_DEMO: 'demo',
+  TILE_CANNON_STYLES: 'styles',
+  TILE_CANNON_FONTS: 'fonts',
+  TILE_CANNON_DEFAULT_FONT: 'defaultFont',
   // 'section.key': a key inside a section (the raster worker pool's size, lib/raster/pool.js)
   TILE_CANNON_RASTER_THREADS: 'raster.threads',
   TILE_CANNON_COG_BLOCK_CACHE_MB: 'raster.blockCacheMB',
+  TILE_CANNON_RENDER_BACKEND: 'render.backend',
+  TILE_CANNON_RENDER_PYTHON: 'render.python',
 }
 // Sections the environment sets key by key: merged key by key across the layers, so that a file's raster.overzoom
 // and the environment's raster.threads both hold. Any other value, objects included, replaces the one below it.
@@ -171,6 +197,9 @@ const FLAGS = {
   'log-requests': { type: 'boolean' },
   'no-watch': { type: 'boolean' },
   'no-demo': { type: 'boolean' },
+  styles: { type: 'string' },
+  fonts: { type: 'string' },
+  'default-font': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 }
 
@@ -196,6 +225,11 @@ Options:
       --log-requests      log every request (off by default: it costs throughput)
       --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads)
       --no-demo           serve nothing rather than the demo when no tilesets are found
+      --styles DIR        MapLibre styles, NAME/style.json or NAME.json (default ./styles if it exists; env
+                          TILE_CANNON_STYLES)
+      --fonts DIR         glyph PBFs as "Font Name/0-255.pbf" (default ./fonts if it exists; env TILE_CANNON_FONTS)
+      --default-font NAME the font serving unknown font names (default: the first "Regular" one; env
+                          TILE_CANNON_DEFAULT_FONT)
   -h, --help              this help
 
 Precedence: flags > environment > config file > defaults.`
@@ -220,6 +254,7 @@ function readConfigFile (file) {
   // Paths in a config file are relative to the file.
   const base = dirname(resolve(file))
   const isUrl = (p) => /^[a-z][a-z0-9+.-]*:\/\//i.test(p)
+  for (const key of ['styles', 'fonts']) if (typeof data[key] === 'string') data[key] = resolve(base, data[key])
   if (Array.isArray(data.paths)) data.paths = data.paths.map((p) => (typeof p === 'string' && !isUrl(p) ? resolve(base, p) : p))
   if (data.sets && typeof data.sets === 'object') {
     for (const set of Object.values(data.sets)) if (set && typeof set.path === 'string') set.path = resolve(base, set.path)
@@ -265,6 +300,9 @@ function fromFlags (values, positionals) {
   if (values['log-requests']) out.logRequests = true
   if (values['no-watch']) out.watch = false
   if (values['no-demo']) out.demo = false
+  if (values.styles !== undefined) out.styles = values.styles
+  if (values.fonts !== undefined) out.fonts = values.fonts
+  if (values['default-font'] !== undefined) out.defaultFont = values['default-font']
   if (positionals.length > 0) out.paths = positionals
   return out
 }
@@ -317,6 +355,11 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   merged.raster.threads ??= availableParallelism()
   merged.raster.blockCacheMB ??= Math.max(64, totalmem() * 0.05 / merged.raster.threads / 2 ** 20)
   merged.paths = merged.paths.map((p) => (/^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(cwd, p)))
+  // Styles and fonts: the folders given (relative to where they were given), else ./styles and ./fonts when they exist.
+  for (const key of ['styles', 'fonts']) {
+    if (typeof merged[key] === 'string') merged[key] = resolve(cwd, merged[key])
+    else if (existsSync(resolve(cwd, key))) merged[key] = resolve(cwd, key)
+  }
   // No path anywhere: ./tiles when it exists (else the catalog falls back to the demo).
   if (merged.paths.length === 0 && Object.keys(merged.sets).length === 0 && existsSync(resolve(cwd, 'tiles'))) {
     merged.paths = [resolve(cwd, 'tiles')]

@@ -62,8 +62,12 @@ export function readFailure (entry, err, log) {
     entry.errors.add(reason)
     log.error({ set: entry.id, reason }, 'tile read failed')
   }
+  if (err.told === true) return err // a reason made to be shown (see toldUnavailable)
   return new Unavailable(`tileset '${entry.id}' could not read this tile`, { cause: err })
 }
+
+/** A 503 whose message is the answer as it is (a renderer's "busy", an engine's reason): no path, no stack in it. */
+export const toldUnavailable = (message, retryAfter) => Object.assign(new Unavailable(message), { told: true, retryAfter })
 
 // How the backend failing shows in the errors of the libraries under the sources. A source that knows throws
 // Unavailable; these are recognised by code, or by message where a library gives none (and errors from a worker

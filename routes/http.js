@@ -9,13 +9,14 @@ import { etagMatches } from '../lib/pipeline.js'
 export const GET_HEAD = ['GET', 'HEAD']
 
 /**
- * onSend hook for metadata answers (TileJSON, /list, /catalog, /meta, the index page): a short Cache-Control, a strong
+ * onSend hook for metadata answers (TileJSON, /list, /catalog, /meta, the index page, styles, sprites, fonts): a Cache-Control, a strong
  * ETag from the body, and 304 to a matching If-None-Match, so a CDN can revalidate instead of guessing freshness.
  * (Not for tiles: they carry their validators from the pipeline.)
  */
 export function metadataValidators (cacheControl) {
   return function validators (request, reply, payload, done) {
-    if (reply.statusCode !== 200 || typeof payload !== 'string') return done(null, payload)
+    // Strings (serialised JSON, HTML) and Buffers (sprites, glyphs); not streams.
+    if (reply.statusCode !== 200 || (typeof payload !== 'string' && !Buffer.isBuffer(payload))) return done(null, payload)
     const etag = `"${createHash('sha1').update(payload).digest('base64url').slice(0, 27)}"`
     reply.header('etag', etag)
     reply.header('cache-control', cacheControl)

@@ -1,4 +1,4 @@
-// TileJSON (/:set.json, also /:set) and raw metadata (/:set/meta). Errors (unknown or unavailable set, bad options)
+// TileJSON (/:set.json, also /:set and tileserver-gl's /data/:set.json) and raw metadata (/:set/meta). Errors (unknown or unavailable set, bad options)
 // are thrown by lib/resolve.js and answered by the app's error handler.
 import { resolveSet, resolveTileJson, takesQuery } from '../lib/resolve.js'
 import { tileUrl } from '../lib/urls.js'
@@ -15,17 +15,13 @@ const searchOf = (request) => {
 export default async function metaRoutes (app) {
   const { catalog, links, metadataValidators: onSend } = app
 
-  app.route({
-    method: GET_HEAD,
-    url: '/:set',
-    schema,
-    onSend,
-    handler: async (request, reply) => {
-      const entry = resolveTileJson(catalog, request.params.set, request.query)
-      const search = takesQuery(entry.source) ? searchOf(request) : ''
-      return { ...entry.source.tilejson, id: entry.id, tiles: [tileUrl(links(request, reply), entry, search)] }
-    },
-  })
+  const tileJson = async (request, reply) => {
+    const entry = resolveTileJson(catalog, request.params.set, request.query)
+    const search = takesQuery(entry.source) ? searchOf(request) : ''
+    return { ...entry.source.tilejson, id: entry.id, tiles: [tileUrl(links(request, reply), entry, search)] }
+  }
+  app.route({ method: GET_HEAD, url: '/:set', schema, onSend, handler: tileJson })
+  app.route({ method: GET_HEAD, url: '/data/:set', schema, onSend, handler: tileJson }) // tileserver-gl's /data/:set.json
 
   app.route({ method: GET_HEAD, url: '/:set/meta', schema, onSend, handler: async (request) => resolveSet(catalog, request.params.set).source.metadata })
 }

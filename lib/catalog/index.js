@@ -26,6 +26,9 @@ export class Catalog {
   get (name) { return this.registry.get(name) }
   available () { return this.registry.available() }
   unavailable () { return this.registry.unavailable() }
+  /** An entry outside the catalog (a rendered style): the pipeline serves it like a set; /list never shows it. */
+  detachedEntry (spec, source) { return this.registry.makeEntry(spec, source) }
+
   readTile (entry, z, x, y, query, rendering) { return this.registry.readTile(entry, z, x, y, query, rendering) }
   get entries () { return this.registry.entries }
   /** url → the group of sets found there (a database). */

@@ -1,0 +1,132 @@
+// Glyph ranges (MapLibre's SDF glyph PBFs): a fonts folder of `Font Name/0-255.pbf`, and font stacks merged glyph by
+// glyph. The format (glyphs → fontstack {name, range, glyphs}) is three fields deep, so merging needs only each glyph's
+// id and its bytes as they are: pbf (already the project's protobuf library) reads and writes them. The package made
+// for this (@mapbox/glyph-pbf-composite) has had no release since 2016 and brings a second protobuf compiler.
+import { readdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { LRUCache } from 'lru-cache'
+import { PbfReader, PbfWriter } from 'pbf'
+
+const RANGE = /^(\d{1,5})-(\d{1,5})$/
+
+/** A glyph range name ('0-255') if it is one MapLibre asks for: a multiple of 256 and the 255 after it. */
+export function parseRange (range) {
+  const m = RANGE.exec(range)
+  if (m === null) return null
+  const start = Number(m[1])
+  const end = Number(m[2])
+  return start % 256 === 0 && end === start + 255 && end <= 65535 ? range : null
+}
+
+/** The glyphs of a glyph PBF: Map id → the glyph message's bytes (the first fontstack's, as every file has one). */
+function glyphsOf (buf) {
+  const glyphs = new Map()
+  const pbf = new PbfReader(buf)
+  pbf.readFields((tag, _, p) => {
+    if (tag !== 1) return
+    const end = p.readVarint() + p.pos
+    while (p.pos < end) {
+      const key = p.readVarint()
+      if (key >> 3 === 3 && (key & 7) === 2) {
+        const len = p.readVarint()
+        const bytes = buf.subarray(p.pos, p.pos + len)
+        p.pos += len
+        const id = glyphId(bytes)
+        if (id !== null) glyphs.set(id, bytes)
+      } else {
+        p.skip(key & 7)
+      }
+    }
+  }, null)
+  return glyphs
+}
+
+function glyphId (bytes) {
+  let id = null
+  new PbfReader(bytes).readFields((tag, _, p) => { if (tag === 1) id = p.readVarint() }, null)
+  return id
+}
+
+/**
+ * One glyph PBF from several (the fonts of a stack, in order): each glyph from the first font that has it, named after
+ * the whole stack. A missing or unreadable part counts as a font without glyphs in this range.
+ */
+export function mergeGlyphs (parts, stackName, range) {
+  const merged = new Map()
+  for (const buf of parts) {
+    if (buf === null) continue
+    let glyphs
+    try {
+      glyphs = glyphsOf(buf)
+    } catch {
+      continue // not a glyph PBF: the next font fills in
+    }
+    for (const [id, bytes] of glyphs) if (!merged.has(id)) merged.set(id, bytes)
+  }
+  const out = new PbfWriter()
+  out.writeMessage(1, (_, w) => {
+    w.writeStringField(1, stackName)
+    w.writeStringField(2, range)
+    for (const id of [...merged.keys()].sort((a, b) => a - b)) w.writeBytesField(3, merged.get(id))
+  }, null)
+  return Buffer.from(out.finish())
+}
+
+/**
+ * The fonts of a folder: `fonts()` lists them, `glyphs(stack, range)` answers a range of a comma-separated stack, merged
+ * (fonts unknown here are replaced by `defaultFont`, or the first font listed, once in the stack). Files are read on
+ * demand and the merged answers kept (an LRU of `maxBytes`).
+ */
+export class FontCatalog {
+  constructor ({ dir, defaultFont, log, maxBytes = 32 * 2 ** 20 }) {
+    this.dir = dir
+    this.defaultFont = defaultFont ?? null
+    this.log = log
+    this.names = []
+    this.cache = new LRUCache({ maxSize: maxBytes, sizeCalculation: (b) => Math.max(1, b.length) })
+    this.warned = new Set()
+  }
+
+  async load () {
+    this.names = []
+    this.cache.clear()
+    if (this.dir === null) return
+    try {
+      const entries = await readdir(this.dir, { withFileTypes: true })
+      this.names = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort()
+    } catch (err) {
+      this.log.warn({ err: err.code ?? err.message }, 'fonts folder unreadable')
+    }
+    if (this.defaultFont !== null && !this.names.includes(this.defaultFont)) {
+      this.log.warn({ font: this.defaultFont }, 'the default font is not in the fonts folder')
+    }
+  }
+
+  fonts () { return this.names }
+
+  /** The font serving `name`: itself when present, else the default (null when there is no font at all). */
+  resolve (name) {
+    if (this.names.includes(name)) return name
+    const fallback = this.defaultFont !== null && this.names.includes(this.defaultFont)
+      ? this.defaultFont
+      : this.names.find((n) => /regular/i.test(n)) ?? this.names[0] ?? null
+    if (!this.warned.has(name) && this.warned.size < 1000) {
+      this.warned.add(name)
+      this.log.warn({ font: name, fallback }, 'unknown font; serving its fallback')
+    }
+    return fallback
+  }
+
+  /** The merged glyph PBF of `stack` ('A,B') for `range` ('0-255', checked by parseRange): never fails for a range. */
+  async glyphs (stack, range) {
+    const key = `${stack}\n${range}`
+    const known = this.cache.get(key)
+    if (known !== undefined) return known
+    const wanted = stack.split(',').map((s) => s.trim()).filter(Boolean).slice(0, 16)
+    const fonts = [...new Set(wanted.map((name) => this.resolve(name)).filter((f) => f !== null))]
+    const parts = await Promise.all(fonts.map((font) => readFile(join(this.dir, font, `${range}.pbf`)).catch(() => null)))
+    const merged = mergeGlyphs(parts, wanted.join(','), range)
+    this.cache.set(key, merged)
+    return merged
+  }
+}

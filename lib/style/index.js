@@ -1,0 +1,38 @@
+// Styles and fonts as a plugin: `app.styles` (lib/style/styles.js) and `app.fonts` (lib/style/glyphs.js), read at start,
+// read again when their folders change (config watch) and on `app.reloadStyles()` (SIGHUP); watchers closed on close.
+import { watch } from 'node:fs'
+import fp from 'fastify-plugin'
+import { FontCatalog } from './glyphs.js'
+import { StyleCatalog } from './styles.js'
+
+async function stylePlugin (app, config) {
+  const styles = new StyleCatalog({ dir: config.styles, log: app.log })
+  const fonts = new FontCatalog({ dir: config.fonts, defaultFont: config.defaultFont, log: app.log })
+  await Promise.all([styles.load(), fonts.load()])
+  if (styles.dir !== null) app.log.info({ styles: styles.list().length, broken: styles.broken.size }, 'styles loaded')
+  app.decorate('styles', styles)
+  app.decorate('fonts', fonts)
+  app.decorate('reloadStyles', () => Promise.all([styles.load(), fonts.load()]))
+
+  const watchers = []
+  if (config.watch) {
+    for (const [dir, target] of [[styles.dir, styles], [fonts.dir, fonts]]) {
+      if (dir === null) continue
+      let timer = null
+      try {
+        // Recursive: a style's folder (NAME/style.json, its sprites) changes inside the styles folder.
+        const watcher = watch(dir, { recursive: true }, () => {
+          clearTimeout(timer)
+          timer = setTimeout(() => target.load().catch((err) => app.log.warn({ err: err.message }, 'reload failed')), config.watchDebounceMs)
+        })
+        watcher.on('error', () => {}) // a removed folder: SIGHUP reloads
+        watchers.push({ watcher, stop: () => clearTimeout(timer) })
+      } catch (err) {
+        app.log.warn({ err: err.message }, 'cannot watch the styles or fonts folder: changes need SIGHUP')
+      }
+    }
+  }
+  app.addHook('onClose', () => { for (const w of watchers) { w.stop(); w.watcher.close() } })
+}
+
+export default fp(stylePlugin, { name: 'tile-cannon-styles', fastify: '5.x' })

@@ -1,0 +1,181 @@
+// Rendering styles with MapLibre Native, as a plugin: `app.renderer`. The engine runs in child processes (pool.js),
+// either a Node child on @maplibre/maplibre-gl-native (an optional dependency) or a Python child on the PyPI wheel
+// mapli (`npm run setup-render`). The children ask for tiles, glyphs and sprites over their pipe (`tc://` URLs,
+// style.js), answered here from the pipeline and its cache: a rendered tile sees exactly what a client would.
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { availableParallelism } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import fp from 'fastify-plugin'
+import sharp from 'sharp'
+import { ABSENT } from '../../pipeline.js'
+import { toldUnavailable } from '../../errors.js'
+import { SpriteFiles } from '../sprites.js'
+import { RenderPool } from './pool.js'
+import { renderStyle } from './style.js'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+/** Where `npm run setup-render` puts the Python that has mapli. */
+export const DEFAULT_PYTHON = join(HERE, '..', '..', '..', '.render-venv', 'bin', 'python')
+const WORLD = [-180, -85.051129, 180, 85.051129]
+const SPRITE_NAME = /^(.*?)((?:@[23]x)?\.(?:json|png))$/
+
+/** The engine to start, or null, and why: { backend, command, args, env } | { backend: null, why }. */
+export function chooseBackend (render) {
+  const wanted = render.backend ?? 'auto'
+  if (wanted === 'off') return { backend: null, why: 'rendering is turned off (render.backend: off)' }
+  const tried = []
+  if (wanted === 'auto' || wanted === 'native') {
+    try {
+      createRequire(import.meta.url).resolve('@maplibre/maplibre-gl-native')
+      return { backend: 'native', command: process.execPath, args: [join(HERE, 'native_child.js')], env: {} }
+    } catch {
+      tried.push('native: @maplibre/maplibre-gl-native is not installed (an optional dependency whose install fetches a binary from GitHub)')
+    }
+  }
+  if (wanted === 'auto' || wanted === 'mapli') {
+    const python = render.python ?? DEFAULT_PYTHON
+    if (existsSync(python)) {
+      return { backend: 'mapli', command: python, args: [join(HERE, 'mapli_child.py')], env: { EGL_PLATFORM: 'surfaceless', PYTHONUNBUFFERED: '1' }, skipped: tried }
+    }
+    tried.push('mapli: no Python with mapli (run `npm run setup-render`, or set render.python)')
+  }
+  return { backend: null, why: `no renderer: ${tried.join('; ')}` }
+}
+
+async function renderPlugin (app, config) {
+  const { catalog, pipeline, styles, fonts, log } = app
+  const options = config.render
+  const sprites = new SpriteFiles(styles)
+  // No styles folder, nothing to render: no engine is started (it costs ~300 MiB and a second).
+  const choice = styles.dir === null ? { backend: null, why: 'no styles folder is configured (--styles)' } : chooseBackend(options)
+  let pool = null
+  let reason = choice.why ?? null
+  let engine = null
+  if (choice.backend !== null) {
+    pool = new RenderPool({
+      name: choice.backend,
+      command: choice.command,
+      args: choice.args,
+      env: { ...choice.env, TILE_CANNON_RENDER_THREADS: String(options.threads ?? availableParallelism()) },
+      size: options.children ?? 1,
+      timeoutMs: options.timeoutMs ?? 30_000,
+      queueMax: options.queueMax ?? 64,
+      fetchResource,
+      log,
+    })
+    try {
+      engine = await pool.start()
+      log.info({ backend: choice.backend, engine, skipped: choice.skipped?.length ? choice.skipped : undefined }, 'renderer ready')
+    } catch (err) {
+      pool.close()
+      pool = null
+      reason = `the ${choice.backend} renderer cannot start: ${err.message}`
+    }
+  }
+  if (pool === null && styles.dir !== null) log.warn({ reason }, 'rendered routes answer 503')
+
+  /** A tc:// URL a child asks for, answered from the pipeline, the fonts and the sprites. */
+  async function fetchResource (url) {
+    const [kind, ...rest] = url.slice('tc://'.length).split('/')
+    if (kind === 'tiles' && rest.length === 4) {
+      const entry = catalog.get(decodeURIComponent(rest[0]))
+      if (entry?.source == null) return { status: 'missing', message: 'no such set' }
+      const [z, x, y] = rest.slice(1).map(Number)
+      const record = await pipeline.record(entry, z, x, y)
+      if (record === ABSENT) return { status: 'empty' }
+      const answer = await pipeline.encoded(record, 0, entry) // as a client without Accept-Encoding gets it
+      return { status: 'ok', body: answer.body }
+    }
+    if (kind === 'fonts' && rest.length === 2) {
+      return { status: 'ok', body: await fonts.glyphs(decodeURIComponent(rest[0]), rest[1].replace(/\.pbf$/, '')) }
+    }
+    if (kind === 'sprites' && rest.length === 2) {
+      const style = styles.get(decodeURIComponent(rest[0]))
+      const m = SPRITE_NAME.exec(decodeURIComponent(rest[1]))
+      if (style === undefined || m === null) return { status: 'missing', message: 'no such sprite' }
+      const { bytes } = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2])
+      return { status: 'ok', body: bytes }
+    }
+    return { status: 'missing', message: `not a resource of this server: ${url}` }
+  }
+
+  // One pipeline entry per style revision and tile size: rendered tiles go through the tile cache like any set's,
+  // keyed by revision, so a changed style never answers with tiles of the old one.
+  const entries = new Map()
+  function tileEntry (style, size) {
+    const key = `${style.id}\n${size}`
+    const known = entries.get(key)
+    if (known !== undefined && known.revision === style.revision) return known.entry
+    const source = renderedTiles(style, size)
+    const entry = catalog.detachedEntry({ id: style.id, kind: 'render' }, source)
+    entries.set(key, { revision: style.revision, entry })
+    return entry
+  }
+
+  let warnedFonts = false
+  function styleJsonOf (style) {
+    if (fonts.dir === null && !warnedFonts) {
+      warnedFonts = true
+      log.warn('no fonts folder: labels need the glyphs the styles name (--fonts)')
+    }
+    return JSON.stringify(renderStyle(style, (name) => catalog.get(name), fonts.dir !== null))
+  }
+
+  function renderedTiles (style, size) {
+    let json = null // the style as the engine draws it, made on first use
+    const name = `${style.id}@${style.revision}`
+    return {
+      id: style.id,
+      kind: 'render',
+      format: 'png',
+      hints: { format: 'png' },
+      formats: ['png', 'jpg', 'webp'],
+      formatAliases: { jpeg: 'jpg' },
+      scales: [1, 2, 3],
+      cacheTtlS: options.cacheTtlS, // undefined: until the style changes
+      tilejson: { tilejson: '3.0.0', name: style.name, minzoom: 0, maxzoom: options.maxzoom ?? 22, bounds: WORLD },
+      metadata: {},
+      async getTile (z, x, y, query, { scale, format }) {
+        if (pool === null) throw toldUnavailable(reason)
+        json ??= styleJsonOf(style)
+        // The engine draws 256 px tiles one zoom lower; at z0 there is none: the 512 px world, halved.
+        const halve = size === 256 && z === 0
+        const png = await pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json)
+        return encodeImage(halve ? sharp(png).resize(256 * scale) : png, format)
+      },
+      close () {},
+    }
+  }
+
+  /** A static view ({op: 'view'|'bounds', …}) of a style, encoded; `styleJson` when the view adds overlays. */
+  async function renderView (style, request, format, styleJson) {
+    if (pool === null) throw toldUnavailable(reason)
+    const name = styleJson === undefined ? `${style.id}@${style.revision}` : `${style.id}@${style.revision}+${request.overlayKey}`
+    const png = await pool.render({ ...request, style: name }, styleJson ?? styleJsonOf(style))
+    return encodeImage(png, format)
+  }
+
+  app.decorate('renderer', {
+    get available () { return pool !== null },
+    get reason () { return reason },
+    get engine () { return engine },
+    get stats () { return pool?.stats ?? null },
+    pids: () => pool?.pids() ?? [],
+    tileEntry,
+    renderView,
+    renderStyleJson: styleJsonOf,
+  })
+  app.addHook('onClose', () => pool?.close())
+}
+
+/** PNG bytes (or a sharp pipeline) → the format asked for, encoded by sharp on libuv's thread pool. */
+async function encodeImage (png, format) {
+  const image = Buffer.isBuffer(png) ? sharp(png) : png
+  if (format === 'jpg') return image.flatten({ background: '#ffffff' }).jpeg({ quality: 85, mozjpeg: false }).toBuffer()
+  if (format === 'webp') return image.webp({ quality: 90 }).toBuffer()
+  return Buffer.isBuffer(png) ? png : image.png().toBuffer()
+}
+
+export default fp(renderPlugin, { name: 'tile-cannon-render', fastify: '5.x', dependencies: ['tile-cannon-styles'] })

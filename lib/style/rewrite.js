@@ -1,0 +1,60 @@
+// A style as this server answers it: sources that name one of its sets point at the set's TileJSON here, and a sprite
+// or glyphs given as a relative path point at this server's sprite and font routes. URLs are built from the request's
+// base (lib/urls.js), so proxies and path prefixes work as they do for TileJSON. Remote URLs are left as they are.
+
+const SCHEMES = /^(mbtiles|pmtiles):\/\/(.*)$/i
+const REMOTE = /^[a-z][a-z0-9+.-]*:/i // any scheme: http(s), mapbox://, pmtiles://https://…, data:
+const EXTENSION = /\.(mbtiles|pmtiles|json)$/i
+
+/**
+ * The set a source URL names, as tileserver-gl styles write it: `mbtiles://name`, `mbtiles://{name}`,
+ * `pmtiles://name.pmtiles`, `{name}`, a bare set id, or a relative path ending in the set's name: the name, without
+ * braces or extension; null for a remote URL (including `pmtiles://https://…`, the pmtiles protocol's own form).
+ */
+export function setNameOf (url) {
+  if (typeof url !== 'string' || url === '') return null
+  let name = url
+  const scheme = SCHEMES.exec(url)
+  if (scheme !== null) name = scheme[2]
+  if (REMOTE.test(name) || name.startsWith('//')) return null
+  name = name.replace(/^\{(.*)\}$/, '$1')
+  name = name.slice(name.lastIndexOf('/') + 1)
+  return name.replace(EXTENSION, '') || null
+}
+
+const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.test(url) && !url.startsWith('//') && !url.startsWith('/')
+
+/**
+ * The style `style` answers with at `base`. `findSet(name)` → the id of the set a name means, or undefined; `missing`
+ * is told of each source that names no set here (the style is served anyway: MapLibre shows the rest).
+ */
+export function rewriteStyle (style, base, findSet, missing) {
+  const json = structuredClone(style.json)
+  const styleUrl = `${base}/styles/${encodeURIComponent(style.id)}`
+  for (const [key, source] of Object.entries(json.sources)) {
+    if (source === null || typeof source !== 'object' || typeof source.url !== 'string') continue
+    const name = setNameOf(source.url)
+    if (name === null) continue
+    const id = findSet(name)
+    if (id === undefined) missing(key, source.url)
+    else source.url = `${base}/${encodeURIComponent(id)}.json`
+  }
+  if (isRelative(json.sprite)) json.sprite = `${styleUrl}/sprite`
+  else if (Array.isArray(json.sprite)) {
+    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: `${styleUrl}/sprite/${encodeURIComponent(s.id)}` } : s))
+  }
+  if (isRelative(json.glyphs)) json.glyphs = `${base}/fonts/{fontstack}/{range}.pbf`
+  return json
+}
+
+/**
+ * The relative path of a style's sprite `spriteId` (undefined: the single `sprite` string), or null when the style
+ * has no such sprite of its own (a remote one is fetched by clients from where it is).
+ */
+export function spritePathOf (style, spriteId) {
+  const sprite = style.json.sprite
+  if (spriteId === undefined) return isRelative(sprite) ? sprite : null
+  if (!Array.isArray(sprite)) return null
+  const found = sprite.find((s) => s && s.id === spriteId)
+  return found && isRelative(found.url) ? found.url : null
+}

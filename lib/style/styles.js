@@ -1,0 +1,105 @@
+// The styles of a folder: `NAME/style.json` or `NAME.json`, each a MapLibre style with id NAME. Read whole on load
+// (and on every reload); each has a revision, the hash of its bytes, so what was made from an older version (rendered
+// tiles) is never taken for the new one.
+import { createHash } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { readdir, readFile, stat } from 'node:fs/promises'
+import { basename, dirname, join, relative, resolve, sep } from 'node:path'
+
+const MAX_STYLE_BYTES = 8 * 2 ** 20
+const ID = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$/
+
+/**
+ * @typedef {object} Style
+ * @property {string} id
+ * @property {string} name      the style's own `name`, else its id
+ * @property {object} json      the style as written (never changed: answers are rewritten copies)
+ * @property {string} revision  hash of the file's bytes
+ * @property {string} dir       the folder its relative paths (sprites) are resolved against
+ */
+
+export class StyleCatalog {
+  constructor ({ dir, log }) {
+    this.dir = dir
+    this.log = log
+    /** @type {Map<string, Style>} */
+    this.styles = new Map()
+    /** @type {Map<string, string>} style id → why it is not served */
+    this.broken = new Map()
+  }
+
+  /** Reads every style again; a style that fails to read keeps no old version and is listed in `broken`. */
+  async load () {
+    const found = new Map()
+    const broken = new Map()
+    if (this.dir !== null) {
+      for (const { id, file } of await this.candidates()) {
+        if (found.has(id) || broken.has(id)) continue // NAME/style.json wins over NAME.json
+        try {
+          found.set(id, await readStyle(id, file))
+        } catch (err) {
+          broken.set(id, err.message)
+          this.log.warn({ style: id, reason: err.message }, 'style not served')
+        }
+      }
+    }
+    this.styles = found
+    this.broken = broken
+  }
+
+  async candidates () {
+    let entries
+    try {
+      entries = await readdir(this.dir, { withFileTypes: true })
+    } catch (err) {
+      this.log.warn({ err: err.code ?? err.message }, 'styles folder unreadable')
+      return []
+    }
+    const out = []
+    for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      if (e.name.startsWith('.')) continue
+      // A folder is a style when it holds a style.json (a fonts or sprites folder beside the styles is not).
+      if (e.isDirectory() && ID.test(e.name) && existsSync(join(this.dir, e.name, 'style.json'))) out.unshift({ id: e.name, file: join(this.dir, e.name, 'style.json') })
+      else if (e.isFile() && e.name.endsWith('.json') && ID.test(e.name.slice(0, -5))) out.push({ id: e.name.slice(0, -5), file: join(this.dir, e.name) })
+    }
+    return out
+  }
+
+  get (id) { return this.styles.get(id) }
+
+  list () { return [...this.styles.values()] }
+
+  /**
+   * A file a style names by a relative path (a sprite), resolved against its folder; null when it would leave the
+   * styles folder (`../..`), so nothing outside it is ever opened.
+   */
+  fileOf (style, path) {
+    const full = resolve(style.dir, path)
+    const rel = relative(this.dir, full)
+    return rel === '' || rel.startsWith('..') || rel.split(sep).includes('..') ? null : full
+  }
+}
+
+async function readStyle (id, file) {
+  const info = await stat(file).catch(() => null)
+  if (info === null) throw new Error('its style file went away')
+  if (info.size > MAX_STYLE_BYTES) throw new Error(`larger than ${MAX_STYLE_BYTES / 2 ** 20} MiB`)
+  const bytes = await readFile(file)
+  let json
+  try {
+    json = JSON.parse(bytes.toString('utf8'))
+  } catch (err) {
+    throw new Error(`not valid JSON: ${err.message.replaceAll(file, basename(file))}`)
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new Error('not a style object')
+  if (json.version !== 8) throw new Error(`style version ${JSON.stringify(json.version)}: only version 8 is a MapLibre style`)
+  if (!Array.isArray(json.layers)) throw new Error('no layers list')
+  if (json.sources === null || typeof json.sources !== 'object') throw new Error('no sources object')
+  return {
+    id,
+    name: typeof json.name === 'string' && json.name !== '' ? json.name : id,
+    json,
+    revision: createHash('sha1').update(bytes).digest('base64url').slice(0, 12),
+    dir: dirname(file),
+  }
+}

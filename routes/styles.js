@@ -1,0 +1,76 @@
+// Styles as tileserver-gl serves them: /styles.json, /styles/:id/style.json (rewritten for this server, lib/style/
+// rewrite.js) and the sprites a style keeps beside it: /styles/:id/sprite[@2x].json|png, and for a style with several
+// sprites (`sprite: [{id, url}]`) /styles/:id/sprite/:spriteId[@2x].json|png.
+import { BadRequest, NotFound } from '../lib/errors.js'
+import { rewriteStyle } from '../lib/style/rewrite.js'
+import { SpriteFiles } from '../lib/style/sprites.js'
+import { GET_HEAD } from './http.js'
+
+export default async function styleRoutes (app) {
+  const { styles, catalog, links, metadataValidators: onSend } = app
+  const warned = new Set()
+
+  const styleOf = (id) => {
+    const style = styles.get(id)
+    if (style === undefined) throw new NotFound(styles.broken.has(id) ? `style '${id}' cannot be served: ${styles.broken.get(id)}` : `no style '${id}'`)
+    return style
+  }
+
+  app.route({
+    method: GET_HEAD,
+    url: '/styles.json',
+    onSend,
+    handler: async (request, reply) => {
+      const base = links(request, reply)
+      return styles.list().map((s) => ({ version: 8, name: s.name, id: s.id, url: `${base}/styles/${encodeURIComponent(s.id)}/style.json` }))
+    },
+  })
+
+  app.route({
+    method: GET_HEAD,
+    url: '/styles/:id/style.json',
+    onSend,
+    handler: async (request, reply) => {
+      const style = styleOf(request.params.id)
+      const findSet = (name) => catalog.get(name)?.id
+      // A style naming a set this server lacks is served (the rest of the map draws); said once per style revision.
+      const missing = (source, url) => {
+        const key = `${style.id}\n${style.revision}\n${source}`
+        if (warned.has(key) || warned.size > 10_000) return
+        warned.add(key)
+        request.log.warn({ style: style.id, source, url }, 'style source names no set here')
+      }
+      return rewriteStyle(style, links(request, reply), findSet, missing)
+    },
+  })
+
+  const sprites = new SpriteFiles(styles)
+  async function sendSprite (reply, style, spriteId, suffix) {
+    const { bytes, type } = await sprites.read(style, spriteId, suffix)
+    reply.type(type)
+    return bytes
+  }
+
+  app.route({
+    method: GET_HEAD,
+    url: '/styles/:id/:file',
+    onSend,
+    handler: async (request, reply) => {
+      const { id, file } = request.params
+      if (!file.startsWith('sprite')) throw new NotFound('no such route')
+      return sendSprite(reply, styleOf(id), undefined, file.slice('sprite'.length))
+    },
+  })
+
+  app.route({
+    method: GET_HEAD,
+    url: '/styles/:id/sprite/:file',
+    onSend,
+    handler: async (request, reply) => {
+      const { id, file } = request.params
+      const at = file.search(/(@[23]x)?\.(json|png)$/)
+      if (at <= 0) throw new BadRequest('a sprite file is NAME[@2x].json or .png')
+      return sendSprite(reply, styleOf(id), file.slice(0, at), file.slice(at))
+    },
+  })
+}

@@ -1,0 +1,186 @@
+// Rendering styles with MapLibre Native, through the child that runs here (mapli; `npm run setup-render`, which
+// .ci/run does): rendered tiles look like their style, go through the cache, and a broken style, a corrupt tile or a
+// killed child each end in an answer, never a hung request or a dead server.
+import assert from 'node:assert/strict'
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import test from 'node:test'
+import { gzipSync } from 'node:zlib'
+import sharp from 'sharp'
+import { chooseBackend } from '../lib/style/render/index.js'
+import { lonLatToTile } from '../lib/tilemath.js'
+import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
+import { makeMvt, pyramid, tempDir, writeMbtiles } from './helpers/data.js'
+
+const choice = chooseBackend({})
+const RENDERER_MISSING = choice.why ?? ''
+
+/** A style drawing the generated points: red background, blue circles of radius 20. */
+function dotsStyle (extra = {}) {
+  return {
+    version: 8,
+    name: 'Dots',
+    sources: { dots: { type: 'vector', url: 'mbtiles://dots' } },
+    layers: [
+      { id: 'bg', type: 'background', paint: { 'background-color': '#ff0000' } },
+      { id: 'dots', type: 'circle', source: 'dots', 'source-layer': 'points', paint: { 'circle-color': '#0000ff', 'circle-radius': 20 } },
+    ],
+    ...extra,
+  }
+}
+
+function setUp (t) {
+  const dir = tempDir(t)
+  const tiles = join(dir, 'tiles')
+  const styles = join(dir, 'styles')
+  mkdirSync(tiles)
+  mkdirSync(styles)
+  // One point in the middle of every tile of z0-z4.
+  writeMbtiles(join(tiles, 'dots.mbtiles'), { tiles: pyramid(0, 4, 16).map(([z, x, y]) => ({ z, x, y, data: gzipSync(makeMvt(z, x, y)) })), metadata: { format: 'pbf', minzoom: '0', maxzoom: '4' } })
+  writeMbtiles(join(tiles, 'corrupt.mbtiles'), { tiles: pyramid(0, 2, 4).map(([z, x, y]) => ({ z, x, y, data: Buffer.from('this is not a vector tile at all') })), metadata: { format: 'pbf', minzoom: '0', maxzoom: '2' } })
+  writeFileSync(join(styles, 'dots.json'), JSON.stringify(dotsStyle()))
+  writeFileSync(join(styles, 'corrupt.json'), JSON.stringify({ ...dotsStyle(), sources: { dots: { type: 'vector', url: 'mbtiles://corrupt' } } }))
+  writeFileSync(join(styles, 'nosource.json'), JSON.stringify({ ...dotsStyle(), sources: { dots: { type: 'vector', url: 'mbtiles://nowhere' } } }))
+  writeFileSync(join(styles, 'badlayer.json'), JSON.stringify({ ...dotsStyle(), layers: [{ id: 'x', type: 'no-such-type', source: 'dots' }] }))
+  return { dir, tiles, styles }
+}
+
+async function pixels (buf) {
+  const { data, info } = await sharp(buf).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
+  const at = (x, y) => Array.from(data.subarray((y * info.width + x) * 4, (y * info.width + x) * 4 + 4))
+  return { info, at, data }
+}
+
+test('rendered tiles draw their style: 256 and 512 px, @2x, PNG, JPEG and WebP, cached with an ETag', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles })
+  assert.ok(app.renderer.available, app.renderer.reason)
+
+  // 512 px tiles are drawn at their own zoom: the point of vector tile 2/1/1 is at the centre.
+  const big = await app.inject({ url: '/styles/dots/512/2/1/1.png' })
+  assert.equal(big.statusCode, 200, big.body)
+  assert.equal(big.headers['content-type'], 'image/png')
+  const bigPx = await pixels(big.rawPayload)
+  assert.deepEqual([bigPx.info.width, bigPx.info.height], [512, 512])
+  const blue = ([r, g, b]) => b > 200 && r < 60 && g < 60
+  const red = ([r, g, b]) => r > 200 && b < 60 && g < 60
+  assert.ok(blue(bigPx.at(256, 256)), `the point at the tile's centre is blue: ${bigPx.at(256, 256)}`)
+  assert.ok(red(bigPx.at(100, 100)), `the background is red: ${bigPx.at(100, 100)}`)
+  // 256 px tiles show the same map one zoom level down (as every MapLibre raster tile server does): tile 2/1/1 is
+  // the lower-right quarter of vector tile 1/0/0, whose point is at its top-left corner.
+  const res = await app.inject({ url: '/styles/dots/2/1/1.png' })
+  assert.equal(res.statusCode, 200, res.body)
+  const png = await pixels(res.rawPayload)
+  assert.deepEqual([png.info.width, png.info.height], [256, 256])
+  assert.ok(blue(png.at(2, 2)), `the point at the corner: ${png.at(2, 2)}`)
+  assert.ok(red(png.at(128, 128)), `red in the middle: ${png.at(128, 128)}`)
+
+  const retina = await pixels((await app.inject({ url: '/styles/dots/2/1/1@2x.png' })).rawPayload)
+  assert.deepEqual([retina.info.width, retina.info.height], [512, 512])
+  const world = await pixels((await app.inject({ url: '/styles/dots/0/0/0.png' })).rawPayload)
+  assert.deepEqual([world.info.width, world.info.height], [256, 256], 'z0 in 256 px (the engine has none: the 512 px world, halved)')
+
+  const jpg = await app.inject({ url: '/styles/dots/2/1/1.jpg' })
+  assert.equal(jpg.headers['content-type'], 'image/jpeg')
+  assert.equal((await sharp(jpg.rawPayload).metadata()).format, 'jpeg')
+  const webp = await app.inject({ url: '/styles/dots/2/1/1.webp' })
+  assert.equal(webp.headers['content-type'], 'image/webp')
+  assert.equal((await app.inject({ url: '/styles/dots/2/1/1.gif' })).statusCode, 400)
+  assert.equal((await app.inject({ url: '/styles/dots/2/9/1.png' })).statusCode, 400, 'off the grid')
+  assert.equal((await app.inject({ url: '/styles/nope/2/1/1.png' })).statusCode, 404)
+
+  // Cached: the same bytes, an ETag that revalidates, and no second render.
+  const rendersBefore = app.renderer.stats.renders
+  const again = await app.inject({ url: '/styles/dots/2/1/1.png' })
+  assert.deepEqual(again.rawPayload, res.rawPayload)
+  assert.equal(app.renderer.stats.renders, rendersBefore, 'served from the tile cache')
+  assert.equal((await app.inject({ url: '/styles/dots/2/1/1.png', headers: { 'if-none-match': res.headers.etag } })).statusCode, 304)
+
+  const tj = (await app.inject({ url: '/styles/dots.json', headers: { host: 'h' } })).json()
+  assert.deepEqual(tj.tiles, ['http://h/styles/dots/{z}/{x}/{y}.png'])
+  assert.equal(tj.tileSize, 256)
+})
+
+test('a changed style is rendered anew: tiles of the old revision are not served again', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles })
+  const before = await pixels((await app.inject({ url: '/styles/dots/1/0/0.png' })).rawPayload)
+  assert.ok(before.at(5, 5)[0] > 200)
+  const style = dotsStyle()
+  style.layers[0].paint['background-color'] = '#00ff00'
+  writeFileSync(join(styles, 'dots.json'), JSON.stringify(style))
+  await app.reloadStyles()
+  const after = await pixels((await app.inject({ url: '/styles/dots/1/0/0.png' })).rawPayload)
+  assert.ok(after.at(5, 5)[1] > 200 && after.at(5, 5)[0] < 60, `now green: ${after.at(5, 5)}`)
+})
+
+test('a broken style, a missing set, a corrupt tile and a killed renderer each end in an answer; the server lives', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, render: { timeoutMs: 20_000 } })
+  for (const url of ['/styles/badlayer/1/0/0.png', '/styles/nosource/1/0/0.png', '/styles/corrupt/1/0/0.png']) {
+    const res = await app.inject({ url })
+    assert.ok([200, 503].includes(res.statusCode), `${url}: ${res.statusCode} ${res.body.slice(0, 200)}`)
+    if (res.statusCode === 503) assert.match(res.json().message, /render|style|draw/i)
+  }
+  // A child killed in the middle of a render: that render answers 503, the child comes back, the next render works.
+  const pending = app.inject({ url: '/styles/dots/4/3/3@3x.png' })
+  await new Promise((resolve) => setTimeout(resolve, 5))
+  const pid = app.renderer.pids()[0]
+  process.kill(pid, 'SIGKILL')
+  const killed = await pending
+  assert.ok([200, 503].includes(killed.statusCode), `in flight when killed: ${killed.statusCode}`)
+  let back
+  for (let i = 0; i < 100; i++) {
+    back = await app.inject({ url: '/styles/dots/3/2/2.png' })
+    if (back.statusCode === 200) break
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  assert.equal(back.statusCode, 200, 'a new child renders')
+  assert.notEqual(app.renderer.pids()[0], pid)
+  assert.equal((await app.inject({ url: '/dots/0/0/0.pbf' })).statusCode, 200, 'tiles still served')
+})
+
+test('with no engine, rendered routes answer 503 with the reason and the rest keeps serving', async (t) => {
+  const { tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, render: { backend: 'off' } })
+  const res = await app.inject({ url: '/styles/dots/1/0/0.png' })
+  assert.equal(res.statusCode, 503)
+  assert.match(res.json().message, /turned off/)
+  assert.ok(res.headers['retry-after'])
+  assert.equal((await app.inject({ url: '/styles/dots/style.json' })).statusCode, 200)
+  assert.equal((await app.inject({ url: '/dots/0/0/0.pbf' })).statusCode, 200)
+  const missing = await makeApp(t, { paths: [tiles], styles, render: { backend: 'mapli', python: '/nonexistent/python' } })
+  assert.match((await missing.inject({ url: '/styles/dots/1/0/0.png' })).json().message, /setup-render/)
+})
+
+test('OSM Liberty over koh-samui: roads, water and land in many colours, labels drawn', { skip: !HAVE_FIXTURES && 'needs ../shared/fixtures' }, async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const dir = tempDir(t)
+  const styles = join(dir, 'styles')
+  cpSync(join(FIXTURES, 'styles', 'osm-liberty'), join(styles, 'liberty'), { recursive: true })
+  const file = join(styles, 'liberty', 'style.json')
+  const liberty = JSON.parse(readFileSync(file, 'utf8'))
+  liberty.sprite = 'sprites/osm-liberty'
+  liberty.sources.openmaptiles.url = 'mbtiles://koh-samui_thailand'
+  delete liberty.sources.natural_earth_shaded_relief // remote: this machine has no internet
+  liberty.layers = liberty.layers.filter((l) => l.source !== 'natural_earth_shaded_relief')
+  writeFileSync(file, JSON.stringify(liberty))
+  const app = await makeApp(t, { paths: [join(FIXTURES, 'mbtiles', 'koh-samui_thailand.mbtiles')], styles, fonts: join(FIXTURES, 'styles', 'glyphs') })
+  // Koh Samui's west coast at Nathon (9.535 N, 99.935 E), z13: town, roads and the sea.
+  const [x, y] = lonLatToTile(99.935, 9.535, 13)
+  const res = await app.inject({ url: `/styles/liberty/13/${x}/${y}.png` })
+  assert.equal(res.statusCode, 200, res.body)
+  const { data, info } = await pixels(res.rawPayload)
+  const colours = new Set()
+  for (let i = 0; i < data.length; i += 4) colours.add(`${data[i] >> 3},${data[i + 1] >> 3},${data[i + 2] >> 3}`)
+  assert.ok(colours.size > 40, `many colours, not blank: ${colours.size}`)
+  // OSM Liberty's water is rgb(158, 189, 255): the sea around the island.
+  let water = 0
+  for (let i = 0; i < data.length; i += 4) if (Math.abs(data[i] - 158) < 12 && Math.abs(data[i + 1] - 189) < 12 && Math.abs(data[i + 2] - 255) < 12) water++
+  assert.ok(water > info.width * info.height * 0.02, `water drawn: ${water} px`)
+  const retina = await app.inject({ url: `/styles/liberty/13/${x}/${y}@2x.png` })
+  assert.equal((await sharp(retina.rawPayload).metadata()).width, 512)
+})

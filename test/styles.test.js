@@ -1,0 +1,315 @@
+// Styles, sprites and fonts, as tileserver-gl clients use them: generated styles and glyphs, and the fixtures' own
+// (OSM Liberty and its sprites, the Roboto and Noto glyph ranges) when ../shared is there.
+import assert from 'node:assert/strict'
+import { cpSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import test from 'node:test'
+import { gzipSync } from 'node:zlib'
+import { PbfReader, PbfWriter } from 'pbf'
+import { FIXTURES, HAVE_FIXTURES, makeApp } from './helpers/app.js'
+import { PNG, makeMvt, tempDir, writeMbtiles } from './helpers/data.js'
+
+/** A glyph PBF of `name` holding glyphs `ids` (each glyph's advance tells which font it came from). */
+function glyphPbf (name, range, ids, advance) {
+  const w = new PbfWriter()
+  w.writeMessage(1, (_, p) => {
+    p.writeStringField(1, name)
+    p.writeStringField(2, range)
+    for (const id of ids) {
+      p.writeMessage(3, (__, g) => {
+        g.writeVarintField(1, id)
+        g.writeVarintField(7, advance) // field 7: advance
+      }, null)
+    }
+  }, null)
+  return Buffer.from(w.finish())
+}
+
+/** A glyph PBF read back: { name, range, glyphs: Map id → advance }. */
+function readGlyphs (buf) {
+  const out = { name: null, range: null, glyphs: new Map() }
+  new PbfReader(buf).readFields((tag, _, pbf) => {
+    if (tag !== 1) return
+    pbf.readFields((t, __, p) => {
+      if (t === 1) out.name = p.readString()
+      else if (t === 2) out.range = p.readString()
+      else if (t === 3) {
+        const g = p.readFields((gt, glyph, gp) => {
+          if (gt === 1) glyph.id = gp.readVarint()
+          else if (gt === 7) glyph.advance = gp.readVarint()
+        }, {}, p.readVarint() + p.pos)
+        out.glyphs.set(g.id, g.advance)
+      }
+    }, null, pbf.readVarint() + pbf.pos)
+  }, null)
+  return out
+}
+
+/** Tiles, styles and fonts in a temp folder: two sets, a style naming them every way a style may, sprites, glyphs. */
+function setUp (t) {
+  const dir = tempDir(t)
+  const tiles = join(dir, 'tiles')
+  mkdirSync(tiles)
+  writeMbtiles(join(tiles, 'roads.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
+  writeMbtiles(join(tiles, 'water.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
+  const styles = join(dir, 'styles')
+  mkdirSync(join(styles, 'city', 'sprites'), { recursive: true })
+  const city = {
+    version: 8,
+    name: 'City',
+    sources: {
+      a: { type: 'vector', url: 'mbtiles://roads' },
+      b: { type: 'vector', url: 'mbtiles://{water}' },
+      c: { type: 'vector', url: 'pmtiles://water.mbtiles' },
+      d: { type: 'vector', url: '{roads}' },
+      e: { type: 'vector', url: 'water' },
+      f: { type: 'vector', url: 'data/roads.json' },
+      remote: { type: 'vector', url: 'https://tiles.example.org/planet.json' },
+      remotePmtiles: { type: 'vector', url: 'pmtiles://https://example.org/x.pmtiles' },
+      gone: { type: 'vector', url: 'mbtiles://nowhere' },
+      inline: { type: 'geojson', data: { type: 'FeatureCollection', features: [] } },
+    },
+    sprite: 'sprites/city',
+    glyphs: 'fonts/{fontstack}/{range}.pbf',
+    layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#eee' } }],
+  }
+  writeFileSync(join(styles, 'city', 'style.json'), JSON.stringify(city))
+  writeFileSync(join(styles, 'city', 'sprites', 'city.json'), JSON.stringify({ dot: { x: 0, y: 0, width: 1, height: 1, pixelRatio: 1 } }))
+  writeFileSync(join(styles, 'city', 'sprites', 'city.png'), PNG)
+  writeFileSync(join(styles, 'city', 'sprites', 'city@2x.json'), JSON.stringify({ dot: { x: 0, y: 0, width: 2, height: 2, pixelRatio: 2 } }))
+  writeFileSync(join(styles, 'city', 'sprites', 'city@2x.png'), PNG)
+  writeFileSync(join(styles, 'multi.json'), JSON.stringify({
+    version: 8,
+    sources: {},
+    sprite: [{ id: 'default', url: 'city/sprites/city' }, { id: 'far', url: 'https://example.org/sprite' }, { id: 'escape', url: '../../../etc/passwd' }],
+    layers: [],
+  }))
+  writeFileSync(join(styles, 'broken.json'), '{ "version": 8, ')
+  writeFileSync(join(styles, 'old.json'), JSON.stringify({ version: 7, sources: {}, layers: [] }))
+  mkdirSync(join(styles, 'not-a-style')) // a folder without style.json: ignored
+  const fonts = join(dir, 'fonts')
+  mkdirSync(join(fonts, 'Sans Regular'), { recursive: true })
+  mkdirSync(join(fonts, 'Sans Bold'))
+  writeFileSync(join(fonts, 'Sans Regular', '0-255.pbf'), glyphPbf('Sans Regular', '0-255', [65, 66, 67], 10))
+  writeFileSync(join(fonts, 'Sans Bold', '0-255.pbf'), glyphPbf('Sans Bold', '0-255', [66, 67, 68, 69], 20))
+  writeFileSync(join(fonts, 'Sans Bold', '256-511.pbf'), glyphPbf('Sans Bold', '256-511', [300], 20))
+  return { dir, tiles, styles, fonts }
+}
+
+test('styles: listed, and served with their sets, sprite and glyphs pointing at this server', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, fonts })
+
+  const list = (await app.inject({ url: '/styles.json', headers: { host: 'maps.test' } })).json()
+  assert.deepEqual(list.map((s) => s.id).sort(), ['city', 'multi'], 'broken JSON, version 7 and a folder without style.json are not styles')
+  assert.deepEqual(list.find((s) => s.id === 'city'), { version: 8, name: 'City', id: 'city', url: 'http://maps.test/styles/city/style.json' })
+
+  const res = await app.inject({ url: '/styles/city/style.json', headers: { host: 'maps.test' } })
+  assert.equal(res.statusCode, 200)
+  assert.match(res.headers['content-type'], /application\/json/)
+  const style = res.json()
+  const urls = Object.fromEntries(Object.entries(style.sources).map(([k, s]) => [k, s.url]))
+  assert.deepEqual(urls, {
+    a: 'http://maps.test/roads.json',
+    b: 'http://maps.test/water.json',
+    c: 'http://maps.test/water.json',
+    d: 'http://maps.test/roads.json',
+    e: 'http://maps.test/water.json',
+    f: 'http://maps.test/roads.json',
+    remote: 'https://tiles.example.org/planet.json',
+    remotePmtiles: 'pmtiles://https://example.org/x.pmtiles',
+    gone: 'mbtiles://nowhere', // served as written (and logged): the rest of the map still draws
+    inline: undefined,
+  })
+  assert.equal(style.sprite, 'http://maps.test/styles/city/sprite')
+  assert.equal(style.glyphs, 'http://maps.test/fonts/{fontstack}/{range}.pbf', 'the placeholders stay as MapLibre wants them')
+  assert.deepEqual(style.layers, [{ id: 'bg', type: 'background', paint: { 'background-color': '#eee' } }])
+
+  // Every URL the style now names answers.
+  const tileJson = (await app.inject({ url: new URL(urls.a).pathname })).json()
+  assert.match(tileJson.tiles[0], /\/roads\/\{z\}\/\{x\}\/\{y\}\.pbf$/)
+  for (const suffix of ['.json', '.png', '@2x.json', '@2x.png']) {
+    const sprite = await app.inject({ url: `/styles/city/sprite${suffix}` })
+    assert.equal(sprite.statusCode, 200, suffix)
+    assert.equal(sprite.headers['content-type'].split(';')[0], suffix.endsWith('.png') ? 'image/png' : 'application/json')
+    assert.ok(sprite.headers.etag, 'sprites carry an ETag')
+  }
+  assert.equal((await app.inject({ url: '/styles/city/sprite@2x.json' })).json().dot.pixelRatio, 2)
+  const glyphs = await app.inject({ url: '/fonts/Sans%20Regular/0-255.pbf' })
+  assert.equal(glyphs.statusCode, 200)
+  assert.equal(glyphs.headers['content-type'], 'application/x-protobuf')
+
+  // Revalidation, as for TileJSON.
+  const again = await app.inject({ url: '/styles/city/style.json', headers: { host: 'maps.test', 'if-none-match': res.headers.etag } })
+  assert.equal(again.statusCode, 304)
+  assert.equal(again.body, '')
+
+  assert.equal((await app.inject({ url: '/styles/nope/style.json' })).statusCode, 404)
+  const broken = await app.inject({ url: '/styles/broken/style.json' })
+  assert.equal(broken.statusCode, 404)
+  assert.match(broken.json().message, /not valid JSON/, 'says why the style is not served')
+  assert.doesNotMatch(broken.body, new RegExp(styles.replaceAll('/', '\\/')), 'no path in the answer')
+})
+
+test('styles: several sprites, remote ones left out, and nothing outside the styles folder is read', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, fonts })
+  const style = (await app.inject({ url: '/styles/multi/style.json', headers: { host: 'h' } })).json()
+  assert.deepEqual(style.sprite, [
+    { id: 'default', url: 'http://h/styles/multi/sprite/default' },
+    { id: 'far', url: 'https://example.org/sprite' },
+    { id: 'escape', url: 'http://h/styles/multi/sprite/escape' },
+  ])
+  const sprite = await app.inject({ url: '/styles/multi/sprite/default@2x.png' })
+  assert.equal(sprite.statusCode, 200)
+  assert.deepEqual(sprite.rawPayload, PNG)
+  assert.equal((await app.inject({ url: '/styles/multi/sprite/far.json' })).statusCode, 404, 'a remote sprite is fetched from where it is')
+  const escape = await app.inject({ url: '/styles/multi/sprite/escape.json' })
+  assert.equal(escape.statusCode, 404, 'a sprite path leaving the styles folder is refused')
+  for (const url of ['/styles/city/sprite.svg', '/styles/city/sprite@9x.png', '/styles/city/..%2F..%2Fsprite.json', '/styles/city/sprite/%2e%2e.json']) {
+    const res = await app.inject({ url })
+    assert.ok([400, 404].includes(res.statusCode), `${url}: ${res.statusCode}`)
+  }
+})
+
+test('styles behind a proxy: URLs from X-Forwarded-* and the path prefix, only from trusted proxies', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  const forwarded = { host: 'internal:3000', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'maps.example.org', 'x-forwarded-prefix': '/tiles' }
+  const trusting = await makeApp(t, { paths: [tiles], styles, fonts, trustProxy: ['loopback'] })
+  const style = (await trusting.inject({ url: '/styles/city/style.json', headers: forwarded })).json()
+  assert.equal(style.sources.a.url, 'https://maps.example.org/tiles/roads.json')
+  assert.equal(style.sprite, 'https://maps.example.org/tiles/styles/city/sprite')
+  assert.equal(style.glyphs, 'https://maps.example.org/tiles/fonts/{fontstack}/{range}.pbf')
+  const list = (await trusting.inject({ url: '/styles.json', headers: forwarded })).json()
+  assert.equal(list[0].url.startsWith('https://maps.example.org/tiles/styles/'), true)
+
+  const plain = await makeApp(t, { paths: [tiles], styles, fonts })
+  const res = await plain.inject({ url: '/styles/city/style.json', headers: forwarded })
+  assert.equal(res.json().sources.a.url, 'http://internal:3000/roads.json', 'an untrusted peer cannot choose the links')
+  assert.match(res.headers.vary, /Host/)
+})
+
+test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a missing range is an empty PBF', async (t) => {
+  const { styles, fonts } = setUp(t)
+  const app = await makeApp(t, { styles, fonts })
+  assert.deepEqual((await app.inject({ url: '/fonts.json' })).json(), ['Sans Bold', 'Sans Regular'])
+
+  const merged = readGlyphs((await app.inject({ url: '/fonts/Sans%20Regular,Sans%20Bold/0-255.pbf' })).rawPayload)
+  assert.equal(merged.name, 'Sans Regular,Sans Bold')
+  assert.equal(merged.range, '0-255')
+  assert.deepEqual([...merged.glyphs], [[65, 10], [66, 10], [67, 10], [68, 20], [69, 20]], 'the first font wins, the next fills in')
+  const reversed = readGlyphs((await app.inject({ url: '/fonts/Sans%20Bold,Sans%20Regular/0-255.pbf' })).rawPayload)
+  assert.deepEqual([...reversed.glyphs], [[65, 10], [66, 20], [67, 20], [68, 20], [69, 20]])
+
+  const fallback = readGlyphs((await app.inject({ url: '/fonts/Comic%20Sans/0-255.pbf' })).rawPayload)
+  assert.deepEqual([...fallback.glyphs.keys()], [65, 66, 67], 'an unknown font is served by the first Regular font')
+  const chosen = await makeApp(t, { styles, fonts, defaultFont: 'Sans Bold' })
+  assert.deepEqual([...readGlyphs((await chosen.inject({ url: '/fonts/Comic%20Sans/0-255.pbf' })).rawPayload).glyphs.keys()], [66, 67, 68, 69], 'or by the configured one')
+
+  const missing = await app.inject({ url: '/fonts/Sans%20Regular/512-767.pbf' })
+  assert.equal(missing.statusCode, 200, 'a range no font has is not an error')
+  const empty = readGlyphs(missing.rawPayload)
+  assert.equal(empty.glyphs.size, 0)
+  assert.equal(empty.range, '512-767')
+  assert.deepEqual([...readGlyphs((await app.inject({ url: '/fonts/Sans%20Regular,Sans%20Bold/256-511.pbf' })).rawPayload).glyphs.keys()], [300])
+
+  for (const url of ['/fonts/Sans%20Regular/0-256.pbf', '/fonts/Sans%20Regular/1-256.pbf', '/fonts/Sans%20Regular/0-255.png', '/fonts/..%2F..%2Fetc/0-255.pbf']) {
+    const res = await app.inject({ url })
+    assert.ok(res.statusCode === 400 || (res.statusCode === 200 && readGlyphs(res.rawPayload).glyphs.size <= 3), `${url}: ${res.statusCode}`)
+  }
+  assert.equal((await app.inject({ url: '/fonts/Sans%20Regular/0-256.pbf' })).statusCode, 400)
+  const cached = await app.inject({ url: '/fonts/Sans%20Regular/0-255.pbf' })
+  assert.equal((await app.inject({ url: '/fonts/Sans%20Regular/0-255.pbf', headers: { 'if-none-match': cached.headers.etag } })).statusCode, 304)
+  assert.equal(cached.headers['cache-control'], 'public, max-age=3600', 'glyphs last as long as tiles')
+})
+
+test('a changed style gets a new revision and its new content on reload; a removed one goes', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, fonts })
+  const before = app.styles.get('city').revision
+  const file = join(styles, 'city', 'style.json')
+  const json = JSON.parse(readFileSync(file, 'utf8'))
+  json.layers[0].paint['background-color'] = '#123456'
+  writeFileSync(file, JSON.stringify(json))
+  await app.reloadStyles()
+  assert.notEqual(app.styles.get('city').revision, before)
+  assert.equal((await app.inject({ url: '/styles/city/style.json' })).json().layers[0].paint['background-color'], '#123456')
+  writeFileSync(join(styles, 'multi.json'), 'not json any more')
+  await app.reloadStyles()
+  assert.equal((await app.inject({ url: '/styles/multi/style.json' })).statusCode, 404)
+})
+
+test('the styles folder is watched: an edit is served without a restart', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, fonts, watch: true, watchDebounceMs: 50 })
+  const file = join(styles, 'city', 'style.json')
+  const json = JSON.parse(readFileSync(file, 'utf8'))
+  json.name = 'City, renamed'
+  writeFileSync(file, JSON.stringify(json))
+  let name
+  for (let i = 0; i < 100 && name !== 'City, renamed'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    name = (await app.inject({ url: '/styles.json' })).json().find((s) => s.id === 'city').name
+  }
+  assert.equal(name, 'City, renamed')
+})
+
+test('/data/:set.json and /data/:set/:z/:x/:y answer as the core routes do (tileserver-gl clients)', async (t) => {
+  const { tiles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles] })
+  const core = await app.inject({ url: '/roads.json', headers: { host: 'h' } })
+  const alias = await app.inject({ url: '/data/roads.json', headers: { host: 'h' } })
+  assert.equal(alias.statusCode, 200)
+  assert.deepEqual(alias.json(), core.json())
+  const tile = await app.inject({ url: '/roads/0/0/0.pbf', headers: { 'accept-encoding': 'gzip' } })
+  const aliasTile = await app.inject({ url: '/data/roads/0/0/0.pbf', headers: { 'accept-encoding': 'gzip' } })
+  assert.equal(aliasTile.statusCode, 200)
+  assert.deepEqual(aliasTile.rawPayload, tile.rawPayload)
+  assert.equal(aliasTile.headers.etag, tile.headers.etag)
+  assert.equal((await app.inject({ url: '/data/nope.json' })).statusCode, 404)
+  assert.equal((await app.inject({ url: '/data/roads/1/5/0.pbf' })).statusCode, 400)
+})
+
+test('the fixtures: OSM Liberty with its sprites beside it, and real glyph ranges merged', { skip: !HAVE_FIXTURES && 'needs ../shared/fixtures' }, async (t) => {
+  const dir = tempDir(t)
+  const styles = join(dir, 'styles')
+  cpSync(join(FIXTURES, 'styles', 'osm-liberty'), join(styles, 'liberty'), { recursive: true })
+  // As a user would keep it: sprites beside the style, and the style's own tiles served here.
+  const file = join(styles, 'liberty', 'style.json')
+  const liberty = JSON.parse(readFileSync(file, 'utf8'))
+  liberty.sprite = 'sprites/osm-liberty'
+  liberty.glyphs = '{fontstack}/{range}.pbf'
+  liberty.sources.openmaptiles.url = 'mbtiles://koh-samui_thailand'
+  writeFileSync(file, JSON.stringify(liberty))
+  for (const name of ['maplibre_demo.json', 'maptiler_basic.json', 'osm-liberty-lite.json']) cpSync(join(FIXTURES, 'styles', name), join(styles, name))
+  const fonts = join(FIXTURES, 'styles', 'glyphs')
+  const app = await makeApp(t, { paths: [join(FIXTURES, 'mbtiles', 'koh-samui_thailand.mbtiles')], styles, fonts })
+
+  assert.deepEqual((await app.inject({ url: '/styles.json' })).json().map((s) => s.id).sort(), ['liberty', 'maplibre_demo', 'maptiler_basic', 'osm-liberty-lite'])
+  const style = (await app.inject({ url: '/styles/liberty/style.json', headers: { host: 'h' } })).json()
+  assert.equal(style.sources.openmaptiles.url, 'http://h/koh-samui_thailand.json')
+  assert.equal(style.layers.length, liberty.layers.length)
+  const index = (await app.inject({ url: '/styles/liberty/sprite@2x.json' })).json()
+  assert.ok(Object.keys(index).length > 50, 'the OSM Liberty sprite index')
+  const png = (await app.inject({ url: '/styles/liberty/sprite.png' })).rawPayload
+  assert.deepEqual(png, readFileSync(join(FIXTURES, 'styles', 'osm-liberty', 'sprites', 'osm-liberty.png')))
+
+  // Every font stack the style uses answers, with glyphs from the fonts named (Latin range).
+  const stacks = new Set(liberty.layers.map((l) => l.layout?.['text-font']).filter(Array.isArray).map((f) => f.join(',')))
+  assert.ok(stacks.size >= 2)
+  const available = readdirSync(fonts)
+  for (const stack of stacks) {
+    const glyphs = readGlyphs((await app.inject({ url: `/fonts/${encodeURIComponent(stack)}/0-255.pbf` })).rawPayload)
+    assert.ok(glyphs.glyphs.has(65), `${stack}: has 'A'`)
+    const first = stack.split(',')[0]
+    if (available.includes(first)) {
+      const own = readGlyphs(readFileSync(join(fonts, first, '0-255.pbf')))
+      assert.equal(glyphs.glyphs.get(65), own.glyphs.get(65), `${stack}: 'A' from ${first}`)
+    }
+  }
+  // A stack of two real fonts holds the union of their glyphs.
+  const a = readGlyphs(readFileSync(join(fonts, 'Roboto Regular', '0-255.pbf')))
+  const b = readGlyphs(readFileSync(join(fonts, 'Noto Sans Regular', '0-255.pbf')))
+  const both = readGlyphs((await app.inject({ url: '/fonts/Roboto%20Regular,Noto%20Sans%20Regular/0-255.pbf' })).rawPayload)
+  assert.equal(both.glyphs.size, new Set([...a.glyphs.keys(), ...b.glyphs.keys()]).size)
+})
