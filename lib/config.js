@@ -125,12 +125,15 @@ const schema = {
       properties: {
         backend: { enum: ['auto', 'native', 'mapli', 'off'] }, // default auto: native if installed, else mapli
         python: { type: 'string', minLength: 1 }, // the Python that has mapli; default .render-venv/bin/python
-        children: { type: 'integer', minimum: 1, maximum: 64 }, // renderer processes; default 1
-        threads: { type: 'integer', minimum: 1, maximum: 64 }, // engine threads per child; default one per core
+        children: { type: 'integer', minimum: 1, maximum: 64 }, // renderer processes; default one per core, at most 8
+        threads: { type: 'integer', minimum: 1, maximum: 64 }, // engine threads per child; default 1
         timeoutMs: { type: 'integer', minimum: 100 }, // a render longer than this answers 503 (default 30000)
         queueMax: { type: 'integer', minimum: 1 }, // renders waiting or under way before 503 + Retry-After (default 64)
         cacheTtlS: { type: 'number', minimum: 0 }, // how long rendered tiles are cached; default: until the style changes
         maxzoom: { type: 'integer', minimum: 0, maximum: 24 }, // default 22
+        maxSize: { type: 'integer', minimum: 1, maximum: 8192 }, // a static image's width and height (default 2048)
+        maxOverlays: { type: 'integer', minimum: 0 }, // paths and markers in one static image (default 100)
+        maxPathPoints: { type: 'integer', minimum: 2 }, // points of one path (default 10000)
       },
     },
     sets: {
@@ -178,6 +181,8 @@ const ENV = {
   TILE_CANNON_COG_BLOCK_CACHE_MB: 'raster.blockCacheMB',
   TILE_CANNON_RENDER_BACKEND: 'render.backend',
   TILE_CANNON_RENDER_PYTHON: 'render.python',
+  TILE_CANNON_RENDER_THREADS: 'render.threads',
+  TILE_CANNON_RENDER_CHILDREN: 'render.children',
 }
 // Sections the environment sets key by key: merged key by key across the layers, so that a file's raster.overzoom
 // and the environment's raster.threads both hold. Any other value, objects included, replaces the one below it.

@@ -1,9 +1,11 @@
 // Rendered raster tiles of a style (MapLibre Native, lib/style/render): /styles/:id/:z/:x/:y[@2x|@3x].png|jpg|webp in
-// 256 px, /styles/:id/512/:z/:x/:y… in 512 px, and their TileJSON at /styles/:id.json. Through the pipeline: cached,
+// 256 px, /styles/:id/512/:z/:x/:y… in 512 px, and their TileJSON at /styles/:id.json; static images at
+// /styles/:id/static/:view/:size (lib/style/static.js). Through the pipeline: cached,
 // ETag, 304, encodings, as any set's tiles; 503 with the reason when no engine runs.
-import { NotFound, Unavailable } from '../lib/errors.js'
+import { BadRequest, NotFound, Unavailable } from '../lib/errors.js'
 import { resolveTile } from '../lib/resolve.js'
-import { GET_HEAD } from './http.js'
+import { STATIC_DEFAULTS, parseOverlays, parseStatic, withOverlays } from '../lib/style/static.js'
+import { GET_HEAD, metadataValidators } from './http.js'
 import { tileAnswerer } from './tile-answer.js'
 
 export default async function renderRoutes (app) {
@@ -40,4 +42,43 @@ export default async function renderRoutes (app) {
       return { ...tj, id: style.id, tiles: [`${links(request, reply)}/styles/${encodeURIComponent(style.id)}/{z}/{x}/{y}.png`], tileSize: 256 }
     },
   })
+
+  // Static images: a centre and zoom (zoom of 256 px web maps, as tileserver-gl: the engine draws one lower), a bbox
+  // (with `padding`, a share of the smaller side), or `auto` (the overlays' bbox). Not cached (each view is its own);
+  // an ETag, and the tiles' Cache-Control.
+  const limits = { ...STATIC_DEFAULTS, ...app.config.render }
+  app.route({
+    method: GET_HEAD,
+    url: '/styles/:id/static/:view/:size',
+    onSend: metadataValidators(app.config.cacheControl),
+    handler: async (request, reply) => {
+      const style = styleOf(request.params.id)
+      const view = parseStatic(request.params.view, request.params.size, limits)
+      const overlays = parseOverlays(request.query, limits)
+      const padding = request.query.padding === undefined ? 0.1 : Number(request.query.padding)
+      if (!(padding >= 0 && padding < 0.5)) throw new BadRequest('padding is a share of the image, 0 to 0.5')
+      const size = { width: view.width, height: view.height, ratio: view.ratio }
+      let op
+      if (view.op === 'view') {
+        op = { op: 'view', lon: view.lon, lat: view.lat, zoom: Math.max(0, view.zoom - 1), bearing: view.bearing, pitch: view.pitch, ...size }
+      } else {
+        const bbox = view.op === 'bounds' ? view.bbox : overlays.bbox?.slice()
+        if (bbox === undefined || bbox === null) throw new BadRequest('auto fits the overlays: give a path or a marker')
+        if (bbox[0] === bbox[2] && bbox[1] === bbox[3]) {
+          op = { op: 'view', lon: bbox[0], lat: bbox[1], zoom: 15, ...size } // a single point: a street-level view of it
+        } else {
+          // A path along a parallel or a meridian has no height or width: the engine wants a box (≈ 10 m of one).
+          if (bbox[1] === bbox[3]) { bbox[1] -= 1e-4; bbox[3] += 1e-4 }
+          if (bbox[0] === bbox[2]) { bbox[0] -= 1e-4; bbox[2] += 1e-4 }
+          op = { op: 'bounds', bbox, padding: padding * Math.min(view.width, view.height), ...size }
+        }
+      }
+      const overlay = overlays.paths.length + overlays.markers.length > 0 ? withOverlays(JSON.parse(renderer.renderStyleJson(style)), overlays) : undefined
+      const bytes = await renderer.renderView(style, op, view.format, overlay)
+      reply.type(IMAGE_TYPES[view.format])
+      return bytes
+    },
+  })
 }
+
+const IMAGE_TYPES = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' }

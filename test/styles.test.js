@@ -8,6 +8,7 @@ import { gzipSync } from 'node:zlib'
 import { PbfReader, PbfWriter } from 'pbf'
 import { FIXTURES, HAVE_FIXTURES, makeApp } from './helpers/app.js'
 import { PNG, makeMvt, tempDir, writeMbtiles } from './helpers/data.js'
+import { writeLiberty } from './helpers/styles.js'
 
 /** A glyph PBF of `name` holding glyphs `ids` (each glyph's advance tells which font it came from). */
 function glyphPbf (name, range, ids, advance) {
@@ -273,14 +274,7 @@ test('/data/:set.json and /data/:set/:z/:x/:y answer as the core routes do (tile
 test('the fixtures: OSM Liberty with its sprites beside it, and real glyph ranges merged', { skip: !HAVE_FIXTURES && 'needs ../shared/fixtures' }, async (t) => {
   const dir = tempDir(t)
   const styles = join(dir, 'styles')
-  cpSync(join(FIXTURES, 'styles', 'osm-liberty'), join(styles, 'liberty'), { recursive: true })
-  // As a user would keep it: sprites beside the style, and the style's own tiles served here.
-  const file = join(styles, 'liberty', 'style.json')
-  const liberty = JSON.parse(readFileSync(file, 'utf8'))
-  liberty.sprite = 'sprites/osm-liberty'
-  liberty.glyphs = '{fontstack}/{range}.pbf'
-  liberty.sources.openmaptiles.url = 'mbtiles://koh-samui_thailand'
-  writeFileSync(file, JSON.stringify(liberty))
+  const liberty = writeLiberty(styles) // sprites beside the style, its tiles served here
   for (const name of ['maplibre_demo.json', 'maptiler_basic.json', 'osm-liberty-lite.json']) cpSync(join(FIXTURES, 'styles', name), join(styles, name))
   const fonts = join(FIXTURES, 'styles', 'glyphs')
   const app = await makeApp(t, { paths: [join(FIXTURES, 'mbtiles', 'koh-samui_thailand.mbtiles')], styles, fonts })

@@ -1,0 +1,163 @@
+// Static map images, tileserver-gl's API: what a request asks for (a centre and zoom, a bounding box, or `auto` to fit
+// the overlays; a size; a scale) and its overlays (`path=`, `marker=`), which the engine draws itself: they become
+// GeoJSON sources and layers added to the style for that render, not a second drawing library.
+import { createHash } from 'node:crypto'
+import { BadRequest } from '../errors.js'
+
+const NUMBER = '-?\\d+(?:\\.\\d+)?'
+const CENTER = new RegExp(`^(${NUMBER}),(${NUMBER}),(${NUMBER})(?:@(${NUMBER})(?:,(${NUMBER}))?)?$`)
+const BBOX = new RegExp(`^(${NUMBER}),(${NUMBER}),(${NUMBER}),(${NUMBER})$`)
+const SIZE = /^(\d{1,5})x(\d{1,5})(?:@([23])x)?\.(png|jpg|jpeg|webp)$/
+const COLOR = /^(#[0-9a-fA-F]{3,8}|[a-z]{3,20}|rgba?\([\d.,\s%]+\))$/
+
+/** Limits of a static image (config `render`): 400 beyond them. */
+export const STATIC_DEFAULTS = { maxSize: 2048, maxOverlays: 100, maxPathPoints: 10_000 }
+
+/**
+ * The view of `/styles/:id/static/:view/:size`: { op: 'view', lon, lat, zoom, bearing, pitch } or
+ * { op: 'bounds', bbox } or { op: 'auto' }, with width, height, ratio and format; BadRequest for anything else.
+ */
+export function parseStatic (view, size, limits) {
+  const s = SIZE.exec(size)
+  if (s === null) throw new BadRequest(`'${size}' is not a size: WIDTHxHEIGHT[@2x].png|jpg|webp`)
+  const width = Number(s[1])
+  const height = Number(s[2])
+  if (width < 1 || height < 1 || width > limits.maxSize || height > limits.maxSize) throw new BadRequest(`an image is 1 to ${limits.maxSize} pixels on each side`)
+  const out = { width, height, ratio: s[3] ? Number(s[3]) : 1, format: s[4] === 'jpeg' ? 'jpg' : s[4] }
+  if (view === 'auto') return { ...out, op: 'auto' }
+  const c = CENTER.exec(view)
+  if (c !== null) {
+    const [lon, lat, zoom, bearing = 0, pitch = 0] = c.slice(1).map((v) => (v === undefined ? undefined : Number(v)))
+    if (Math.abs(lon) > 180 || Math.abs(lat) > 85.06 || zoom < 0 || zoom > 22) throw new BadRequest('lon -180..180, lat -85..85, zoom 0..22')
+    if (pitch < 0 || pitch > 60) throw new BadRequest('pitch is 0 to 60 degrees')
+    return { ...out, op: 'view', lon, lat, zoom, bearing: bearing ?? 0, pitch: pitch ?? 0 }
+  }
+  const b = BBOX.exec(view)
+  if (b !== null) {
+    const bbox = b.slice(1).map(Number)
+    if (!validBbox(bbox)) throw new BadRequest('a bbox is minlon,minlat,maxlon,maxlat within -180..180, -85..85')
+    return { ...out, op: 'bounds', bbox }
+  }
+  throw new BadRequest(`'${view}' is not a view: lon,lat,zoom[@bearing[,pitch]], minx,miny,maxx,maxy or auto`)
+}
+
+const validBbox = ([a, b, c, d]) => a >= -180 && c <= 180 && b >= -85.06 && d <= 85.06 && a < c && b < d
+
+/**
+ * Overlays from the query: `path` (repeatable) as `lon,lat|lon,lat…` or `enc:` and an encoded polyline, drawn with `stroke`,
+ * `width` and `fill` (query-wide, or per path as `stroke:red|width:3|fill:#0f08|…points…`); `marker` (repeatable) as
+ * `lon,lat` with an optional `|color:…` and `|size:…`. Returns { paths, markers, bbox } (bbox null: none).
+ */
+export function parseOverlays (query, limits) {
+  const list = (v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])
+  const base = { stroke: query.stroke ?? 'rgba(0,64,255,0.85)', width: query.width ?? '3', fill: query.fill ?? null }
+  const paths = list(query.path).map((p) => parsePath(String(p), base, limits))
+  const markers = list(query.marker).map((m) => parseMarker(String(m)))
+  if (paths.length + markers.length > limits.maxOverlays) throw new BadRequest(`at most ${limits.maxOverlays} overlays`)
+  const points = [...paths.flatMap((p) => p.coordinates), ...markers.map((m) => m.coordinates)]
+  const bbox = points.length === 0
+    ? null
+    : [Math.min(...points.map((p) => p[0])), Math.min(...points.map((p) => p[1])), Math.max(...points.map((p) => p[0])), Math.max(...points.map((p) => p[1]))]
+  return { paths, markers, bbox }
+}
+
+function parsePath (text, base, limits) {
+  const style = { ...base }
+  const coords = []
+  // An encoded polyline comes last, after `enc:` (it may hold '|' itself); options and lon,lat points are '|'-separated.
+  const enc = text.indexOf('enc:')
+  for (const part of (enc === -1 ? text : text.slice(0, enc)).split('|')) {
+    const option = /^(stroke|width|fill):(.+)$/.exec(part)
+    if (option !== null) style[option[1]] = option[2]
+    else if (part !== '') coords.push(lonLat(part))
+  }
+  if (enc !== -1) coords.push(...decodePolyline(text.slice(enc + 4)))
+  if (coords.length < 2) throw new BadRequest('a path needs two points or more')
+  if (coords.length > limits.maxPathPoints) throw new BadRequest(`a path has at most ${limits.maxPathPoints} points`)
+  const width = Number(style.width)
+  if (!(width > 0 && width <= 50)) throw new BadRequest('a path width is more than 0 and at most 50 pixels')
+  for (const key of ['stroke', 'fill']) if (style[key] !== null && !COLOR.test(style[key])) throw new BadRequest(`'${style[key]}' is not a colour`)
+  return { coordinates: coords, stroke: style.stroke, width, fill: style.fill }
+}
+
+function parseMarker (text) {
+  const [where, ...options] = text.split('|')
+  const marker = { coordinates: lonLat(where), color: '#d62728', size: 8 }
+  for (const o of options) {
+    const m = /^(color|size):(.+)$/.exec(o)
+    if (m === null) continue // tileserver-gl's icon URLs and anchors: a marker here is a dot the engine draws
+    if (m[1] === 'color' && COLOR.test(m[2])) marker.color = m[2]
+    if (m[1] === 'size' && Number(m[2]) > 0 && Number(m[2]) <= 50) marker.size = Number(m[2])
+  }
+  return marker
+}
+
+function lonLat (text) {
+  const [lon, lat] = text.split(',').map(Number)
+  if (!(Math.abs(lon) <= 180 && Math.abs(lat) <= 85.06)) throw new BadRequest(`'${text}' is not lon,lat`)
+  return [lon, lat]
+}
+
+/**
+ * Google's encoded polyline (precision 5), as lat/lon pairs → [lon, lat]. Written here: the one package for it
+ * (@mapbox/polyline) brings 57 more for its command-line tool.
+ */
+export function decodePolyline (text) {
+  const out = []
+  let lat = 0
+  let lon = 0
+  for (let i = 0; i < text.length;) {
+    const deltas = []
+    for (let k = 0; k < 2; k++) {
+      let result = 0
+      let shift = 0
+      let byte
+      do {
+        if (i >= text.length) throw new BadRequest('not an encoded polyline')
+        byte = text.charCodeAt(i++) - 63
+        if (byte < 0 || byte > 63) throw new BadRequest('not an encoded polyline')
+        result |= (byte & 0x1f) << shift
+        shift += 5
+      } while (byte >= 0x20 && shift < 35)
+      deltas.push(result & 1 ? ~(result >> 1) : result >> 1)
+    }
+    lat += deltas[0]
+    lon += deltas[1]
+    out.push([lon / 1e5, lat / 1e5])
+  }
+  for (const [x, y] of out) if (Math.abs(x) > 180 || Math.abs(y) > 90) throw new BadRequest('not an encoded polyline')
+  return out
+}
+
+/**
+ * The style with the overlays added on top: a GeoJSON source each for paths and markers, and fill, line and circle
+ * layers drawing them. `key`: a short hash naming this combination, so the engine can keep it registered.
+ */
+export function withOverlays (styleJson, { paths, markers }) {
+  const style = structuredClone(styleJson)
+  const feature = (geometry, properties) => ({ type: 'Feature', geometry, properties })
+  if (paths.length > 0) {
+    style.sources['tc-overlay-paths'] = {
+      type: 'geojson',
+      data: {
+        type: 'FeatureCollection',
+        features: paths.map((p) => feature(
+          p.fill !== null ? { type: 'Polygon', coordinates: [[...p.coordinates, p.coordinates[0]]] } : { type: 'LineString', coordinates: p.coordinates },
+          { stroke: p.stroke, width: p.width, fill: p.fill ?? 'rgba(0,0,0,0)' })),
+      },
+    }
+    style.layers.push(
+      { id: 'tc-overlay-fill', type: 'fill', source: 'tc-overlay-paths', filter: ['==', ['geometry-type'], 'Polygon'], paint: { 'fill-color': ['get', 'fill'] } },
+      { id: 'tc-overlay-line', type: 'line', source: 'tc-overlay-paths', layout: { 'line-join': 'round', 'line-cap': 'round' }, paint: { 'line-color': ['get', 'stroke'], 'line-width': ['get', 'width'] } },
+    )
+  }
+  if (markers.length > 0) {
+    style.sources['tc-overlay-markers'] = {
+      type: 'geojson',
+      data: { type: 'FeatureCollection', features: markers.map((m) => feature({ type: 'Point', coordinates: m.coordinates }, { color: m.color, size: m.size })) },
+    }
+    style.layers.push({ id: 'tc-overlay-markers', type: 'circle', source: 'tc-overlay-markers', paint: { 'circle-color': ['get', 'color'], 'circle-radius': ['get', 'size'], 'circle-stroke-color': '#ffffff', 'circle-stroke-width': 2 } })
+  }
+  const json = JSON.stringify(style)
+  return { json, key: createHash('sha1').update(json).digest('base64url').slice(0, 16) }
+}
