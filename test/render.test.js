@@ -2,10 +2,13 @@
 // .ci/run does): rendered tiles look like their style, go through the cache, and a broken style, a corrupt tile or a
 // killed child each end in an answer, never a hung request or a dead server.
 import assert from 'node:assert/strict'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
 import test from 'node:test'
 import { gzipSync } from 'node:zlib'
+import pixelmatch from 'pixelmatch'
 import sharp from 'sharp'
 import { chooseBackend } from '../lib/style/render/index.js'
 import { decodePolyline } from '../lib/style/static.js'
@@ -13,6 +16,27 @@ import { lonLatToTile } from '../lib/tilemath.js'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { makeMvt, pyramid, tempDir, writeMbtiles } from './helpers/data.js'
 import { writeLiberty } from './helpers/styles.js'
+
+const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), 'golden')
+
+/**
+ * Compares a rendered PNG with its golden image (test/golden/NAME.png, made by this engine and checked by eye):
+ * at most `share` of the pixels may differ beyond pixelmatch's colour threshold. UPDATE_GOLDEN=1 writes it anew.
+ */
+async function assertGolden (png, name, share = 0.01) {
+  const file = join(GOLDEN, `${name}.png`)
+  if (process.env.UPDATE_GOLDEN === '1' || !existsSync(file)) {
+    if (process.env.UPDATE_GOLDEN !== '1') assert.fail(`no golden image ${name}.png (run with UPDATE_GOLDEN=1 once, and look at it)`)
+    mkdirSync(GOLDEN, { recursive: true })
+    writeFileSync(file, png)
+    return
+  }
+  const raw = async (buf) => sharp(buf).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
+  const [a, b] = await Promise.all([raw(png), raw(readFileSync(file))])
+  assert.deepEqual([a.info.width, a.info.height], [b.info.width, b.info.height], `${name}: size`)
+  const differ = pixelmatch(a.data, b.data, null, a.info.width, a.info.height, { threshold: 0.1 })
+  assert.ok(differ <= share * a.info.width * a.info.height, `${name}: ${differ} pixels differ from the golden image`)
+}
 
 const choice = chooseBackend({})
 const RENDERER_MISSING = choice.why ?? ''
@@ -69,6 +93,7 @@ test('rendered tiles draw their style: 256 and 512 px, @2x, PNG, JPEG and WebP, 
   const red = ([r, g, b]) => r > 200 && b < 60 && g < 60
   assert.ok(blue(bigPx.at(256, 256)), `the point at the tile's centre is blue: ${bigPx.at(256, 256)}`)
   assert.ok(red(bigPx.at(100, 100)), `the background is red: ${bigPx.at(100, 100)}`)
+  await assertGolden(big.rawPayload, 'dots-512-2-1-1')
   // 256 px tiles show the same map one zoom level down (as every MapLibre raster tile server does): tile 2/1/1 is
   // the lower-right quarter of vector tile 1/0/0, whose point is at its top-left corner.
   const res = await app.inject({ url: '/styles/dots/2/1/1.png' })
@@ -122,6 +147,7 @@ test('static images: a centre and zoom, a bbox, auto; a path and a marker drawn 
   assert.ok(yellow(img.at(200 + 120, 150)), `the path 60° east runs 170 px right: ${img.at(320, 150)}`)
   assert.ok(yellow(img.at(200 - 120, 150)), `and west: ${img.at(80, 150)}`)
   assert.ok(!yellow(img.at(200 + 120, 100)) && !yellow(img.at(200 + 190, 150)), 'nowhere else')
+  await assertGolden(res.rawPayload, 'dots-static-path-marker')
 
   const retina = await pixels((await app.inject({ url: `/styles/dots/static/0,0,2/400x300@2x.webp?${overlays}` })).rawPayload)
   assert.deepEqual([retina.info.width, retina.info.height], [800, 600])
@@ -200,6 +226,26 @@ test('a broken style, a missing set, a corrupt tile and a killed renderer each e
   assert.equal((await app.inject({ url: '/dots/0/0/0.pbf' })).statusCode, 200, 'tiles still served')
 })
 
+test('a full queue answers 503 with Retry-After at once; a render past its time answers 503 and its child is replaced', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const busy = await makeApp(t, { paths: [tiles], styles, cacheMB: 0, render: { queueMax: 2, children: 1 } })
+  const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => busy.inject({ url: `/styles/dots/4/${i}/${i}@3x.png` })))
+  const refused = answers.filter((a) => a.statusCode === 503)
+  assert.ok(refused.length > 0 && answers.some((a) => a.statusCode === 200), `some refused, some drawn: ${answers.map((a) => a.statusCode)}`)
+  assert.equal(refused[0].headers['retry-after'], '1')
+  assert.match(refused[0].json().message, /busy/)
+
+  const slow = await makeApp(t, { paths: [tiles], styles, cacheMB: 0, render: { timeoutMs: 100, children: 1 } })
+  const pid = slow.renderer.pids()[0]
+  // An 8 MP static image takes this engine longer than 100 ms.
+  const late = await slow.inject({ url: '/styles/dots/static/0,0,3/2000x2000@2x.png' })
+  assert.equal(late.statusCode, 503, late.body)
+  for (let i = 0; i < 100 && (slow.renderer.pids().length === 0 || slow.renderer.pids()[0] === pid); i++) await new Promise((resolve) => setTimeout(resolve, 100))
+  assert.notEqual(slow.renderer.pids()[0], pid, 'the child that overran was replaced')
+  assert.ok(slow.renderer.pids().length === 1)
+})
+
 test('with no engine, rendered routes answer 503 with the reason and the rest keeps serving', async (t) => {
   const { tiles, styles } = setUp(t)
   const app = await makeApp(t, { paths: [tiles], styles, render: { backend: 'off' } })
@@ -231,6 +277,7 @@ test('OSM Liberty over koh-samui: roads, water and land in many colours, labels 
   let water = 0
   for (let i = 0; i < data.length; i += 4) if (Math.abs(data[i] - 158) < 12 && Math.abs(data[i + 1] - 189) < 12 && Math.abs(data[i + 2] - 255) < 12) water++
   assert.ok(water > info.width * info.height * 0.02, `water drawn: ${water} px`)
+  await assertGolden(res.rawPayload, 'liberty-koh-samui-13', 0.03) // labels may shift a pixel between engine builds
   const retina = await app.inject({ url: `/styles/liberty/13/${x}/${y}@2x.png` })
   assert.equal((await sharp(retina.rawPayload).metadata()).width, 512)
 })

@@ -288,9 +288,10 @@ test('the fixtures: OSM Liberty with its sprites beside it, and real glyph range
   const png = (await app.inject({ url: '/styles/liberty/sprite.png' })).rawPayload
   assert.deepEqual(png, readFileSync(join(FIXTURES, 'styles', 'osm-liberty', 'sprites', 'osm-liberty.png')))
 
-  // Every font stack the style uses answers, with glyphs from the fonts named (Latin range).
-  const stacks = new Set(liberty.layers.map((l) => l.layout?.['text-font']).filter(Array.isArray).map((f) => f.join(',')))
-  assert.ok(stacks.size >= 2)
+  // Every font stack the fixture styles use answers, with glyphs from the fonts named (Latin range).
+  const fixtureStyles = [liberty, ...['maplibre_demo.json', 'maptiler_basic.json', 'osm-liberty-lite.json'].map((n) => JSON.parse(readFileSync(join(styles, n), 'utf8')))]
+  const stacks = new Set(fixtureStyles.flatMap((s) => s.layers).map((l) => l.layout?.['text-font']).filter(Array.isArray).map((f) => f.join(',')))
+  assert.ok(stacks.size >= 4, [...stacks].join(' / '))
   const available = readdirSync(fonts)
   for (const stack of stacks) {
     const glyphs = readGlyphs((await app.inject({ url: `/fonts/${encodeURIComponent(stack)}/0-255.pbf` })).rawPayload)

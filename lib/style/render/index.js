@@ -2,6 +2,7 @@
 // either a Node child on @maplibre/maplibre-gl-native (an optional dependency) or a Python child on the PyPI wheel
 // mapli (`npm run setup-render`). The children ask for tiles, glyphs and sprites over their pipe (`tc://` URLs,
 // style.js), answered here from the pipeline and its cache: a rendered tile sees exactly what a client would.
+import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { availableParallelism } from 'node:os'
@@ -116,23 +117,26 @@ async function renderPlugin (app, config) {
     return entry
   }
 
-  // The style as the engine draws it, made once per revision.
-  const drawn = new Map() // style id → { revision, json }
+  // The style as the engine draws it ({ name, json }), made once per revision of the style and of the catalog (a set
+  // a source names may come or go); `name` changes with the JSON, so a child never draws an older registration.
+  const drawn = new Map() // style id → { revision, generation, name, json }
   let warnedFonts = false
-  function styleJsonOf (style) {
+  function drawnStyle (style) {
+    const generation = catalog.registry.generation
     const known = drawn.get(style.id)
-    if (known !== undefined && known.revision === style.revision) return known.json
+    if (known !== undefined && known.revision === style.revision && known.generation === generation) return known
     if (fonts.dir === null && !warnedFonts) {
       warnedFonts = true
       log.warn('no fonts folder: labels need the glyphs the styles name (--fonts)')
     }
     const json = JSON.stringify(renderStyle(style, (name) => catalog.get(name), fonts.dir !== null))
-    drawn.set(style.id, { revision: style.revision, json })
-    return json
+    const name = `${style.id}@${createHash('sha1').update(json).digest('base64url').slice(0, 12)}`
+    const made = { revision: style.revision, generation, name, json }
+    drawn.set(style.id, made)
+    return made
   }
 
   function renderedTiles (style, size) {
-    const name = `${style.id}@${style.revision}`
     return {
       id: style.id,
       kind: 'render',
@@ -148,7 +152,8 @@ async function renderPlugin (app, config) {
         if (pool === null) throw toldUnavailable(reason)
         // The engine draws 256 px tiles one zoom lower; at z0 there is none: the 512 px world, halved.
         const halve = size === 256 && z === 0
-        const png = await pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, styleJsonOf(style))
+        const { name, json } = drawnStyle(style)
+        const png = await pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json)
         return encodeImage(halve ? sharp(png).resize(256 * scale) : png, format)
       },
       close () {},
@@ -161,8 +166,9 @@ async function renderPlugin (app, config) {
    */
   async function renderView (style, request, format, overlay) {
     if (pool === null) throw toldUnavailable(reason)
-    const name = `${style.id}@${style.revision}${overlay === undefined ? '' : '+' + overlay.key}`
-    const png = await pool.render({ ...request, style: name }, overlay?.json ?? styleJsonOf(style))
+    const base = drawnStyle(style)
+    const name = overlay === undefined ? base.name : `${base.name}+${overlay.key}`
+    const png = await pool.render({ ...request, style: name }, overlay?.json ?? base.json)
     return encodeImage(png, format)
   }
 
@@ -174,7 +180,7 @@ async function renderPlugin (app, config) {
     pids: () => pool?.pids() ?? [],
     tileEntry,
     renderView,
-    renderStyleJson: styleJsonOf,
+    renderStyleJson: (style) => drawnStyle(style).json,
   })
   app.addHook('onClose', () => pool?.close())
 }
