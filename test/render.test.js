@@ -2,7 +2,7 @@
 // .ci/run does): rendered tiles look like their style, go through the cache, and a broken style, a corrupt tile or a
 // killed child each end in an answer, never a hung request or a dead server.
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
@@ -195,6 +195,20 @@ test('a changed style is rendered anew: tiles of the old revision are not served
   assert.ok(after.at(5, 5)[1] > 200 && after.at(5, 5)[0] < 60, `now green: ${after.at(5, 5)}`)
 })
 
+test('a set replaced under a style: its rendered tiles are made anew', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles })
+  const before = await pixels((await app.inject({ url: '/styles/dots/512/2/1/1.png' })).rawPayload)
+  assert.ok(before.at(256, 256)[2] > 200, 'the point is there')
+  // The file replaced (as `mv` does), now without points at z2.
+  rmSync(join(tiles, 'dots.mbtiles'))
+  writeMbtiles(join(tiles, 'dots.mbtiles'), { tiles: pyramid(0, 4, 16).filter(([z]) => z !== 2).map(([z, x, y]) => ({ z, x, y, data: gzipSync(makeMvt(z, x, y)) })), metadata: { format: 'pbf', minzoom: '0', maxzoom: '4' } })
+  await app.catalog.reload()
+  const after = await pixels((await app.inject({ url: '/styles/dots/512/2/1/1.png' })).rawPayload)
+  assert.ok(after.at(256, 256)[0] > 200 && after.at(256, 256)[2] < 60, `no point any more: ${after.at(256, 256)}`)
+})
+
 test('a broken style, a missing set, a corrupt tile and a killed renderer each end in an answer; the server lives', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)
@@ -244,6 +258,22 @@ test('a full queue answers 503 with Retry-After at once; a render past its time 
   for (let i = 0; i < 100 && (slow.renderer.pids().length === 0 || slow.renderer.pids()[0] === pid); i++) await new Promise((resolve) => setTimeout(resolve, 100))
   assert.notEqual(slow.renderer.pids()[0], pid, 'the child that overran was replaced')
   assert.ok(slow.renderer.pids().length === 1)
+})
+
+test('static images with ever new overlays: a child that has registered its share of styles is replaced, none fails', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, render: { children: 1, maxStylesPerChild: 3 } })
+  const first = app.renderer.pids()[0]
+  const seen = new Set()
+  for (let i = 0; i < 8; i++) {
+    const res = await app.inject({ url: `/styles/dots/static/0,0,2/64x64.png?marker=${i},0` })
+    assert.equal(res.statusCode, 200, `${i}: ${res.body}`)
+    for (const pid of app.renderer.pids()) seen.add(pid)
+  }
+  assert.ok(seen.size >= 2 && !app.renderer.pids().includes(first), `children: ${[...seen]}`)
+  for (let i = 0; i < 100 && app.renderer.pids().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.equal(app.renderer.pids().length, 1, 'one child at a time, as configured')
 })
 
 test('with no engine, rendered routes answer 503 with the reason and the rest keeps serving', async (t) => {

@@ -88,15 +88,19 @@ export class FontCatalog {
   }
 
   async load () {
-    this.names = []
+    let names = []
+    if (this.dir !== null) {
+      try {
+        const entries = await readdir(this.dir, { withFileTypes: true })
+        names = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort()
+      } catch (err) {
+        this.log.warn({ err: err.code ?? err.message }, 'fonts folder unreadable')
+      }
+    }
+    // Swapped in at once: a request during the reload sees the old list or the new one, never none.
+    this.names = names
     this.cache.clear()
     if (this.dir === null) return
-    try {
-      const entries = await readdir(this.dir, { withFileTypes: true })
-      this.names = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort()
-    } catch (err) {
-      this.log.warn({ err: err.code ?? err.message }, 'fonts folder unreadable')
-    }
     if (this.defaultFont !== null && !this.names.includes(this.defaultFont)) {
       this.log.warn({ font: this.defaultFont }, 'the default font is not in the fonts folder')
     }

@@ -28,6 +28,7 @@ export function parseStatic (view, size, limits) {
   const c = CENTER.exec(view)
   if (c !== null) {
     const [lon, lat, zoom, bearing = 0, pitch = 0] = c.slice(1).map((v) => (v === undefined ? undefined : Number(v)))
+    if (![lon, lat, zoom, bearing, pitch].every(Number.isFinite)) throw new BadRequest('numbers too long to be coordinates')
     if (Math.abs(lon) > 180 || Math.abs(lat) > 85.06 || zoom < 0 || zoom > 22) throw new BadRequest('lon -180..180, lat -85..85, zoom 0..22')
     if (pitch < 0 || pitch > 60) throw new BadRequest('pitch is 0 to 60 degrees')
     return { ...out, op: 'view', lon, lat, zoom, bearing: bearing ?? 0, pitch: pitch ?? 0 }
@@ -35,7 +36,7 @@ export function parseStatic (view, size, limits) {
   const b = BBOX.exec(view)
   if (b !== null) {
     const bbox = b.slice(1).map(Number)
-    if (!validBbox(bbox)) throw new BadRequest('a bbox is minlon,minlat,maxlon,maxlat within -180..180, -85..85')
+    if (!bbox.every(Number.isFinite) || !validBbox(bbox)) throw new BadRequest('a bbox is minlon,minlat,maxlon,maxlat within -180..180, -85..85')
     return { ...out, op: 'bounds', bbox }
   }
   throw new BadRequest(`'${view}' is not a view: lon,lat,zoom[@bearing[,pitch]], minx,miny,maxx,maxy or auto`)
@@ -125,7 +126,7 @@ export function decodePolyline (text) {
     lon += deltas[1]
     out.push([lon / 1e5, lat / 1e5])
   }
-  for (const [x, y] of out) if (Math.abs(x) > 180 || Math.abs(y) > 90) throw new BadRequest('not an encoded polyline')
+  for (const [x, y] of out) if (Math.abs(x) > 180 || Math.abs(y) > 85.06) throw new BadRequest('an encoded polyline off the map (lon -180..180, lat -85..85)')
   return out
 }
 

@@ -61,10 +61,12 @@ async function renderPlugin (app, config) {
       args: choice.args,
       // One engine thread per child and a child per core (at most 8): measured on 2 cores, 2 children of 1 thread
       // rendered 210 OSM Liberty tiles/s where 1 child of 2 threads rendered 159 (bench/README.md).
-      env: { ...choice.env, TILE_CANNON_RENDER_THREADS: String(options.threads ?? 1) },
+      // A resource the engine waits for gives up well before the render's own timeout, which would cost the child.
+      env: { ...choice.env, TILE_CANNON_RENDER_THREADS: String(options.threads ?? 1), TILE_CANNON_FETCH_TIMEOUT_S: String((options.timeoutMs ?? 30_000) / 2000) },
       size: options.children ?? Math.min(8, availableParallelism()),
       timeoutMs: options.timeoutMs ?? 30_000,
       queueMax: options.queueMax ?? 64,
+      maxStyles: options.maxStylesPerChild,
       fetchResource,
       log,
     })
@@ -82,10 +84,10 @@ async function renderPlugin (app, config) {
   /** A tc:// URL a child asks for, answered from the pipeline, the fonts and the sprites. */
   async function fetchResource (url) {
     const [kind, ...rest] = url.slice('tc://'.length).split('/')
-    if (kind === 'tiles' && rest.length === 4) {
+    if (kind === 'tiles' && rest.length === 5) { // tc://tiles/<set>/<its cache key>/z/x/y
       const entry = catalog.get(decodeURIComponent(rest[0]))
-      if (entry?.source == null) return { status: 'missing', message: 'no such set' }
-      const [z, x, y] = rest.slice(1).map(Number)
+      if (entry?.source == null) return { status: 'empty' } // a set gone or unavailable: drawn without it
+      const [z, x, y] = rest.slice(2).map(Number)
       const record = await pipeline.record(entry, z, x, y)
       if (record === ABSENT) return { status: 'empty' }
       const answer = await pipeline.encoded(record, 0, entry) // as a client without Accept-Encoding gets it
@@ -97,23 +99,25 @@ async function renderPlugin (app, config) {
     if (kind === 'sprites' && rest.length === 2) {
       const style = styles.get(decodeURIComponent(rest[0]))
       const m = SPRITE_NAME.exec(decodeURIComponent(rest[1]))
-      if (style === undefined || m === null) return { status: 'missing', message: 'no such sprite' }
-      const { bytes } = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2])
-      return { status: 'ok', body: bytes }
+      if (style === undefined || m === null) return { status: 'empty' }
+      // A sprite file missing: the map is drawn without its icons rather than not at all.
+      const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
+      return file === null ? { status: 'empty' } : { status: 'ok', body: file.bytes }
     }
     return { status: 'missing', message: `not a resource of this server: ${url}` }
   }
 
-  // One pipeline entry per style revision and tile size: rendered tiles go through the tile cache like any set's,
-  // keyed by revision, so a changed style never answers with tiles of the old one.
+  // One pipeline entry per style revision, tile size and state of the sets drawn: rendered tiles go through the tile
+  // cache like any set's, so neither a changed style nor a replaced set answers with tiles made before.
   const entries = new Map()
   function tileEntry (style, size) {
     const key = `${style.id}\n${size}`
     const known = entries.get(key)
-    if (known !== undefined && known.revision === style.revision) return known.entry
+    const { sets, ttlS } = drawnStyle(style)
+    if (known !== undefined && known.revision === style.revision && known.sets === sets) return known.entry
     const source = renderedTiles(style, size)
-    const entry = catalog.detachedEntry({ id: style.id, kind: 'render' }, source)
-    entries.set(key, { revision: style.revision, entry })
+    const entry = catalog.detachedEntry({ id: style.id, kind: 'render', ttlS: options.cacheTtlS ?? ttlS }, source)
+    entries.set(key, { revision: style.revision, sets, entry })
     return entry
   }
 
@@ -129,9 +133,14 @@ async function renderPlugin (app, config) {
       warnedFonts = true
       log.warn('no fonts folder: labels need the glyphs the styles name (--fonts)')
     }
-    const json = JSON.stringify(renderStyle(style, (name) => catalog.get(name), fonts.dir !== null))
+    const rendered = renderStyle(style, (name) => catalog.get(name), fonts.dir !== null)
+    const json = JSON.stringify(rendered.json)
     const name = `${style.id}@${createHash('sha1').update(json).digest('base64url').slice(0, 12)}`
-    const made = { revision: style.revision, generation, name, json }
+    // What its tiles are made of: a set replaced or purged (a new cache key) makes them anew.
+    const sets = rendered.used.map((e) => e.key).join('\n')
+    // As fresh as its most perishable set (PostGIS tiles live `cacheTtlS`); undefined: until a set or the style changes.
+    const ttls = rendered.used.filter((e) => e.ttlMs !== undefined).map((e) => e.ttlMs / 1000)
+    const made = { revision: style.revision, generation, name, json, sets, ttlS: ttls.length ? Math.min(...ttls) : undefined }
     drawn.set(style.id, made)
     return made
   }
@@ -145,7 +154,6 @@ async function renderPlugin (app, config) {
       formats: ['png', 'jpg', 'webp'],
       formatAliases: { jpeg: 'jpg' },
       scales: [1, 2, 3],
-      cacheTtlS: options.cacheTtlS, // undefined: until the style changes
       tilejson: { tilejson: '3.0.0', name: style.name, minzoom: 0, maxzoom: options.maxzoom ?? 22, bounds: WORLD },
       metadata: {},
       async getTile (z, x, y, query, { scale, format }) {

@@ -13,12 +13,12 @@ import struct
 import sys
 import threading
 
-import mapli
-
-# The protocol keeps fd 1 to itself: anything native code prints to stdout goes to stderr instead.
+# The protocol keeps fd 1 to itself: anything native code prints to stdout (from the import on) goes to stderr.
 OUT = os.fdopen(os.dup(1), "wb")
 os.dup2(2, 1)
 IN = sys.stdin.buffer
+
+import mapli  # noqa: E402 (after the redirection above)
 write_lock = threading.Lock()
 waiting = {}  # fetch id -> [Event, header, payload]
 fetch_ids = itertools.count(1)

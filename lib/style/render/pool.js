@@ -14,21 +14,31 @@ function frame (header, payload = Buffer.alloc(0)) {
   return Buffer.concat([head, json, payload])
 }
 
-/** Splits a byte stream into frames: calls `onFrame(header, payload)` for each. */
+/** Splits a byte stream into frames: calls `onFrame(header, payload)` for each (chunks joined once per frame). */
 function frameReader (onFrame) {
-  let buffered = Buffer.alloc(0)
+  let chunks = []
+  let size = 0
   return (chunk) => {
-    buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk
-    while (buffered.length >= 4) {
-      const length = buffered.readUInt32BE(0)
-      if (buffered.length < 4 + length) return
+    chunks.push(chunk)
+    size += chunk.length
+    while (size >= 4) {
+      if (chunks[0].length < 4) chunks = [Buffer.concat(chunks, size)]
+      const length = chunks[0].readUInt32BE(0)
+      if (size < 4 + length) return // joined only once the whole frame is here: a large image is copied once
+      let buffered = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
       const jsonLength = buffered.readUInt32BE(4)
+      if (jsonLength > length - 4) throw new Error('frame header longer than its frame')
       const header = JSON.parse(buffered.toString('utf8', 8, 8 + jsonLength))
       onFrame(header, buffered.subarray(8 + jsonLength, 4 + length))
       buffered = buffered.subarray(4 + length)
+      chunks = buffered.length ? [buffered] : []
+      size = buffered.length
     }
   }
 }
+
+const MAX_STYLES_PER_CHILD = 256
+const START_TIMEOUT_MS = 60_000
 
 export class RenderPool {
   /**
@@ -39,8 +49,8 @@ export class RenderPool {
    * @param {number} o.queueMax   renders waiting or under way, in all; past it a render is refused (503, Retry-After)
    * @param {(url: string, kind: string) => Promise<{status: string, body?: Buffer, message?: string}>} o.fetchResource
    */
-  constructor ({ command, args = [], env = {}, size = 1, timeoutMs = 30_000, queueMax = 64, fetchResource, log, name }) {
-    Object.assign(this, { command, args, env, size, timeoutMs, queueMax, fetchResource, log, name })
+  constructor ({ command, args = [], env = {}, size = 1, timeoutMs = 30_000, queueMax = 64, maxStyles = MAX_STYLES_PER_CHILD, fetchResource, log, name }) {
+    Object.assign(this, { command, args, env, size, timeoutMs, queueMax, maxStyles, fetchResource, log, name })
     this.children = []
     this.pending = 0
     this.nextId = 1
@@ -52,8 +62,17 @@ export class RenderPool {
   /** Starts the children; resolves with the engine's name once one is ready, rejects with why none can start. */
   async start () {
     const starts = Array.from({ length: this.size }, () => this.spawnChild())
-    const first = await Promise.any(starts.map((c) => c.ready)).catch((err) => { throw err.errors?.[0] ?? err })
-    return first
+    let timer
+    const late = new Promise((resolve, reject) => { timer = setTimeout(() => reject(new Error(`no renderer was ready after ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS) })
+    try {
+      const engine = await Promise.race([Promise.any(starts.map((c) => c.ready)).catch((err) => { throw err.errors?.[0] ?? err }), late])
+      this.started = true
+      // Children that failed while another started are replaced now.
+      for (let n = this.children.length; n < this.size; n++) this.spawnChild()
+      return engine
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   spawnChild () {
@@ -65,7 +84,7 @@ export class RenderPool {
     let stderr = ''
     proc.stderr.on('data', (d) => { stderr = (stderr + d).slice(-2000) })
     proc.stdin.on('error', () => {}) // a dead child: its exit handler answers what was in flight
-    proc.stdout.on('data', frameReader((header, payload) => {
+    const onFrame = (header, payload) => {
       if (header.op === 'ready') {
         child.alive = true
         readyResolve(header.engine)
@@ -80,11 +99,23 @@ export class RenderPool {
         this.finish(job)
         if (header.op === 'done') job.resolve(payload)
         else job.reject(toldUnavailable(`the renderer could not draw this: ${header.message || header.error}`))
+        if (child.retiring && child.inflight.size === 0) this.end(child)
       }
-    }))
+    }
+    const read = frameReader(onFrame)
+    proc.stdout.on('data', (chunk) => {
+      try {
+        read(chunk)
+      } catch (err) {
+        // A child that speaks garbage is broken: it is replaced, and what it had in flight answers 503.
+        this.log.error({ renderer: this.name, err: err.message }, 'renderer sent a bad frame; replacing it')
+        proc.kill('SIGKILL')
+      }
+    })
     proc.on('error', (err) => readyReject(err))
     proc.on('exit', (code, signal) => {
       child.alive = false
+      child.exited = true
       this.children = this.children.filter((c) => c !== child)
       readyReject(new Error(`the renderer exited (${signal ?? code}) before it was ready${stderr ? ': ' + stderr.trim().split('\n').pop() : ''}`))
       for (const job of child.inflight.values()) {
@@ -92,13 +123,14 @@ export class RenderPool {
         job.reject(toldUnavailable('the renderer stopped during this render; it is being restarted'))
       }
       child.inflight.clear()
-      if (!this.closing && child.everReady) {
+      // A child lost after the pool started is replaced, with a growing pause (a child that cannot start, again and
+      // again, costs a try every 5 s at most); at start-up, start() reports instead.
+      if (!this.closing && this.started && !child.retiring) {
         this.restarts++
         this.log.warn({ renderer: this.name, exit: signal ?? code }, 'renderer child exited; restarting it')
         setTimeout(() => { if (!this.closing) this.spawnChild() }, Math.min(5000, 100 * this.restarts)).unref()
       }
     })
-    child.ready.then(() => { child.everReady = true }, () => {})
     this.children.push(child)
     return child
   }
@@ -126,11 +158,21 @@ export class RenderPool {
    * timeout, a crashed child, or the engine refusing (a bad style, a broken source: with its reason).
    */
   render (request, styleJson) {
-    const ready = this.children.filter((c) => c.alive)
-    if (ready.length === 0) return Promise.reject(toldUnavailable('no renderer is running; it is being restarted'))
+    const alive = this.children.filter((c) => c.alive)
+    const fresh = alive.filter((c) => !c.retiring)
+    const ready = fresh.length > 0 ? fresh : alive // a retiring child serves until its replacement is up
+    if (ready.length === 0) {
+      // Between a retired child and its replacement: wait for the one starting (a crash answers 503 instead).
+      const starting = this.children.find((c) => !c.alive && !c.retiring && !c.exited)
+      if (starting === undefined) return Promise.reject(toldUnavailable('no renderer is running; it is being restarted'))
+      return starting.ready.then(() => this.render(request, styleJson), () => { throw toldUnavailable('the renderer could not start') })
+    }
     if (this.pending >= this.queueMax) return Promise.reject(toldUnavailable('the renderer is busy', 1))
     const child = ready.reduce((a, b) => (b.inflight.size < a.inflight.size ? b : a))
     if (!child.styles.has(request.style)) {
+      // The engine cannot forget a style: a child that has taken many (static images with overlays register one
+      // each) is replaced by a fresh one once its renders are done, so its memory stays bounded.
+      if (child.styles.size >= this.maxStyles) this.retire(child)
       child.styles.add(request.style)
       child.proc.stdin.write(frame({ op: 'style', rid: 0, style: request.style }, Buffer.from(styleJson)))
     }
@@ -147,6 +189,20 @@ export class RenderPool {
       child.inflight.set(rid, job)
       child.proc.stdin.write(frame({ ...request, rid }))
     })
+  }
+
+  /** Stops giving `child` work, starts its replacement, and ends it once its renders are answered. */
+  retire (child) {
+    if (child.retiring || this.closing) return
+    child.retiring = true
+    this.spawnChild()
+    if (child.inflight.size === 0) setImmediate(() => { if (child.inflight.size === 0) this.end(child) })
+  }
+
+  /** Ends a retired child: no more work from now, its exit is not a crash. */
+  end (child) {
+    child.alive = false
+    child.proc.kill('SIGKILL')
   }
 
   get stats () {
