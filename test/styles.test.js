@@ -82,7 +82,7 @@ function setUp (t) {
   writeFileSync(join(styles, 'multi.json'), JSON.stringify({
     version: 8,
     sources: {},
-    sprite: [{ id: 'default', url: 'city/sprites/city' }, { id: 'far', url: 'https://example.org/sprite' }, { id: 'escape', url: '../../../etc/passwd' }],
+    sprite: [{ id: 'default', url: 'city/sprites/city' }, { id: 'far', url: 'https://example.org/sprite' }, { id: 'escape', url: '../../../etc/passwd' }, { id: 'tsgl', url: '{styleJsonFolder}/city/sprites/city' }],
     layers: [],
   }))
   writeFileSync(join(styles, 'broken.json'), '{ "version": 8, ')
@@ -160,7 +160,9 @@ test('styles: several sprites, remote ones left out, and nothing outside the sty
     { id: 'default', url: 'http://h/styles/multi/sprite/default' },
     { id: 'far', url: 'https://example.org/sprite' },
     { id: 'escape', url: 'http://h/styles/multi/sprite/escape' },
+    { id: 'tsgl', url: 'http://h/styles/multi/sprite/tsgl' },
   ])
+  assert.deepEqual((await app.inject({ url: '/styles/multi/sprite/tsgl@2x.png' })).rawPayload, PNG, "tileserver-gl's {styleJsonFolder}")
   const sprite = await app.inject({ url: '/styles/multi/sprite/default@2x.png' })
   assert.equal(sprite.statusCode, 200)
   assert.deepEqual(sprite.rawPayload, PNG)

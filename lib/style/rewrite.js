@@ -22,7 +22,10 @@ export function setNameOf (url) {
   return name.replace(EXTENSION, '') || null
 }
 
-const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.test(url) && !url.startsWith('//') && !url.startsWith('/')
+// tileserver-gl's placeholder for the style's own folder: `{styleJsonFolder}/sprites/x` is `sprites/x` here.
+const FOLDER = /^\{styleJsonFolder\}\/?/
+const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)
+const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.test(local(url)) && !url.startsWith('//') && !local(url).startsWith('/')
 
 /**
  * The style `style` answers with at `base`. `findSet(name)` → the id of the set a name means, or undefined; `missing`
@@ -53,8 +56,8 @@ export function rewriteStyle (style, base, findSet, missing) {
  */
 export function spritePathOf (style, spriteId) {
   const sprite = style.json.sprite
-  if (spriteId === undefined) return isRelative(sprite) ? sprite : null
+  if (spriteId === undefined) return isRelative(sprite) ? local(sprite) : null
   if (!Array.isArray(sprite)) return null
   const found = sprite.find((s) => s && s.id === spriteId)
-  return found && isRelative(found.url) ? found.url : null
+  return found && isRelative(found.url) ? local(found.url) : null
 }
