@@ -77,7 +77,7 @@ export class TilePipeline {
   }
 
   /**
-   * The record encoded for a client whose Accept-Encoding gave `mask`: { body, headers, etag, vary } (a promise only
+   * The record encoded for a client whose Accept-Encoding gave `mask`: { body, head, notModified, etag } (a promise only
    * when it must be transcoded first). `entry`, the record's set, is named when its stored bytes cannot be decoded.
    */
   encoded (record, mask, entry) {
@@ -109,8 +109,8 @@ export class TilePipeline {
   }
 
   /**
-   * An encoded answer: its body and its complete header block, made once and written as it is by the tile route
-   * (`head`); `etag` and `cacheControl` also answer a 304.
+   * An encoded answer: its body and its complete header blocks, made once and written as they are (routes/tile-answer.js):
+   * `head` for a 200, `notModified` for a 304 to a matching If-None-Match on `etag`.
    */
   addEncoding (record, encoding, body) {
     const etag = `"${record.tag}-${encoding}"`
@@ -119,7 +119,10 @@ export class TilePipeline {
     Object.assign(head, this.cors.fixed)
     const vary = this.varies[record.vary ? 1 : 0]
     if (vary !== '') head.vary = vary
-    const encoded = { body, head, etag, cacheControl: record.cacheControl, vary }
+    // A 304's: the validators and freshness of the 200 it stands for, not its Content-Type, -Encoding or -Length.
+    const notModified = { etag, 'cache-control': record.cacheControl, ...this.cors.fixed }
+    if (vary !== '') notModified.vary = vary
+    const encoded = { body, head, notModified, etag }
     record.encodings[encoding] = encoded
     if (body !== record.stored) {
       record.size += body.length

@@ -6,11 +6,11 @@ import { BadRequest, NotFound, Unavailable } from '../lib/errors.js'
 import { resolveTile } from '../lib/resolve.js'
 import { STATIC_DEFAULTS, parseOverlays, parseStatic, withOverlays } from '../lib/style/static.js'
 import { GET_HEAD, metadataValidators } from './http.js'
-import { tileAnswerer } from './tile-answer.js'
+import { tileWriter } from './tile-answer.js'
 
 export default async function renderRoutes (app) {
   const { styles, renderer, pipeline, links, metadataValidators: onSend } = app
-  const answerRecord = tileAnswerer(pipeline)
+  const writeTile = tileWriter(pipeline)
 
   const styleOf = (id) => {
     const style = styles.get(id)
@@ -24,8 +24,8 @@ export default async function renderRoutes (app) {
     const entry = renderer.tileEntry(style, size)
     const tile = resolveTile({ get: () => entry }, { set: style.id, z: request.params.z, x: request.params.x, y: request.params.y }, request.query)
     const record = pipeline.record(entry, tile.z, tile.x, tile.y, undefined, tile.rendering)
-    if (record instanceof Promise) return record.then((loaded) => answerRecord(request, reply, entry, loaded))
-    return answerRecord(request, reply, entry, record)
+    if (record instanceof Promise) return record.then((loaded) => writeTile(request.raw, reply.raw, entry, loaded, reply))
+    return writeTile(request.raw, reply.raw, entry, record, reply)
   }
   app.route({ method: GET_HEAD, url: '/styles/:id/:z/:x/:y', handler: tileHandler(256) })
   app.route({ method: GET_HEAD, url: '/styles/:id/512/:z/:x/:y', handler: tileHandler(512) })

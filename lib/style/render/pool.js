@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process'
 import { toldUnavailable } from '../../errors.js'
 
-function frame (header, payload = Buffer.alloc(0)) {
+export function frame (header, payload = Buffer.alloc(0)) {
   const json = Buffer.from(JSON.stringify(header))
   const head = Buffer.allocUnsafe(8)
   head.writeUInt32BE(4 + json.length + payload.length, 0)
@@ -15,7 +15,7 @@ function frame (header, payload = Buffer.alloc(0)) {
 }
 
 /** Splits a byte stream into frames: calls `onFrame(header, payload)` for each (chunks joined once per frame). */
-function frameReader (onFrame) {
+export function frameReader (onFrame) {
   let chunks = []
   let size = 0
   return (chunk) => {
