@@ -2,7 +2,7 @@
 // 256 px, /styles/:id/512/:z/:x/:y… in 512 px, and their TileJSON at /styles/:id.json; static images at
 // /styles/:id/static/:view/:size (lib/style/static.js). Through the pipeline: cached,
 // ETag, 304, encodings, as any set's tiles; 503 with the reason when no engine runs.
-import { BadRequest, NotFound, Unavailable } from '../lib/errors.js'
+import { BadRequest, Unavailable } from '../lib/errors.js'
 import { resolveTile } from '../lib/resolve.js'
 import { STATIC_DEFAULTS, parseOverlays, parseStatic, withOverlays } from '../lib/style/static.js'
 import { GET_HEAD, metadataValidators } from './http.js'
@@ -13,8 +13,7 @@ export default async function renderRoutes (app) {
   const writeTile = tileWriter(pipeline)
 
   const styleOf = (id) => {
-    const style = styles.get(id)
-    if (style === undefined) throw new NotFound(`no style '${id}'`)
+    const style = styles.served(id)
     if (!renderer.available) throw new Unavailable(`style '${id}' cannot be rendered: ${renderer.reason}`)
     return style
   }
@@ -36,8 +35,7 @@ export default async function renderRoutes (app) {
     url: '/styles/:id.json',
     onSend,
     handler: async (request, reply) => {
-      const style = styles.get(request.params.id)
-      if (style === undefined) throw new NotFound(`no style '${request.params.id}'`)
+      const style = styles.served(request.params.id)
       const tj = renderer.tileEntry(style, 256).source.tilejson
       return { ...tj, id: style.id, tiles: [`${links(request, reply)}/styles/${encodeURIComponent(style.id)}/{z}/{x}/{y}.png`], tileSize: 256 }
     },

@@ -3,18 +3,11 @@
 // sprites (`sprite: [{id, url}]`) /styles/:id/sprite/:spriteId[@2x].json|png.
 import { BadRequest, NotFound } from '../lib/errors.js'
 import { rewriteStyle } from '../lib/style/rewrite.js'
-import { SpriteFiles } from '../lib/style/sprites.js'
 import { GET_HEAD } from './http.js'
 
 export default async function styleRoutes (app) {
-  const { styles, catalog, links, metadataValidators: onSend } = app
+  const { styles, sprites, catalog, links, metadataValidators: onSend } = app
   const warned = new Set()
-
-  const styleOf = (id) => {
-    const style = styles.get(id)
-    if (style === undefined) throw new NotFound(styles.broken.has(id) ? `style '${id}' cannot be served: ${styles.broken.get(id)}` : `no style '${id}'`)
-    return style
-  }
 
   app.route({
     method: GET_HEAD,
@@ -31,7 +24,7 @@ export default async function styleRoutes (app) {
     url: '/styles/:id/style.json',
     onSend,
     handler: async (request, reply) => {
-      const style = styleOf(request.params.id)
+      const style = styles.served(request.params.id)
       const findSet = (name) => catalog.get(name)?.id
       // A style naming a set this server lacks is served (the rest of the map draws); said once per style revision.
       const missing = (source, url) => {
@@ -44,7 +37,6 @@ export default async function styleRoutes (app) {
     },
   })
 
-  const sprites = new SpriteFiles(styles)
   async function sendSprite (reply, style, spriteId, suffix) {
     const { bytes, type } = await sprites.read(style, spriteId, suffix)
     reply.type(type)
@@ -58,7 +50,7 @@ export default async function styleRoutes (app) {
     handler: async (request, reply) => {
       const { id, file } = request.params
       if (!file.startsWith('sprite')) throw new NotFound('no such route')
-      return sendSprite(reply, styleOf(id), undefined, file.slice('sprite'.length))
+      return sendSprite(reply, styles.served(id), undefined, file.slice('sprite'.length))
     },
   })
 
@@ -70,7 +62,7 @@ export default async function styleRoutes (app) {
       const { id, file } = request.params
       const at = file.search(/(@[23]x)?\.(json|png)$/)
       if (at <= 0) throw new BadRequest('a sprite file is NAME[@2x].json or .png')
-      return sendSprite(reply, styleOf(id), file.slice(0, at), file.slice(at))
+      return sendSprite(reply, styles.served(id), file.slice(0, at), file.slice(at))
     },
   })
 }

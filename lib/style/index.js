@@ -1,8 +1,10 @@
-// Styles and fonts as a plugin: `app.styles` (lib/style/styles.js) and `app.fonts` (lib/style/glyphs.js), read at start,
+// Styles and fonts as a plugin: `app.styles` (lib/style/styles.js), `app.fonts` (lib/style/glyphs.js) and `app.sprites`
+// (lib/style/sprites.js), read at start,
 // read again when their folders change (config watch) and on `app.reloadStyles()` (SIGHUP); watchers closed on close.
 import { watch } from 'node:fs'
 import fp from 'fastify-plugin'
 import { FontCatalog } from './glyphs.js'
+import { SpriteFiles } from './sprites.js'
 import { StyleCatalog } from './styles.js'
 
 async function stylePlugin (app, config) {
@@ -12,6 +14,7 @@ async function stylePlugin (app, config) {
   if (styles.dir !== null) app.log.info({ styles: styles.list().length, broken: styles.broken.size }, 'styles loaded')
   app.decorate('styles', styles)
   app.decorate('fonts', fonts)
+  app.decorate('sprites', new SpriteFiles(styles)) // one read per sprite file and revision, for routes and renderer
   app.decorate('reloadStyles', () => Promise.all([styles.load(), fonts.load()]))
 
   const watchers = []

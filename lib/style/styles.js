@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { basename, dirname, join, relative, resolve, sep } from 'node:path'
+import { NotFound } from '../errors.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
 const ID = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$/
@@ -66,6 +67,13 @@ export class StyleCatalog {
   }
 
   get (id) { return this.styles.get(id) }
+
+  /** The style `id` names, for a route: NotFound saying why when there is none (or it could not be read). */
+  served (id) {
+    const style = this.styles.get(id)
+    if (style === undefined) throw new NotFound(this.broken.has(id) ? `style '${id}' cannot be served: ${this.broken.get(id)}` : `no style '${id}'`)
+    return style
+  }
 
   list () { return [...this.styles.values()] }
 

@@ -12,7 +12,6 @@ import fp from 'fastify-plugin'
 import sharp from 'sharp'
 import { ABSENT } from '../../pipeline.js'
 import { toldUnavailable } from '../../errors.js'
-import { SpriteFiles } from '../sprites.js'
 import { RenderPool } from './pool.js'
 import { renderStyle } from './style.js'
 
@@ -46,9 +45,8 @@ export function chooseBackend (render) {
 }
 
 async function renderPlugin (app, config) {
-  const { catalog, pipeline, styles, fonts, log } = app
+  const { catalog, pipeline, styles, fonts, sprites, log } = app
   const options = config.render
-  const sprites = new SpriteFiles(styles)
   // No styles folder, nothing to render: no engine is started (it costs ~300 MiB and a second).
   const choice = styles.dir === null ? { backend: null, why: 'no styles folder is configured (--styles)' } : chooseBackend(options)
   let pool = null
