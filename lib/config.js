@@ -26,6 +26,7 @@ export const DEFAULTS = {
   demo: true,
   styles: null, // a folder of MapLibre styles (lib/style): ./styles when it exists
   fonts: null, // a folder of glyph PBFs, `Font Name/0-255.pbf`: ./fonts when it exists
+  icons: null, // marker icons of static images, `marker=lon,lat|pin.png`: ./icons when it exists
   defaultFont: null, // the font serving unknown names (null: the first "Regular" font, else the first)
   sets: {},
   postgres: {},
@@ -64,6 +65,7 @@ const schema = {
     watchDebounceMs: { type: 'integer', minimum: 0 },
     styles: { type: ['string', 'null'], minLength: 1 },
     fonts: { type: ['string', 'null'], minLength: 1 },
+    icons: { type: ['string', 'null'], minLength: 1 },
     defaultFont: { type: ['string', 'null'], minLength: 1 },
     settleMs: { type: 'integer', minimum: 0 },
     demo: { type: 'boolean' },
@@ -134,6 +136,7 @@ const schema = {
         maxSize: { type: 'integer', minimum: 1, maximum: 8192 }, // a static image's width and height (default 2048)
         maxOverlays: { type: 'integer', minimum: 0 }, // paths and markers in one static image (default 100)
         maxPathPoints: { type: 'integer', minimum: 2 }, // points of one path (default 10000)
+        allowRemoteMarkerIcons: { type: 'boolean' }, // markers may name http(s) icon URLs, fetched by the server (false)
         maxStylesPerChild: { type: 'integer', minimum: 1 }, // styles a child registers before a fresh one replaces it (256)
       },
     },
@@ -176,6 +179,7 @@ const ENV = {
   TILE_CANNON_DEMO: 'demo',
   TILE_CANNON_STYLES: 'styles',
   TILE_CANNON_FONTS: 'fonts',
+  TILE_CANNON_ICONS: 'icons',
   TILE_CANNON_DEFAULT_FONT: 'defaultFont',
   // 'section.key': a key inside a section (the raster worker pool's size, lib/raster/pool.js)
   TILE_CANNON_RASTER_THREADS: 'raster.threads',
@@ -205,6 +209,7 @@ const FLAGS = {
   'no-demo': { type: 'boolean' },
   styles: { type: 'string' },
   fonts: { type: 'string' },
+  icons: { type: 'string' },
   'default-font': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 }
@@ -234,6 +239,8 @@ Options:
       --styles DIR        MapLibre styles, NAME/style.json or NAME.json (default ./styles if it exists; env
                           TILE_CANNON_STYLES)
       --fonts DIR         glyph PBFs as "Font Name/0-255.pbf" (default ./fonts if it exists; env TILE_CANNON_FONTS)
+      --icons DIR         marker icons for static images, \`marker=lon,lat|pin.png\` (default ./icons if it exists;
+                          env TILE_CANNON_ICONS)
       --default-font NAME the font serving unknown font names (default: the first "Regular" one; env
                           TILE_CANNON_DEFAULT_FONT)
   -h, --help              this help
@@ -260,7 +267,7 @@ function readConfigFile (file) {
   // Paths in a config file are relative to the file.
   const base = dirname(resolve(file))
   const isUrl = (p) => /^[a-z][a-z0-9+.-]*:\/\//i.test(p)
-  for (const key of ['styles', 'fonts']) if (typeof data[key] === 'string') data[key] = resolve(base, data[key])
+  for (const key of ['styles', 'fonts', 'icons']) if (typeof data[key] === 'string') data[key] = resolve(base, data[key])
   if (Array.isArray(data.paths)) data.paths = data.paths.map((p) => (typeof p === 'string' && !isUrl(p) ? resolve(base, p) : p))
   if (data.sets && typeof data.sets === 'object') {
     for (const set of Object.values(data.sets)) if (set && typeof set.path === 'string') set.path = resolve(base, set.path)
@@ -308,6 +315,7 @@ function fromFlags (values, positionals) {
   if (values['no-demo']) out.demo = false
   if (values.styles !== undefined) out.styles = values.styles
   if (values.fonts !== undefined) out.fonts = values.fonts
+  if (values.icons !== undefined) out.icons = values.icons
   if (values['default-font'] !== undefined) out.defaultFont = values['default-font']
   if (positionals.length > 0) out.paths = positionals
   return out
@@ -361,8 +369,8 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   merged.raster.threads ??= availableParallelism()
   merged.raster.blockCacheMB ??= Math.max(64, totalmem() * 0.05 / merged.raster.threads / 2 ** 20)
   merged.paths = merged.paths.map((p) => (/^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(cwd, p)))
-  // Styles and fonts: the folders given (relative to where they were given), else ./styles and ./fonts when they exist.
-  for (const key of ['styles', 'fonts']) {
+  // Styles, fonts, icons: the folders given (relative to where they were given), else ./styles … when they exist.
+  for (const key of ['styles', 'fonts', 'icons']) {
     if (typeof merged[key] === 'string') merged[key] = resolve(cwd, merged[key])
     else if (existsSync(resolve(cwd, key))) merged[key] = resolve(cwd, key)
   }

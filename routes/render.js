@@ -71,7 +71,9 @@ export default async function renderRoutes (app) {
           op = { op: 'bounds', bbox, padding: padding * Math.min(view.width, view.height), ...size }
         }
       }
-      const overlay = overlays.paths.length + overlays.markers.length > 0 ? withOverlays(JSON.parse(renderer.renderStyleJson(style)), overlays) : undefined
+      const icons = overlays.markers.filter((m) => m.icon !== null).map((m) => m.icon)
+      const sprite = icons.length > 0 ? await renderer.markers.sheet(icons) : undefined
+      const overlay = overlays.paths.length + overlays.markers.length > 0 ? withOverlays(JSON.parse(renderer.renderStyleJson(style)), overlays, sprite) : undefined
       const bytes = await renderer.renderView(style, op, view.format, overlay)
       reply.type(IMAGE_TYPES[view.format])
       return bytes

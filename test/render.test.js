@@ -2,7 +2,9 @@
 // .ci/run does): rendered tiles look like their style, go through the cache, and a broken style, a corrupt tile or a
 // killed child each end in an answer, never a hung request or a dead server.
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
@@ -179,6 +181,71 @@ test('static images: a centre and zoom, a bbox, auto; a path and a marker drawn 
     const bad = await app.inject({ url })
     assert.equal(bad.statusCode, 400, `${why}: ${url} → ${bad.statusCode} ${bad.body}`)
   }
+})
+
+test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { dir, tiles, styles } = setUp(t)
+  const solid = (width, height, [r, g, b]) => sharp({ create: { width, height, channels: 4, background: { r, g, b, alpha: 1 } } }).png().toBuffer()
+  // A style with a sprite of its own, filling the background with its icon 'own' (yellow): still drawn beside the markers'.
+  mkdirSync(join(styles, 'pins'))
+  writeFileSync(join(styles, 'pins', 'style.json'), JSON.stringify({ version: 8, sources: {}, sprite: 'sprite', layers: [{ id: 'bg', type: 'background', paint: { 'background-pattern': 'own' } }] }))
+  writeFileSync(join(styles, 'pins', 'sprite.json'), JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: 1 } }))
+  writeFileSync(join(styles, 'pins', 'sprite.png'), await solid(16, 16, [255, 255, 0]))
+  const icons = join(dir, 'icons')
+  mkdirSync(join(icons, 'sub'), { recursive: true })
+  writeFileSync(join(icons, 'pin.png'), await solid(20, 30, [255, 0, 255]))
+  writeFileSync(join(icons, 'sub', 'flag.png'), await solid(10, 10, [0, 255, 255]))
+  writeFileSync(join(icons, 'notes.png'), 'not an image')
+  writeFileSync(join(dir, 'secret.png'), await solid(10, 10, [0, 0, 0]))
+  symlinkSync(join(dir, 'secret.png'), join(icons, 'link.png'))
+  const app = await makeApp(t, { paths: [tiles], styles, icons })
+
+  // Zoom 2 of 256 px maps: 1024 px a world, lon 0 at the centre (100, 100), lon -30 at 100 - 85 px.
+  const url = '/styles/pins/static/0,0,2/200x200.png?marker=0,0|pin.png&marker=0,0|pin.png|scale:2|offset:40,0&marker=-30,0|sub/flag.png'
+  const res = await app.inject({ url })
+  assert.equal(res.statusCode, 200, res.body)
+  const img = await pixels(res.rawPayload)
+  const magenta = ([r, g, b]) => r > 200 && g < 60 && b > 200
+  const cyan = ([r, g, b]) => r < 60 && g > 200 && b > 200
+  const yellow = ([r, g, b]) => r > 200 && g > 200 && b < 60
+  // An icon's bottom centre is on its point: pin.png (20x30) spans x 90-110, y 70-100.
+  assert.ok(magenta(img.at(100, 85)) && magenta(img.at(92, 72)), `pin.png above 0,0: ${img.at(100, 85)}`)
+  assert.ok(yellow(img.at(100, 104)) && yellow(img.at(100, 66)), `and only there: ${img.at(100, 104)} ${img.at(100, 66)}`)
+  // scale:2 doubles it (40x60), offset:40,0 moves it 40 px right: x 120-160, y 40-100.
+  assert.ok(magenta(img.at(140, 45)) && magenta(img.at(157, 97)), `the scaled, offset pin: ${img.at(140, 45)}`)
+  assert.ok(yellow(img.at(140, 35)) && yellow(img.at(165, 90)), `and its edges: ${img.at(140, 35)} ${img.at(165, 90)}`)
+  assert.ok(cyan(img.at(15, 95)), `an icon in a subfolder at -30,0: ${img.at(15, 95)}`)
+  assert.ok(yellow(img.at(30, 30)), `the style's own sprite still fills the background: ${img.at(30, 30)}`)
+  // @2x: icons keep their size in CSS pixels, so twice the device pixels.
+  const retinaRes = await app.inject({ url: url.replace('200x200.png', '200x200@2x.png') })
+  assert.equal(retinaRes.statusCode, 200, retinaRes.body)
+  const retina = await pixels(retinaRes.rawPayload)
+  assert.ok(magenta(retina.at(200, 145)) && magenta(retina.at(184, 198)), `@2x: ${retina.at(200, 145)}`)
+
+  for (const [icon, why] of [['../secret.png', 'outside the folder'], ['link.png', 'a link out of it'], ['nope.png', 'missing'],
+    ['notes.png', 'not an image'], [`${encodeURIComponent(join(dir, 'secret.png'))}`, 'an absolute path'], ['http://127.0.0.1:9/pin.png', 'remote, off'],
+    ['pin.png|scale:0', 'scale'], ['pin.png|offset:x', 'offset']]) {
+    const bad = await app.inject({ url: `/styles/pins/static/0,0,2/50x50.png?marker=0,0|${icon}` })
+    assert.equal(bad.statusCode, 400, `${why}: ${bad.body}`)
+    assert.ok(!bad.body.includes(dir) || icon.startsWith('%2F'), `no path the request did not give: ${bad.body}`)
+  }
+  const noFolder = await makeApp(t, { paths: [tiles], styles })
+  const none = await noFolder.inject({ url: '/styles/pins/static/0,0,2/50x50.png?marker=0,0|pin.png' })
+  assert.equal(none.statusCode, 400)
+  assert.match(none.json().message, /icons folder/)
+
+  // Remote icons when allowed (render.allowRemoteMarkerIcons), fetched by the server from a URL.
+  const pin = await solid(20, 30, [255, 0, 255])
+  const server = createServer((req, res) => (req.url === '/pin.png' ? res.end(pin) : res.writeHead(404).end())).listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const remote = await makeApp(t, { paths: [tiles], styles, render: { allowRemoteMarkerIcons: true } })
+  const base = `http://127.0.0.1:${server.address().port}`
+  const fetched = await remote.inject({ url: `/styles/pins/static/0,0,2/200x200.png?marker=${encodeURIComponent(`0,0|${base}/pin.png`)}` })
+  assert.equal(fetched.statusCode, 200, fetched.body)
+  assert.ok(magenta((await pixels(fetched.rawPayload)).at(100, 85)), 'a remote icon drawn')
+  assert.equal((await remote.inject({ url: `/styles/pins/static/0,0,2/50x50.png?marker=${encodeURIComponent(`0,0|${base}/gone.png`)}` })).statusCode, 400)
 })
 
 test('a changed style is rendered anew: tiles of the old revision are not served again', async (t) => {

@@ -3,6 +3,7 @@
 // GeoJSON sources and layers added to the style for that render, not a second drawing library.
 import { createHash } from 'node:crypto'
 import { BadRequest } from '../errors.js'
+import { MARKER_SPRITE_ID } from './markers.js'
 
 const NUMBER = '-?\\d+(?:\\.\\d+)?'
 const CENTER = new RegExp(`^(${NUMBER}),(${NUMBER}),(${NUMBER})(?:@(${NUMBER})(?:,(${NUMBER}))?)?$`)
@@ -47,7 +48,7 @@ const validBbox = ([a, b, c, d]) => a >= -180 && c <= 180 && b >= -85.06 && d <=
 /**
  * Overlays from the query: `path` (repeatable) as `lon,lat|lon,lat…` or `enc:` and an encoded polyline, drawn with `stroke`,
  * `width` and `fill` (query-wide, or per path as `stroke:red|width:3|fill:#0f08|…points…`); `marker` (repeatable) as
- * `lon,lat` with an optional `|color:…` and `|size:…`. Returns { paths, markers, bbox } (bbox null: none).
+ * `lon,lat`, then an icon (tileserver-gl's `|pin.png|scale:2|offset:0,-4`) or a dot (`|color:…|size:…`). Returns { paths, markers, bbox } (bbox null: none).
  */
 export function parseOverlays (query, limits) {
   const list = (v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])
@@ -83,12 +84,20 @@ function parsePath (text, base, limits) {
 
 function parseMarker (text) {
   const [where, ...options] = text.split('|')
-  const marker = { coordinates: lonLat(where), color: '#d62728', size: 8 }
+  const marker = { coordinates: lonLat(where), color: '#d62728', size: 8, icon: null, scale: 1, offset: [0, 0] }
   for (const o of options) {
-    const m = /^(color|size):(.+)$/.exec(o)
-    if (m === null) continue // tileserver-gl's icon URLs and anchors: a marker here is a dot the engine draws
-    if (m[1] === 'color' && COLOR.test(m[2])) marker.color = m[2]
-    if (m[1] === 'size' && Number(m[2]) > 0 && Number(m[2]) <= 50) marker.size = Number(m[2])
+    const m = /^(color|size|scale|offset):(.+)$/.exec(o)
+    if (m === null) {
+      // tileserver-gl's form: the icon (a file in the icons folder, or a URL) comes first; without one, a dot
+      if (o !== '') marker.icon ??= o
+      continue
+    }
+    const value = m[2]
+    if (m[1] === 'color' && COLOR.test(value)) marker.color = value
+    else if (m[1] === 'size' && Number(value) > 0 && Number(value) <= 50) marker.size = Number(value)
+    else if (m[1] === 'scale' && Number(value) > 0 && Number(value) <= 10) marker.scale = Number(value)
+    else if (m[1] === 'offset' && /^-?\d+(\.\d+)?,-?\d+(\.\d+)?$/.test(value)) marker.offset = value.split(',').map(Number)
+    else throw new BadRequest(`marker option '${o}': color:COLOUR, size:1-50, scale:0-10 or offset:X,Y`)
   }
   return marker
 }
@@ -131,10 +140,11 @@ export function decodePolyline (text) {
 }
 
 /**
- * The style with the overlays added on top: a GeoJSON source each for paths and markers, and fill, line and circle
- * layers drawing them. `key`: a short hash naming this combination, so the engine can keep it registered.
+ * The style with the overlays added on top: a GeoJSON source each for paths and markers, and fill, line, circle (dots)
+ * and symbol (icons) layers drawing them. `sprite` ({ url, images }, lib/style/markers.js): the sheet of the markers'
+ * icons, added as the style's second sprite. `key`: a short hash naming this combination, so the engine can keep it.
  */
-export function withOverlays (styleJson, { paths, markers }) {
+export function withOverlays (styleJson, { paths, markers }, sprite) {
   const style = structuredClone(styleJson)
   const feature = (geometry, properties) => ({ type: 'Feature', geometry, properties })
   if (paths.length > 0) {
@@ -155,9 +165,28 @@ export function withOverlays (styleJson, { paths, markers }) {
   if (markers.length > 0) {
     style.sources['tc-overlay-markers'] = {
       type: 'geojson',
-      data: { type: 'FeatureCollection', features: markers.map((m) => feature({ type: 'Point', coordinates: m.coordinates }, { color: m.color, size: m.size })) },
+      data: {
+        type: 'FeatureCollection',
+        features: markers.map((m) => feature({ type: 'Point', coordinates: m.coordinates }, m.icon === null
+          ? { color: m.color, size: m.size }
+          // icon-offset is in units of the icon's size; tileserver-gl's offset is in pixels
+          : { icon: sprite.images.get(m.icon), scale: m.scale, offset: [m.offset[0] / m.scale, m.offset[1] / m.scale] })),
+      },
     }
-    style.layers.push({ id: 'tc-overlay-markers', type: 'circle', source: 'tc-overlay-markers', paint: { 'circle-color': ['get', 'color'], 'circle-radius': ['get', 'size'], 'circle-stroke-color': '#ffffff', 'circle-stroke-width': 2 } })
+    style.layers.push({ id: 'tc-overlay-markers', type: 'circle', source: 'tc-overlay-markers', filter: ['!', ['has', 'icon']], paint: { 'circle-color': ['get', 'color'], 'circle-radius': ['get', 'size'], 'circle-stroke-color': '#ffffff', 'circle-stroke-width': 2 } })
+    if (sprite !== undefined) {
+      const sheet = { id: MARKER_SPRITE_ID, url: sprite.url }
+      // One sprite becomes the `default` of two: the style's own icons keep their unprefixed names.
+      style.sprite = typeof style.sprite === 'string' ? [{ id: 'default', url: style.sprite }, sheet] : [...(Array.isArray(style.sprite) ? style.sprite : []), sheet]
+      style.layers.push({
+        id: 'tc-overlay-icons',
+        type: 'symbol',
+        source: 'tc-overlay-markers',
+        filter: ['has', 'icon'],
+        // As tileserver-gl draws them: the icon's bottom centre on the point, every marker shown.
+        layout: { 'icon-image': ['get', 'icon'], 'icon-size': ['get', 'scale'], 'icon-offset': ['get', 'offset'], 'icon-anchor': 'bottom', 'icon-allow-overlap': true, 'icon-ignore-placement': true },
+      })
+    }
   }
   const json = JSON.stringify(style)
   return { json, key: createHash('sha1').update(json).digest('base64url').slice(0, 16) }

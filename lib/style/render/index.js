@@ -12,6 +12,7 @@ import fp from 'fastify-plugin'
 import sharp from 'sharp'
 import { ABSENT } from '../../pipeline.js'
 import { toldUnavailable } from '../../errors.js'
+import { MarkerIcons } from '../markers.js'
 import { RenderPool } from './pool.js'
 import { renderStyle } from './style.js'
 
@@ -47,6 +48,7 @@ export function chooseBackend (render) {
 async function renderPlugin (app, config) {
   const { catalog, pipeline, styles, fonts, sprites, log } = app
   const options = config.render
+  const markers = new MarkerIcons({ dir: config.icons, allowRemote: options.allowRemoteMarkerIcons === true })
   // No styles folder, nothing to render: no engine is started (it costs ~300 MiB and a second).
   const choice = styles.dir === null ? { backend: null, why: 'no styles folder is configured (--styles)' } : chooseBackend(options)
   let pool = null
@@ -98,9 +100,16 @@ async function renderPlugin (app, config) {
       const style = styles.get(decodeURIComponent(rest[0]))
       const m = SPRITE_NAME.exec(decodeURIComponent(rest[1]))
       if (style === undefined || m === null) return { status: 'empty' }
-      // A sprite file missing: the map is drawn without its icons rather than not at all.
-      const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
+      // A sprite file missing: the map is drawn without its icons rather than not at all; a missing @2x one, with the
+      // 1x icons enlarged (the engine refuses a render whose sprite it cannot decode).
+      const spriteId = m[1] === '_' ? undefined : m[1]
+      const file = await sprites.read(style, spriteId, m[2])
+        .catch(() => (m[2].startsWith('@') ? sprites.read(style, spriteId, m[2].slice(3)) : null)).catch(() => null)
       return file === null ? { status: 'empty' } : { status: 'ok', body: file.bytes }
+    }
+    if (kind === 'markers' && rest.length === 1) { // the icons of a static image's markers (lib/style/markers.js)
+      const body = markers.read(rest[0])
+      return body === null ? { status: 'empty' } : { status: 'ok', body }
     }
     return { status: 'missing', message: `not a resource of this server: ${url}` }
   }
@@ -186,6 +195,7 @@ async function renderPlugin (app, config) {
     pids: () => pool?.pids() ?? [],
     tileEntry,
     renderView,
+    markers,
     renderStyleJson: (style) => drawnStyle(style).json,
   })
   app.addHook('onClose', () => pool?.close())

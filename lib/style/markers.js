@@ -1,0 +1,122 @@
+// Marker icons of static images, as tileserver-gl takes them (`marker=lon,lat|pin.png|scale:2|offset:0,-4`): image
+// files in the icons folder (config `icons`), or http(s) URLs when `render.allowRemoteMarkerIcons` is on. The icons
+// of one image are packed into a sprite sheet that the style of that render names as a second sprite
+// (`tc://markers/<key>`, answered by the renderer from here), so the engine draws them like any icon of the style.
+import { createHash } from 'node:crypto'
+import { readFile, realpath, stat } from 'node:fs/promises'
+import { sep } from 'node:path'
+import sharp from 'sharp'
+import { BadRequest } from '../errors.js'
+
+export const MARKER_SPRITE_ID = 'tc-markers'
+const MAX_ICON_PX = 512 // a side of one icon
+const SHEET_WIDTH = 2048 // icons are packed in rows this wide
+const MAX_REMOTE_BYTES = 1 << 20
+const REMOTE_TTL_MS = 10 * 60_000
+const KEPT = 256 // icons and sheets held; beyond, the oldest go
+const SHEET_FILE = /^([A-Za-z0-9_-]{1,64})(?:@[23]x)?\.(json|png)$/
+
+export class MarkerIcons {
+  /** `dir`: the icons folder or null; `allowRemote`: http(s) icons are fetched (off by default: it makes the server a fetcher). */
+  constructor ({ dir, allowRemote = false }) {
+    this.dir = dir
+    this.allowRemote = allowRemote
+    this.realDir = null
+    this.icons = new Map() // file or URL → { version, sha1, png, width, height }
+    this.sheets = new Map() // key → { json, png }
+  }
+
+  /**
+   * The sprite sheet of these icon names (files in the icons folder or URLs): { url, images } where `images` maps each
+   * name to the image id a symbol layer names. BadRequest for an icon that is not there or not an image.
+   */
+  async sheet (names) {
+    const distinct = [...new Set(names)]
+    const icons = await Promise.all(distinct.map((name) => this.icon(name)))
+    const key = createHash('sha1').update(icons.map((i) => i.sha1).join('\n')).digest('base64url').slice(0, 20)
+    if (!this.sheets.has(key)) {
+      // Shelf packing: left to right, a new row when one is full.
+      const frames = {}
+      const composites = []
+      let x = 0
+      let y = 0
+      let row = 0
+      let width = 1
+      icons.forEach((icon, i) => {
+        if (x + icon.width > SHEET_WIDTH) { x = 0; y += row; row = 0 }
+        frames[`i${i}`] = { x, y, width: icon.width, height: icon.height, pixelRatio: 1 }
+        composites.push({ input: icon.png, left: x, top: y })
+        x += icon.width
+        row = Math.max(row, icon.height)
+        width = Math.max(width, x)
+      })
+      const png = await sharp({ create: { width, height: y + row, channels: 4, background: { r: 0, g: 0, b: 0, alpha: 0 } } })
+        .composite(composites).png().toBuffer()
+      keep(this.sheets, key, { json: Buffer.from(JSON.stringify(frames)), png })
+    }
+    return { url: `tc://markers/${key}`, images: new Map(distinct.map((name, i) => [name, `${MARKER_SPRITE_ID}:i${i}`])) }
+  }
+
+  /** A sheet's file as the engine asks for it (`<key>[@2x].json|png`; one sheet for every pixel ratio), or null. */
+  read (file) {
+    const m = SHEET_FILE.exec(file)
+    const sheet = m === null ? undefined : this.sheets.get(m[1])
+    return sheet === undefined ? null : sheet[m[2]]
+  }
+
+  async icon (name) {
+    if (/^https?:\/\//i.test(name)) {
+      if (!this.allowRemote) throw new BadRequest('remote marker icons are off (render.allowRemoteMarkerIcons): put the icon in the icons folder')
+      const known = this.icons.get(name)
+      if (known !== undefined && Date.now() - known.version < REMOTE_TTL_MS) return known
+      return keep(this.icons, name, await decode(await download(name), name, Date.now()))
+    }
+    if (this.dir === null) throw new BadRequest(`marker icon '${name}': no icons folder is configured (--icons)`)
+    this.realDir ??= await realpath(this.dir).catch(() => null)
+    // Resolved with links followed, and refused unless inside the icons folder: a marker never opens another file.
+    const file = this.realDir === null ? null : await realpath(`${this.realDir}${sep}${name}`).catch(() => null)
+    const info = file !== null && file.startsWith(this.realDir + sep) ? await stat(file).catch(() => null) : null
+    if (info === null || !info.isFile()) throw new BadRequest(`no marker icon '${name}' in the icons folder`)
+    const version = `${info.mtimeMs}:${info.size}`
+    const known = this.icons.get(file)
+    if (known !== undefined && known.version === version) return known
+    return keep(this.icons, file, await decode(await readFile(file), name, version))
+  }
+}
+
+async function decode (bytes, name, version) {
+  let out
+  try {
+    out = await sharp(bytes).ensureAlpha().png().toBuffer({ resolveWithObject: true })
+  } catch {
+    throw new BadRequest(`marker icon '${name}' is not an image`)
+  }
+  const { width, height } = out.info
+  if (width > MAX_ICON_PX || height > MAX_ICON_PX) throw new BadRequest(`marker icon '${name}' is larger than ${MAX_ICON_PX} px`)
+  return { version, sha1: createHash('sha1').update(out.data).digest('hex'), png: out.data, width, height }
+}
+
+async function download (url) {
+  let res
+  try {
+    res = await fetch(url, { signal: AbortSignal.timeout(5000) })
+  } catch {
+    throw new BadRequest(`marker icon '${url}' could not be fetched`)
+  }
+  if (!res.ok) throw new BadRequest(`marker icon '${url}' answered ${res.status}`)
+  const chunks = []
+  let size = 0
+  for await (const chunk of res.body) {
+    size += chunk.length
+    if (size > MAX_REMOTE_BYTES) throw new BadRequest(`marker icon '${url}' is larger than 1 MiB`)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks)
+}
+
+function keep (map, key, value) {
+  map.delete(key)
+  map.set(key, value)
+  if (map.size > KEPT) map.delete(map.keys().next().value)
+  return value
+}
