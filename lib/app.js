@@ -18,6 +18,7 @@ import indexRoutes from '../routes/index.js'
 import styleRoutes from '../routes/styles.js'
 import fontRoutes from '../routes/fonts.js'
 import renderRoutes from '../routes/render.js'
+import viewerPlugin from './viewer/index.js'
 
 export async function buildApp (config, { loggerInstance } = {}) {
   let front = null // the tile front (routes/tiles.js), once the routes exist: no request arrives before listen()
@@ -63,12 +64,13 @@ export async function buildApp (config, { loggerInstance } = {}) {
   await app.register(tileRoutes)
   await app.register(metaRoutes)
   await app.register(listRoutes)
-  await app.register(indexRoutes)
   await app.register(stylePlugin, config)
   await app.register(styleRoutes)
   await app.register(fontRoutes)
   await app.register(renderPlugin, config)
   await app.register(renderRoutes)
+  await app.register(indexRoutes) // the home page shows sets, styles and rendered previews
+  await app.register(viewerPlugin, config)
 
   // Tiles answered before Fastify (routes/tiles.js tileFront), unless every request is to be logged by it.
   if (!config.logRequests) front = tileFront(app)

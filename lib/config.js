@@ -24,6 +24,7 @@ export const DEFAULTS = {
   watchDebounceMs: 300,
   settleMs: 60_000,
   demo: true,
+  viewer: true, // the maps of the home page and /viewer/… (MapLibre GL JS, served from here)
   styles: null, // a folder of MapLibre styles (lib/style): ./styles when it exists
   fonts: null, // a folder of glyph PBFs, `Font Name/0-255.pbf`: ./fonts when it exists
   icons: null, // marker icons of static images, `marker=lon,lat|pin.png`: ./icons when it exists
@@ -69,6 +70,7 @@ const schema = {
     defaultFont: { type: ['string', 'null'], minLength: 1 },
     settleMs: { type: 'integer', minimum: 0 },
     demo: { type: 'boolean' },
+    viewer: { type: 'boolean' },
     postgres: {
       type: 'object',
       additionalProperties: false,
@@ -177,6 +179,7 @@ const ENV = {
   TILE_CANNON_LOG_REQUESTS: 'logRequests',
   TILE_CANNON_WATCH: 'watch',
   TILE_CANNON_DEMO: 'demo',
+  TILE_CANNON_VIEWER: 'viewer',
   TILE_CANNON_STYLES: 'styles',
   TILE_CANNON_FONTS: 'fonts',
   TILE_CANNON_ICONS: 'icons',
@@ -207,6 +210,7 @@ const FLAGS = {
   'log-requests': { type: 'boolean' },
   'no-watch': { type: 'boolean' },
   'no-demo': { type: 'boolean' },
+  'no-viewer': { type: 'boolean' },
   styles: { type: 'string' },
   fonts: { type: 'string' },
   icons: { type: 'string' },
@@ -236,6 +240,8 @@ Options:
       --log-requests      log every request (off by default: it costs throughput)
       --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads)
       --no-demo           serve nothing rather than the demo when no tilesets are found
+      --no-viewer         no map viewer (/viewer/…, the home page's previews): a server of tiles only (env
+                          TILE_CANNON_VIEWER=false)
       --styles DIR        MapLibre styles, NAME/style.json or NAME.json (default ./styles if it exists; env
                           TILE_CANNON_STYLES)
       --fonts DIR         glyph PBFs as "Font Name/0-255.pbf" (default ./fonts if it exists; env TILE_CANNON_FONTS)
@@ -313,6 +319,7 @@ function fromFlags (values, positionals) {
   if (values['log-requests']) out.logRequests = true
   if (values['no-watch']) out.watch = false
   if (values['no-demo']) out.demo = false
+  if (values['no-viewer']) out.viewer = false
   if (values.styles !== undefined) out.styles = values.styles
   if (values.fonts !== undefined) out.fonts = values.fonts
   if (values.icons !== undefined) out.icons = values.icons

@@ -93,6 +93,18 @@ export function resolveOptions (file, query, rendering) {
   return { bidx, resampling, encoding, colormap, nodata, rescale, palette }
 }
 
+/** The options resolveOptions takes, for clients (the viewer's controls), with the defaults this file gets. */
+function describeOptions (file, defaults) {
+  const written = (v) => (v === null || v === undefined ? undefined : String(v))
+  return [
+    { name: 'bidx', type: 'bands', count: file.bands, default: defaults.bidx.map((b) => b + 1).join(',') },
+    { name: 'rescale', type: 'range', default: written(defaults.rescale?.[0]) },
+    { name: 'colormap_name', type: 'choice', values: [...COLORMAPS].sort(), default: written(defaults.colormap) },
+    { name: 'encoding', type: 'choice', values: ENCODINGS, dem: true },
+    { name: 'resampling', type: 'choice', values: RESAMPLING, default: defaults.resampling },
+  ]
+}
+
 const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
 /**
@@ -162,6 +174,7 @@ export async function open (spec, context = {}) {
     tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, center, format: 'png' }),
     servedZooms: served, // the tile route answers this range; TileJSON advertises rio-tiler's
     parseQuery: (query, rendering) => resolveOptions(meta, query, rendering),
+    options: describeOptions(meta, defaults),
     async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {
       if (closed) throw new Unavailable('tileset closed')
       const bytes = touches(z, x, y) ? await workers.run({ op: 'tile', src, z, x, y, scale, format, options }) : null

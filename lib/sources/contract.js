@@ -55,12 +55,24 @@
  * @property {(query: object, rendering?: Rendering) => object} [parseQuery]  validated options (throws a 400 error
  *   on bad ones); the result is passed to getTile and is part of the cache key
  * @property {boolean} [takesQuery]        passes the raw query string to getTile (part of the cache key): default false
+ * @property {QueryOption[]} [options]     the query options parseQuery takes, described for clients (the viewer's
+ *   controls): default none
  * @property {boolean} [composable]        returns raw MVT that may be concatenated with other sets' (`/a,b/z/x/y`)
  * @property {{minzoom: number, maxzoom: number}} [servedZooms]  zooms answered, when wider than TileJSON's
  * @property {number} [cacheTtlS]          how long its tiles may be cached (data that changes unseen): default for ever
  * @property {() => void} [settle]         called once the file has stopped changing (MBTiles keeps its lock then)
  * @property {string} [signature]          sets of a group: what the set is made of (its SQL); a re-discovery that finds
  *   the same signature and TileJSON keeps the set, and its cached tiles
+ */
+
+/**
+ * @typedef {object} QueryOption
+ * @property {string} name                 the query parameter ('colormap_name')
+ * @property {'bands'|'range'|'choice'} type  band numbers 1…count ('1' or '1,2,3'), 'min,max', or one of `values`
+ * @property {number} [count]              bands: how many the data has
+ * @property {string[]} [values]           choice: the values taken
+ * @property {string} [default]            what applies when it is not given, as it would be written
+ * @property {boolean} [dem]               choice: the values are terrain encodings of heights (raster-dem)
  */
 
 /**
@@ -82,7 +94,7 @@
 
 const FUNCTIONS = ['getTile', 'close']
 const OPTIONAL_FUNCTIONS = ['parseQuery', 'settle']
-const OPTIONAL_ARRAYS = ['scales', 'formats']
+const OPTIONAL_ARRAYS = ['scales', 'formats', 'options']
 
 /** What is wrong with an object `open` returned, as sentences (empty: it keeps the contract). */
 export function contractProblems (source) {

@@ -1,0 +1,103 @@
+// The viewer, as a plugin: /viewer/:set and /viewer/styles/:id, full-window MapLibre GL JS maps of a set (an inspect
+// style for vector tiles, controls for raster options) or a style (beside its server-rendered tiles). MapLibre GL JS
+// comes from the npm dependency and is served from here (/viewer/assets/), never a CDN: the viewer works offline. The
+// page gets what it needs as JSON in the page and then asks the same TileJSON and tile routes as any client.
+// `viewer: false` (--no-viewer) leaves all of it out.
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import fastifyStatic from '@fastify/static'
+import fp from 'fastify-plugin'
+import { NotFound } from '../errors.js'
+import { tileJsonUrl } from '../urls.js'
+import { isVector } from '../tiletype.js'
+import { setNameOf } from '../style/rewrite.js'
+import { GET_HEAD } from '../../routes/http.js'
+
+const PUBLIC = join(dirname(fileURLToPath(import.meta.url)), 'public')
+const MAPLIBRE = join(dirname(createRequire(import.meta.url).resolve('maplibre-gl/package.json')), 'dist')
+export const ASSETS = '/viewer/assets'
+
+const escape = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+// JSON inside <script>: `<` escaped, so no value can close the element.
+const scriptJson = (value) => JSON.stringify(value).replace(/</g, '\\u003c')
+
+/** A viewer page: the map, the panel the script fills, and `view` (what the script needs). */
+function page (base, title, view) {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escape(title)} · tile-cannon</title><link rel="icon" href="data:,">
+<link rel="stylesheet" href="${escape(base)}${ASSETS}/maplibre-gl.css">
+<link rel="stylesheet" href="${escape(base)}${ASSETS}/viewer.css">
+</head><body>
+<div id="maps"><div id="map"></div></div>
+<aside id="panel"><h1><a href="${escape(base)}/" title="all sets and styles">tile-cannon</a> · ${escape(title)}</h1><div id="controls"></div><div id="legend"></div></aside>
+<div id="status" aria-live="polite"></div>
+<script type="application/json" id="view">${scriptJson(view)}</script>
+<script type="module" src="${escape(base)}${ASSETS}/viewer.js"></script>
+</body></html>`
+}
+
+async function viewerPlugin (app, config) {
+  if (config.viewer === false) return
+  const { catalog, styles, renderer, links } = app
+  // The viewer's own script and style, and MapLibre GL JS's files (its module loads its worker from beside itself).
+  // ETag and Last-Modified from @fastify/static, so a reload revalidates (304) rather than fetching again.
+  await app.register(fastifyStatic, { root: [PUBLIC, MAPLIBRE], prefix: `${ASSETS}/`, decorateReply: false, index: false, maxAge: '1h' })
+
+  const html = (reply, text) => {
+    reply.type('text/html; charset=utf-8')
+    reply.header('cache-control', 'no-cache') // the page names the set's current state; assets carry their own validators
+    return text
+  }
+
+  app.route({
+    method: GET_HEAD,
+    url: '/viewer/:set',
+    handler: async (request, reply) => {
+      const entry = catalog.get(request.params.set)
+      if (entry === undefined) throw new NotFound(`no set '${request.params.set}'`)
+      if (entry.source === null) throw new NotFound(`set '${entry.id}' cannot be served: ${entry.reason}`)
+      const base = links(request, reply)
+      const { source } = entry
+      return html(reply, page(base, entry.id, {
+        type: isVector(source.format) ? 'vector' : 'raster',
+        id: entry.id,
+        kind: entry.kind,
+        format: source.format ?? null,
+        tilejson: tileJsonUrl(base, entry.id),
+        options: source.options ?? [],
+      }))
+    },
+  })
+
+  /** The bounds of the sets a style draws (TileJSON's, merged), or null. */
+  function setsBounds (style) {
+    const all = Object.values(style.json.sources ?? {}).map((s) => setNameOf(s?.url)).filter((name) => name !== null)
+      .map((name) => catalog.get(name)?.source?.tilejson.bounds).filter(Array.isArray)
+    if (all.length === 0) return null
+    return all.reduce((a, b) => [Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.max(a[2], b[2]), Math.max(a[3], b[3])])
+  }
+
+  app.route({
+    method: GET_HEAD,
+    url: '/viewer/styles/:id',
+    handler: async (request, reply) => {
+      const style = styles.served(request.params.id)
+      const base = links(request, reply)
+      const id = encodeURIComponent(style.id)
+      return html(reply, page(base, style.name, {
+        type: 'style',
+        id: style.id,
+        style: `${base}/styles/${id}/style.json`,
+        // The same map drawn by the server (MapLibre Native), to compare: only where rendering runs.
+        rendered: renderer.available ? `${base}/styles/${id}.json` : null,
+        renderedWhyNot: renderer.available ? null : renderer.reason,
+        // A style that says where to look is shown there; else where its sets have data.
+        fit: Array.isArray(style.json.center) && Number.isFinite(style.json.zoom) ? null : setsBounds(style),
+      }))
+    },
+  })
+}
+
+export default fp(viewerPlugin, { name: 'tile-cannon-viewer', fastify: '5.x', dependencies: ['tile-cannon-styles', 'tile-cannon-render'] })
