@@ -138,7 +138,8 @@ const schema = {
         maxSize: { type: 'integer', minimum: 1, maximum: 8192 }, // a static image's width and height (default 2048)
         maxOverlays: { type: 'integer', minimum: 0 }, // paths and markers in one static image (default 100)
         maxPathPoints: { type: 'integer', minimum: 2 }, // points of one path (default 10000)
-        allowRemoteMarkerIcons: { type: 'boolean' }, // markers may name http(s) icon URLs, fetched by the server (false)
+        // markers may name http(s) icon URLs, fetched by the server: true, or the URL prefixes allowed (default false)
+        allowRemoteMarkerIcons: { anyOf: [{ type: 'boolean' }, { type: 'array', items: { type: 'string', pattern: '^https?://' } }] },
         maxStylesPerChild: { type: 'integer', minimum: 1 }, // styles a child registers before a fresh one replaces it (256)
       },
     },

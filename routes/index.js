@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs'
 import { GET_HEAD } from './http.js'
 import { tileJsonUrl, tileUrl } from '../lib/urls.js'
 import { lonLatToTile } from '../lib/tilemath.js'
-import { isVector } from '../lib/tiletype.js'
+import { isDrawable, isVector } from '../lib/tiletype.js'
 import { setNameOf } from '../lib/style/rewrite.js'
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))
@@ -49,7 +49,7 @@ export default async function indexRoutes (app) {
   /** Where a style looks first: its own centre and zoom, else its first set's, else the world. */
   function styleView (style) {
     const { center, zoom } = style.json
-    if (Array.isArray(center) && Number.isFinite(zoom)) return [center[0], center[1], zoom + 1] // GL zoom → 256 px zoom
+    if (Array.isArray(center) && Number.isFinite(center[0]) && Number.isFinite(center[1]) && Number.isFinite(zoom)) return [center[0], center[1], zoom + 1] // GL zoom → 256 px zoom
     for (const source of Object.values(style.json.sources ?? {})) {
       const name = setNameOf(source?.url)
       const entry = name === null ? undefined : catalog.get(name)
@@ -63,20 +63,23 @@ export default async function indexRoutes (app) {
     const { id, kind, source } = entry
     const tj = source.tilejson
     const sid = encodeURIComponent(id)
-    const raster = !isVector(source.format) && source.format !== 'json'
-    const title = viewer ? `<a href="${escape(base)}/viewer/${sid}">${escape(id)}</a>` : escape(id)
-    const preview = raster ? tilePreview(base, entry) : boundsPreview(tj.bounds)
-    return `<li class="card">${viewer ? `<a href="${escape(base)}/viewer/${sid}" tabindex="-1">${preview}</a>` : preview}
+    const drawable = isDrawable(source.format)
+    const link = viewer && drawable // a set of JSON tiles has no map to show
+    const title = link ? `<a href="${escape(base)}/viewer/${sid}">${escape(id)}</a>` : escape(id)
+    const preview = drawable && !isVector(source.format) ? tilePreview(base, entry) : boundsPreview(tj.bounds)
+    return `<li class="card">${link ? `<a href="${escape(base)}/viewer/${sid}" tabindex="-1">${preview}</a>` : preview}
 <h3>${title}</h3><p>${escape(kind)} · ${escape(source.format ?? '?')} · z${tj.minzoom}–${tj.maxzoom}</p>
 <p class="bounds">${Array.isArray(tj.bounds) ? tj.bounds.map(round).join(', ') : 'no bounds'}</p>
-<p><a href="${escape(tileJsonUrl(base, id))}">TileJSON</a> · <a href="${escape(base)}/${sid}/meta">meta</a>${viewer ? ` · <a href="${escape(base)}/viewer/${sid}">view</a>` : ''}</p></li>`
+<p><a href="${escape(tileJsonUrl(base, id))}">TileJSON</a> · <a href="${escape(base)}/${sid}/meta">meta</a>${link ? ` · <a href="${escape(base)}/viewer/${sid}">view</a>` : ''}</p></li>`
   }
 
   const styleCard = (base, style) => {
     const sid = encodeURIComponent(style.id)
     const [lon, lat, zoom] = styleView(style)
+    // A view the static route takes, whatever the style says: latitude within Web Mercator's, longitude wrapped.
+    const view = [((lon + 540) % 360) - 180, Math.max(-85, Math.min(85, lat)), Math.max(0, Math.min(22, zoom))].map(round)
     const preview = renderer.available
-      ? `<img class="preview" loading="lazy" alt="${escape(style.name)}" src="${escape(base)}/styles/${sid}/static/${round(lon)},${round(lat)},${Math.max(0, Math.min(22, round(zoom)))}/${PREVIEW.width}x${PREVIEW.height}.png">`
+      ? `<img class="preview" loading="lazy" alt="${escape(style.name)}" src="${escape(base)}/styles/${sid}/static/${view.join(',')}/${PREVIEW.width}x${PREVIEW.height}.png">`
       : `<div class="preview none">${escape(style.name)}</div>`
     return `<li class="card">${viewer ? `<a href="${escape(base)}/viewer/styles/${sid}" tabindex="-1">${preview}</a>` : preview}
 <h3>${viewer ? `<a href="${escape(base)}/viewer/styles/${sid}">${escape(style.name)}</a>` : escape(style.name)}</h3><p>style ${escape(style.id)}</p>

@@ -235,17 +235,28 @@ test('static images: marker icons from the icons folder, as tileserver-gl draws 
   assert.equal(none.statusCode, 400)
   assert.match(none.json().message, /icons folder/)
 
-  // Remote icons when allowed (render.allowRemoteMarkerIcons), fetched by the server from a URL.
+  // Remote icons from the URL prefixes allowed (render.allowRemoteMarkerIcons), fetched by the server.
   const pin = await solid(20, 30, [255, 0, 255])
-  const server = createServer((req, res) => (req.url === '/pin.png' ? res.end(pin) : res.writeHead(404).end())).listen(0, '127.0.0.1')
+  const huge = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="16000" height="16000"/>')
+  const server = createServer((req, res) => {
+    if (req.url === '/icons/pin.png') return res.end(pin)
+    if (req.url === '/icons/huge.svg') return res.end(huge)
+    if (req.url === '/icons/moved.png') return res.writeHead(302, { location: '/icons/pin.png' }).end()
+    res.writeHead(req.url === '/other/pin.png' ? 200 : 404).end(req.url === '/other/pin.png' ? pin : '')
+  }).listen(0, '127.0.0.1')
   await once(server, 'listening')
   t.after(() => server.close())
-  const remote = await makeApp(t, { paths: [tiles], styles, render: { allowRemoteMarkerIcons: true } })
   const base = `http://127.0.0.1:${server.address().port}`
-  const fetched = await remote.inject({ url: `/styles/pins/static/0,0,2/200x200.png?marker=${encodeURIComponent(`0,0|${base}/pin.png`)}` })
+  const remote = await makeApp(t, { paths: [tiles], styles, render: { allowRemoteMarkerIcons: [`${base}/icons/`] } })
+  const marker = (url) => `/styles/pins/static/0,0,2/200x200.png?marker=${encodeURIComponent(`0,0|${url}`)}`
+  const fetched = await remote.inject({ url: marker(`${base}/icons/pin.png`) })
   assert.equal(fetched.statusCode, 200, fetched.body)
   assert.ok(magenta((await pixels(fetched.rawPayload)).at(100, 85)), 'a remote icon drawn')
-  assert.equal((await remote.inject({ url: `/styles/pins/static/0,0,2/50x50.png?marker=${encodeURIComponent(`0,0|${base}/gone.png`)}` })).statusCode, 400)
+  for (const [url, why] of [[`${base}/icons/gone.png`, 'missing'], [`${base}/other/pin.png`, 'not an allowed prefix'],
+    [`${base}/icons/moved.png`, 'a redirect'], [`${base}/icons/huge.svg`, 'an image of 256 Mpx']]) {
+    const bad = await remote.inject({ url: marker(url) })
+    assert.equal(bad.statusCode, 400, `${why}: ${bad.body}`)
+  }
 })
 
 test('a changed style is rendered anew: tiles of the old revision are not served again', async (t) => {

@@ -8,9 +8,9 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import fastifyStatic from '@fastify/static'
 import fp from 'fastify-plugin'
-import { NotFound } from '../errors.js'
+import { NotFound, errorHandler, sendError } from '../errors.js'
 import { tileJsonUrl } from '../urls.js'
-import { isVector } from '../tiletype.js'
+import { isDrawable, isVector } from '../tiletype.js'
 import { setNameOf } from '../style/rewrite.js'
 import { GET_HEAD } from '../../routes/http.js'
 
@@ -42,8 +42,16 @@ async function viewerPlugin (app, config) {
   if (config.viewer === false) return
   const { catalog, styles, renderer, links } = app
   // The viewer's own script and style, and MapLibre GL JS's files (its module loads its worker from beside itself).
-  // ETag and Last-Modified from @fastify/static, so a reload revalidates (304) rather than fetching again.
-  await app.register(fastifyStatic, { root: [PUBLIC, MAPLIBRE], prefix: `${ASSETS}/`, decorateReply: false, index: false, maxAge: '1h' })
+  // With ETag and Last-Modified (@fastify/static) and max-age 0: each page load revalidates (304), so the script an
+  // upgrade brings is used at once.
+  await app.register(async function assets (scope) {
+    // What @fastify/send refuses (`..`, a NUL byte: 400/403 http-errors) is a file that is not there, not a bug (500).
+    scope.setErrorHandler((err, request, reply) => {
+      if (err.statusCode >= 400 && err.statusCode < 500) return sendError(reply, new NotFound('no such file'))
+      return errorHandler(err, request, reply)
+    })
+    await scope.register(fastifyStatic, { root: [PUBLIC, MAPLIBRE], prefix: `${ASSETS}/`, decorateReply: false, index: false, maxAge: 0 })
+  })
 
   const html = (reply, text) => {
     reply.type('text/html; charset=utf-8')
@@ -58,6 +66,7 @@ async function viewerPlugin (app, config) {
       const entry = catalog.get(request.params.set)
       if (entry === undefined) throw new NotFound(`no set '${request.params.set}'`)
       if (entry.source === null) throw new NotFound(`set '${entry.id}' cannot be served: ${entry.reason}`)
+      if (!isDrawable(entry.source.format)) throw new NotFound(`set '${entry.id}' has ${entry.source.format ?? 'unknown'} tiles, which a map cannot draw`)
       const base = links(request, reply)
       const { source } = entry
       return html(reply, page(base, entry.id, {

@@ -48,7 +48,7 @@ export function chooseBackend (render) {
 async function renderPlugin (app, config) {
   const { catalog, pipeline, styles, fonts, sprites, log } = app
   const options = config.render
-  const markers = new MarkerIcons({ dir: config.icons, allowRemote: options.allowRemoteMarkerIcons === true })
+  const markers = new MarkerIcons({ dir: config.icons, allowRemote: options.allowRemoteMarkerIcons ?? false })
   // No styles folder, nothing to render: no engine is started (it costs ~300 MiB and a second).
   const choice = styles.dir === null ? { backend: null, why: 'no styles folder is configured (--styles)' } : chooseBackend(options)
   let pool = null

@@ -20,8 +20,11 @@ const say = (message) => { viewer.errors.push(message); controls.append(el('p', 
 // A colour per layer, far from its neighbours' (hues a golden angle apart, in vector_layers' order).
 const colourOf = (i) => `hsl(${Math.round(i * 137.508) % 360}, 70%, 45%)`
 
-/** Zoom, cursor position and the tile under it (in the set's own tile size), in the status line. */
-function showStatus (map, tileSize, zooms) {
+/**
+ * Zoom, cursor position and the tile under it, in the status line: the tile MapLibre asks for there, in the set's own
+ * tile size (raster sources round the zoom, vector sources floor it).
+ */
+function showStatus (map, tileSize, zooms, raster = false) {
   let lngLat = null
   const render = () => {
     const z = map.getZoom()
@@ -29,7 +32,8 @@ function showStatus (map, tileSize, zooms) {
     if (lngLat !== null) {
       const { lng, lat } = lngLat.wrap()
       // MapLibre's zoom counts 512 px tiles; a 256 px tile set is one level deeper.
-      let tz = Math.floor(z + Math.log2(512 / tileSize))
+      const deeper = z + Math.log2(512 / tileSize)
+      let tz = raster ? Math.round(deeper) : Math.floor(deeper)
       if (zooms) tz = Math.max(zooms[0], Math.min(zooms[1], tz))
       const n = 2 ** tz
       const x = Math.min(n - 1, Math.floor((lng + 180) / 360 * n))
@@ -131,7 +135,7 @@ function showRaster (tj) {
   const [tiles] = tj.tiles
   const map = viewer.map = newMap('map', { version: 8, sources: {}, layers: [{ id: 'background', type: 'background', paint: { 'background-color': '#f4f4f0' } }] }, { hash: true })
   fit(map, tj)
-  showStatus(map, tileSize, [tj.minzoom, tj.maxzoom])
+  showStatus(map, tileSize, [tj.minzoom, tj.maxzoom], true)
   let opacity = 1
   const values = {}
   const demOption = view.options.find((o) => o.dem)
@@ -165,8 +169,11 @@ function showRaster (tj) {
     const r = lat * Math.PI / 180
     const x = Math.floor((lon + 180) / 360 * n)
     const y = Math.floor((1 - Math.log(Math.tan(r) + 1 / Math.cos(r)) / Math.PI) / 2 * n)
-    const res = await fetch(url.replace('{z}', z).replace('{x}', x).replace('{y}', y))
-    note.textContent = res.status === 400 ? (await res.json()).message : ''
+    try {
+      const res = await fetch(url.replace('{z}', z).replace('{x}', x).replace('{y}', y))
+      const message = res.status === 400 ? (await res.json()).message : ''
+      if (url === urlOf()) note.textContent = message // an answer to options since changed says nothing
+    } catch {}
   }
 
   const slider = el('input', { type: 'range', min: 0, max: 1, step: 0.05, value: 1 })
