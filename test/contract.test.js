@@ -140,3 +140,17 @@ test('GeoJSON files are vector tile sets: one layer named after the file, fields
     assert.ok(names.includes('Paris'), `Paris in ${names}`)
   }
 })
+
+test('the demo draws countries that cross the antimeridian (Russia, Fiji) without a band across the world', async (t) => {
+  const app = await makeApp(t, { paths: [], demo: true })
+  // Tiles 1/1/0 and 1/1/1 run from 0° to 180° east: a ring drawn across the world from its jump at 180° would reach
+  // their western edge; the countries themselves start well east of it.
+  for (const [y, name] of [[0, 'Russia'], [1, 'Fiji']]) {
+    const res = await app.inject({ url: `/countries/1/1/${y}`, headers: { 'accept-encoding': 'identity' } })
+    const layer = new VectorTile(new PbfReader(res.rawPayload)).layers.countries
+    const features = Array.from({ length: layer.length }, (_, i) => layer.feature(i)).filter((f) => f.properties.name === name)
+    assert.ok(features.length > 0, `${name} is in tile 1/1/${y}`)
+    const xs = features.flatMap((f) => f.loadGeometry().flat().map((p) => p.x))
+    assert.ok(Math.min(...xs) > 0.05 * layer.extent, `${name} starts east of 0°: min x ${Math.min(...xs)} of ${layer.extent}`)
+  }
+})
