@@ -9,6 +9,9 @@ export const inGrid = (z, x, y) => x < 2 ** z && y < 2 ** z
 /** XYZ row ↔ TMS row (MBTiles stores TMS). */
 export const flipY = (z, y) => 2 ** z - 1 - y
 
+/** The bounds [w, s, e, n] covering all of `list` (non-empty). */
+export const unionBounds = (list) => list.reduce((a, b) => [Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.max(a[2], b[2]), Math.max(a[3], b[3])])
+
 export function lonLatToTile (lon, lat, z) {
   const n = 2 ** z
   const clampedLat = Math.max(Math.min(lat, WORLD_BOUNDS[3]), WORLD_BOUNDS[1])

@@ -8,6 +8,9 @@ import { etagMatches } from '../lib/pipeline.js'
  */
 export const GET_HEAD = ['GET', 'HEAD']
 
+/** Text made safe for HTML, in elements and in quoted attributes (the home page, the viewer's pages). */
+export const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
 /**
  * onSend hook for metadata answers (TileJSON, /list, /catalog, /meta, the index page, styles, sprites, fonts): a Cache-Control, a strong
  * ETag from the body, and 304 to a matching If-None-Match, so a CDN can revalidate instead of guessing freshness.

@@ -3,14 +3,13 @@
 // Plain HTML and a little CSS; previews are images the server makes anyway (a raster set's tile, a style rendered),
 // a vector set's bounds drawn on a graticule.
 import { readFileSync } from 'node:fs'
-import { GET_HEAD } from './http.js'
+import { GET_HEAD, escapeHtml as escape } from './http.js'
 import { tileJsonUrl, tileUrl } from '../lib/urls.js'
 import { lonLatToTile } from '../lib/tilemath.js'
 import { isDrawable, isVector } from '../lib/tiletype.js'
-import { setNameOf } from '../lib/style/rewrite.js'
+import { setsOf } from '../lib/style/rewrite.js'
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))
-const escape = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 const round = (n) => Math.round(n * 1000) / 1000
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`
 const PREVIEW = { width: 240, height: 150 }
@@ -50,12 +49,8 @@ export default async function indexRoutes (app) {
   function styleView (style) {
     const { center, zoom } = style.json
     if (Array.isArray(center) && Number.isFinite(center[0]) && Number.isFinite(center[1]) && Number.isFinite(zoom)) return [center[0], center[1], zoom + 1] // GL zoom → 256 px zoom
-    for (const source of Object.values(style.json.sources ?? {})) {
-      const name = setNameOf(source?.url)
-      const entry = name === null ? undefined : catalog.get(name)
-      const c = entry?.source?.tilejson.center
-      if (Array.isArray(c)) return c
-    }
+    const first = setsOf(style, (name) => catalog.get(name)).map((e) => e.source.tilejson.center).find(Array.isArray)
+    if (first !== undefined) return first
     return [0, 0, 1]
   }
 

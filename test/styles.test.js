@@ -1,7 +1,7 @@
 // Styles, sprites and fonts, as tileserver-gl clients use them: generated styles and glyphs, and the fixtures' own
 // (OSM Liberty and its sprites, the Roboto and Noto glyph ranges) when ../shared is there.
 import assert from 'node:assert/strict'
-import { cpSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import test from 'node:test'
 import { gzipSync } from 'node:zlib'
@@ -136,6 +136,11 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
     assert.ok(sprite.headers.etag, 'sprites carry an ETag')
   }
   assert.equal((await app.inject({ url: '/styles/city/sprite@2x.json' })).json().dot.pixelRatio, 2)
+  // Without its @2x files, a sprite's @2x is its 1x (pixelRatio 1: enlarged on high-DPI screens, not missing).
+  rmSync(join(styles, 'city', 'sprites', 'city@2x.json'))
+  await app.reloadStyles()
+  assert.equal((await app.inject({ url: '/styles/city/sprite@2x.json' })).json().dot.pixelRatio, 1)
+  assert.equal((await app.inject({ url: '/styles/city/sprite@3x.json' })).json().dot.pixelRatio, 1)
   const glyphs = await app.inject({ url: '/fonts/Sans%20Regular/0-255.pbf' })
   assert.equal(glyphs.statusCode, 200)
   assert.equal(glyphs.headers['content-type'], 'application/x-protobuf')

@@ -3,6 +3,7 @@
 import { promisify } from 'node:util'
 import { gunzip as gunzipCallback } from 'node:zlib'
 import { buildTileJson } from './tilejson.js'
+import { unionBounds } from '../tilemath.js'
 
 const gunzip = promisify(gunzipCallback)
 const isGzip = (b) => b.length > 2 && b[0] === 0x1f && b[1] === 0x8b
@@ -15,7 +16,7 @@ export function layerNames (parts) {
 
 export function compose (id, parts) {
   const tjs = parts.map((p) => p.source.tilejson)
-  const bounds = tjs.map((t) => t.bounds).reduce((a, b) => [Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.max(a[2], b[2]), Math.max(a[3], b[3])])
+  const bounds = unionBounds(tjs.map((t) => t.bounds))
   return {
     id,
     kind: 'composite',

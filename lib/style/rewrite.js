@@ -22,6 +22,17 @@ export function setNameOf (url) {
   return name.replace(EXTENSION, '') || null
 }
 
+/** The sets a style's sources name that `findSet(name)` knows and can serve (entries with a source), in source order. */
+export function setsOf (style, findSet) {
+  const entries = []
+  for (const source of Object.values(style.json.sources ?? {})) {
+    const name = setNameOf(source?.url)
+    const entry = name === null ? undefined : findSet(name)
+    if (entry?.source != null) entries.push(entry)
+  }
+  return entries
+}
+
 // tileserver-gl's placeholder for the style's own folder: `{styleJsonFolder}/sprites/x` is `sprites/x` here.
 const FOLDER = /^\{styleJsonFolder\}\/?/
 const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)

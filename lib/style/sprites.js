@@ -1,5 +1,5 @@
-// The sprite files a style keeps beside it (`sprite: "sprites/city"` → sprites/city[@2x].json|png), read once per
-// revision of the style; for the sprite routes and the renderer alike.
+// The sprite files a style keeps beside it (`sprite: "sprites/city"` → sprites/city[@2x].json|png), read once per load
+// of the styles folder (any change in it reloads, as does SIGHUP); for the sprite routes and the renderer alike.
 import { readFile } from 'node:fs/promises'
 import { NotFound } from '../errors.js'
 import { spritePathOf } from './rewrite.js'
@@ -10,7 +10,7 @@ export const SPRITE_TYPES = { json: 'application/json; charset=utf-8', png: 'ima
 export class SpriteFiles {
   constructor (styles) {
     this.styles = styles
-    this.files = new Map() // path → { revision, bytes }
+    this.files = new Map() // path → { loads, bytes }
   }
 
   /**
@@ -21,16 +21,26 @@ export class SpriteFiles {
     const m = SUFFIX.exec(suffix)
     if (m === null) throw new NotFound('no such sprite file (sprite[@2x].json or .png)')
     const path = spritePathOf(style, spriteId)
-    const file = path === null ? null : this.styles.fileOf(style, `${path}${m[1] ?? ''}.${m[2]}`)
-    if (file === null) throw new NotFound(`style '${style.id}' has no sprite${spriteId === undefined ? '' : ` '${spriteId}'`} of its own`)
+    if (path === null) throw new NotFound(`style '${style.id}' has no sprite${spriteId === undefined ? '' : ` '${spriteId}'`} of its own`)
+    // A style with only 1x sprites answers @2x/@3x with them (their JSON says pixelRatio 1, so clients and the
+    // renderer enlarge the icons) rather than drawing a high-DPI map without icons, or failing its render.
+    const bytes = await this.bytes(style, `${path}${m[1] ?? ''}.${m[2]}`) ?? (m[1] ? await this.bytes(style, `${path}.${m[2]}`) : null)
+    if (bytes === null) throw new NotFound(`style '${style.id}': sprite file missing`)
+    return { bytes, type: SPRITE_TYPES[m[2]] }
+  }
+
+  /** A file beside the style, read once per load of the styles (the folder changed, SIGHUP); null when it is missing or outside the styles folder. */
+  async bytes (style, relativePath) {
+    const file = this.styles.fileOf(style, relativePath)
+    if (file === null) return null
     let known = this.files.get(file)
-    if (known === undefined || known.revision !== style.revision) {
+    if (known === undefined || known.loads !== this.styles.loads) {
       const bytes = await readFile(file).catch(() => null)
-      if (bytes === null) throw new NotFound(`style '${style.id}': sprite file missing`)
+      if (bytes === null) return null
       if (this.files.size > 256) this.files.clear()
-      known = { revision: style.revision, bytes }
+      known = { loads: this.styles.loads, bytes }
       this.files.set(file, known)
     }
-    return { bytes: known.bytes, type: SPRITE_TYPES[m[2]] }
+    return known.bytes
   }
 }

@@ -27,6 +27,7 @@ export class StyleCatalog {
     this.styles = new Map()
     /** @type {Map<string, string>} style id → why it is not served */
     this.broken = new Map()
+    this.loads = 0
   }
 
   /** Reads every style again; a style that fails to read keeps no old version and is listed in `broken`. */
@@ -46,6 +47,7 @@ export class StyleCatalog {
     }
     this.styles = found
     this.broken = broken
+    this.loads++ // files beside the styles (sprites) may have changed too: what was read of them is read again
   }
 
   async candidates () {

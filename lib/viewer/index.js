@@ -11,14 +11,14 @@ import fp from 'fastify-plugin'
 import { NotFound, errorHandler, sendError } from '../errors.js'
 import { tileJsonUrl } from '../urls.js'
 import { isDrawable, isVector } from '../tiletype.js'
-import { setNameOf } from '../style/rewrite.js'
-import { GET_HEAD } from '../../routes/http.js'
+import { setsOf } from '../style/rewrite.js'
+import { unionBounds } from '../tilemath.js'
+import { GET_HEAD, escapeHtml as escape } from '../../routes/http.js'
 
 const PUBLIC = join(dirname(fileURLToPath(import.meta.url)), 'public')
 const MAPLIBRE = join(dirname(createRequire(import.meta.url).resolve('maplibre-gl/package.json')), 'dist')
 export const ASSETS = '/viewer/assets'
 
-const escape = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 // JSON inside <script>: `<` escaped, so no value can close the element.
 const scriptJson = (value) => JSON.stringify(value).replace(/</g, '\\u003c')
 
@@ -82,10 +82,8 @@ async function viewerPlugin (app, config) {
 
   /** The bounds of the sets a style draws (TileJSON's, merged), or null. */
   function setsBounds (style) {
-    const all = Object.values(style.json.sources ?? {}).map((s) => setNameOf(s?.url)).filter((name) => name !== null)
-      .map((name) => catalog.get(name)?.source?.tilejson.bounds).filter(Array.isArray)
-    if (all.length === 0) return null
-    return all.reduce((a, b) => [Math.min(a[0], b[0]), Math.min(a[1], b[1]), Math.max(a[2], b[2]), Math.max(a[3], b[3])])
+    const all = setsOf(style, (name) => catalog.get(name)).map((e) => e.source.tilejson.bounds).filter(Array.isArray)
+    return all.length === 0 ? null : unionBounds(all)
   }
 
   app.route({

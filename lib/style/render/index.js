@@ -100,11 +100,8 @@ async function renderPlugin (app, config) {
       const style = styles.get(decodeURIComponent(rest[0]))
       const m = SPRITE_NAME.exec(decodeURIComponent(rest[1]))
       if (style === undefined || m === null) return { status: 'empty' }
-      // A sprite file missing: the map is drawn without its icons rather than not at all; a missing @2x one, with the
-      // 1x icons enlarged (the engine refuses a render whose sprite it cannot decode).
-      const spriteId = m[1] === '_' ? undefined : m[1]
-      const file = await sprites.read(style, spriteId, m[2])
-        .catch(() => (m[2].startsWith('@') ? sprites.read(style, spriteId, m[2].slice(3)) : null)).catch(() => null)
+      // A sprite file missing: the map is drawn without its icons rather than not at all (a missing @2x one is the 1x).
+      const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
       return file === null ? { status: 'empty' } : { status: 'ok', body: file.bytes }
     }
     if (kind === 'markers' && rest.length === 1) { // the icons of a static image's markers (lib/style/markers.js)

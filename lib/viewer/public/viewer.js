@@ -20,6 +20,15 @@ const say = (message) => { viewer.errors.push(message); controls.append(el('p', 
 // A colour per layer, far from its neighbours' (hues a golden angle apart, in vector_layers' order).
 const colourOf = (i) => `hsl(${Math.round(i * 137.508) % 360}, 70%, 45%)`
 
+/** The x, y of the tile of zoom z holding lon/lat (Web Mercator, latitudes beyond its ±85.05° on the edge rows). */
+function tileAt (lon, lat, z) {
+  const n = 2 ** z
+  const r = Math.max(-85.0511, Math.min(85.0511, lat)) * Math.PI / 180
+  const x = Math.floor((lon + 180) / 360 * n)
+  const y = Math.floor((1 - Math.log(Math.tan(r) + 1 / Math.cos(r)) / Math.PI) / 2 * n)
+  return [Math.min(n - 1, Math.max(0, x)), Math.min(n - 1, Math.max(0, y))]
+}
+
 /**
  * Zoom, cursor position and the tile under it, in the status line: the tile MapLibre asks for there, in the set's own
  * tile size (raster sources round the zoom, vector sources floor it).
@@ -35,10 +44,7 @@ function showStatus (map, tileSize, zooms, raster = false) {
       const deeper = z + Math.log2(512 / tileSize)
       let tz = raster ? Math.round(deeper) : Math.floor(deeper)
       if (zooms) tz = Math.max(zooms[0], Math.min(zooms[1], tz))
-      const n = 2 ** tz
-      const x = Math.min(n - 1, Math.floor((lng + 180) / 360 * n))
-      const r = lat * Math.PI / 180
-      const y = Math.min(n - 1, Math.max(0, Math.floor((1 - Math.log(Math.tan(r) + 1 / Math.cos(r)) / Math.PI) / 2 * n)))
+      const [x, y] = tileAt(lng, lat, tz)
       text += ` · ${lng.toFixed(5)}, ${lat.toFixed(5)} · tile ${tz}/${x}/${y}`
     }
     status.textContent = text
@@ -165,10 +171,7 @@ function showRaster (tj) {
   // A bad combination of options (colormap on 3 bands…) answers 400: shown here rather than as a blank map.
   const check = async (url) => {
     const [lon, lat, z] = Array.isArray(tj.center) ? tj.center : [0, 0, tj.minzoom]
-    const n = 2 ** z
-    const r = lat * Math.PI / 180
-    const x = Math.floor((lon + 180) / 360 * n)
-    const y = Math.floor((1 - Math.log(Math.tan(r) + 1 / Math.cos(r)) / Math.PI) / 2 * n)
+    const [x, y] = tileAt(lon, lat, z)
     try {
       const res = await fetch(url.replace('{z}', z).replace('{x}', x).replace('{y}', y))
       const message = res.status === 400 ? (await res.json()).message : ''
