@@ -3,8 +3,8 @@
 // Needs pm2 on PATH and tile-cannon running under it:
 //   TILE_CANNON_ARGS=../shared/fixtures/mbtiles/trails.mbtiles TILE_CANNON_INSTANCES=2 pm2 start ecosystem.config.cjs
 //   node bench/pm2-reload.js [base URL, default http://127.0.0.1:3000]
-import { execFileSync } from 'node:child_process'
-import autocannon from 'autocannon'
+import { execFile } from 'node:child_process'
+import { accountedLoad, describeLoad } from './load.js'
 import { findTiles } from './tiles.js'
 
 const base = process.argv[2] ?? 'http://127.0.0.1:3000'
@@ -14,12 +14,16 @@ const z = Math.min(tilejson.maxzoom, Math.max(tilejson.minzoom, 12))
 const paths = (await findTiles(`${base}/${encodeURIComponent(set)}/{z}/{x}/{y}`, tilejson, z)).map(([tz, x, y]) => `/${encodeURIComponent(set)}/${tz}/${x}/${y}`)
 if (paths.length === 0) throw new Error(`no tiles found for ${set} at z${z}`)
 let next = 0
-const run = autocannon({ url: base, connections: 50, duration: 14, headers: { 'accept-encoding': 'gzip' }, requests: [{ setupRequest: (r) => ({ ...r, path: paths[next++ % paths.length] }) }] })
+// Every request accounted for (bench/load.js: autocannon alone misses requests lost on a closed connection).
+const load = accountedLoad({ url: base, connections: 50, duration: 14, headers: { 'accept-encoding': 'gzip' }, requests: [{ setupRequest: (r) => ({ ...r, path: paths[next++ % paths.length] }) }] })
+// Asynchronously: the load runs in this process, and must go on while pm2 reloads.
 setTimeout(() => {
   const t = Date.now()
-  execFileSync('pm2', ['reload', 'tile-cannon'], { stdio: 'ignore' })
-  console.log(`pm2 reload took ${Date.now() - t} ms`)
+  execFile('pm2', ['reload', 'tile-cannon'], (err) => {
+    if (err) console.error(`pm2 reload failed: ${err.message}`)
+    console.log(`pm2 reload took ${Date.now() - t} ms`)
+  })
 }, 3000)
-const r = await run
-console.log(`requests ${r.requests.total}, 2xx ${r['2xx']}, non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}, resets ${r.resets}`)
-process.exitCode = r.non2xx + r.errors + r.timeouts + r.resets === 0 ? 0 : 1
+const run = await load.done
+console.log(describeLoad(run))
+process.exitCode = run.failures.total === 0 ? 0 : 1

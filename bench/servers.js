@@ -51,10 +51,10 @@ async function forkReady (script, args, { timeoutMs = 60_000, env, cpus = null }
   }
 }
 
-/** tile-cannon on `data` (files, folders or URLs), on a free 127.0.0.1 port. */
-export async function startTileCannon (data, { cache = true, cpus = null } = {}) {
+/** tile-cannon on `data` (files, folders or URLs), on a free 127.0.0.1 port; `flags`: more of its command line. */
+export async function startTileCannon (data, { cache = true, cpus = null, flags = [] } = {}) {
   const port = await freePort()
-  const args = ['--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--no-watch', ...(cache ? [] : ['--cache-mb', '0']), ...data]
+  const args = ['--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--no-watch', ...(cache ? [] : ['--cache-mb', '0']), ...flags, ...data]
   const proc = await forkReady(SERVER, args, { cpus })
   return { ...proc, base: `http://127.0.0.1:${port}` }
 }

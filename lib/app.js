@@ -9,6 +9,7 @@ import stylePlugin from './style/index.js'
 import renderPlugin from './style/render/index.js'
 import { TilePipeline } from './pipeline.js'
 import { errorHandler } from './errors.js'
+import { closingConnections } from './closing.js'
 import { linkMaker, trustFunction } from './urls.js'
 import { metadataValidators } from '../routes/http.js'
 import tileRoutes, { tileFront } from '../routes/tiles.js'
@@ -19,13 +20,21 @@ import styleRoutes from '../routes/styles.js'
 import fontRoutes from '../routes/fonts.js'
 import renderRoutes from '../routes/render.js'
 import viewerPlugin from './viewer/index.js'
+import limitsPlugin from './limits.js'
+import accessPlugin from './access.js'
+import healthRoutes from '../routes/health.js'
+import metricsPlugin from './metrics/index.js'
+import sheddingPlugin from './shedding.js'
+import sharedCachePlugin from './shared-cache.js'
+import { accessLogPlugin, makeLogger } from './logging.js'
 
 export async function buildApp (config, { loggerInstance } = {}) {
   let front = null // the tile front (routes/tiles.js), once the routes exist: no request arrives before listen()
   const app = Fastify({
     serverFactory: (handler) => serverWithFront(handler, () => front),
-    ...(loggerInstance ? { loggerInstance } : { logger: { level: config.logLevel } }),
-    logController: new LogController({ disableRequestLogging: !config.logRequests }),
+    loggerInstance: loggerInstance ?? makeLogger(config), // pretty on a terminal, JSON otherwise (lib/logging.js)
+    // Requests are logged by the access log (lib/logging.js): one line each, with the tile's set, z/x/y and cache hit.
+    logController: new LogController({ disableRequestLogging: true }),
     // Fastify makes a pino child logger per request (its bindings serialised each time): ~2 % of a warm tile's CPU.
     // Without request logging, the app's logger serves: only errors are logged per request, and those say their URL.
     ...(config.logRequests ? {} : { childLoggerFactory: (logger) => logger }),
@@ -38,13 +47,15 @@ export async function buildApp (config, { loggerInstance } = {}) {
     // A malformed URL (bad percent-encoding) gets our JSON shape too.
     frameworkErrors: (err, request, reply) => {
       const status = err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400
-      reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: 'malformed request' })
+      // The router refuses a path segment past maxParamLength (414); anything else here is a URL that does not decode.
+      const message = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is at most 512 characters' : 'malformed request'
+      reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message })
     },
   })
 
   const tileCache = new TileCache(Math.floor(config.cacheMB * 1024 * 1024))
   // Resources the sets share, each a plugin that owns it (decorator + onClose); registered before the catalog uses them.
-  await app.register(rasterPool, config.raster)
+  await app.register(rasterPool, { ...config.raster, s3: config.s3 }) // s3: the workers read remote COGs
   const catalog = new Catalog({ config, log: app.log, cache: tileCache, services: { rasterPool: app.rasterPool } })
   app.decorate('config', config)
   app.decorate('tileCache', tileCache)
@@ -54,6 +65,16 @@ export async function buildApp (config, { loggerInstance } = {}) {
   app.decorate('links', linkMaker(config))
   app.decorate('metadataValidators', metadataValidators(config.metadataCacheControl))
   app.addHook('onClose', () => catalog.close())
+  // Closing never waits on a client's open connection (lib/closing.js).
+  const closing = closingConnections(app.server)
+  app.addHook('preClose', (done) => {
+    closing.start()
+    done()
+  })
+  app.addHook('onClose', (instance, done) => {
+    closing.stop()
+    done()
+  })
 
   app.setErrorHandler(errorHandler) // each error type its status (lib/errors.js)
   app.setNotFoundHandler((request, reply) => {
@@ -61,6 +82,13 @@ export async function buildApp (config, { loggerInstance } = {}) {
   })
 
   registerCors(app, cors) // lib/cors.js
+  await app.register(sheddingPlugin, config) // first: a refused request costs nothing more
+  await app.register(limitsPlugin, config) // 414 past the URL and query limits (lib/limits.js)
+  await app.register(accessPlugin, config) // API keys, when configured; links carry them (lib/access.js)
+  if (config.logRequests) await app.register(accessLogPlugin)
+  await app.register(sharedCachePlugin, config) // Redis, when configured: replicas share made tiles
+  await app.register(healthRoutes)
+  if (config.metrics.enabled !== false) await app.register(metricsPlugin, config)
   await app.register(tileRoutes)
   await app.register(metaRoutes)
   await app.register(listRoutes)

@@ -9,10 +9,16 @@ export class TileCache {
       ? new LRUCache({ maxSize: maxBytes, sizeCalculation: (record) => record.size })
       : null
     this.inflight = new Map()
+    this.hits = 0 // lookups answered, and not (for /metrics)
+    this.misses = 0
+    this.joins = 0 // lookups that joined a read already under way
   }
 
   get (key) {
-    return this.lru === null ? undefined : this.lru.get(key)
+    const record = this.lru === null ? undefined : this.lru.get(key)
+    if (record === undefined) this.misses++
+    else this.hits++
+    return record
   }
 
   /** The record under `key` without touching its recency. */
@@ -38,7 +44,10 @@ export class TileCache {
 
   /** The promise of a read of `key` under way, if there is one. */
   pending (key) {
-    return this.inflight.size === 0 ? undefined : this.inflight.get(key)
+    if (this.inflight.size === 0) return undefined
+    const shared = this.inflight.get(key)
+    if (shared !== undefined) this.joins++
+    return shared
   }
 
   /** Shares `reading`, the promise of `key`'s record, with every caller until it settles (see pending). */
@@ -56,7 +65,7 @@ export class TileCache {
 
   get stats () {
     return this.lru === null
-      ? { maxBytes: 0, bytes: 0, entries: 0 }
-      : { maxBytes: this.maxBytes, bytes: this.lru.calculatedSize, entries: this.lru.size }
+      ? { maxBytes: 0, bytes: 0, entries: 0, hits: this.hits, misses: this.misses }
+      : { maxBytes: this.maxBytes, bytes: this.lru.calculatedSize, entries: this.lru.size, hits: this.hits, misses: this.misses }
   }
 }

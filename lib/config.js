@@ -1,12 +1,13 @@
 // Configuration: defaults ← config file (JSON or YAML) ← environment (TILE_CANNON_*) ← command-line flags.
 // Validated once with a JSON schema and frozen.
 import { existsSync, readFileSync } from 'node:fs'
-import { availableParallelism, totalmem } from 'node:os'
-import { dirname, extname, resolve } from 'node:path'
+import { availableParallelism, tmpdir, totalmem } from 'node:os'
+import { dirname, extname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import Ajv from 'ajv'
 import YAML from 'yaml'
 import { fileKindsText, urlForms } from './sources/index.js'
+import { LIMIT_DEFAULTS } from './limits.js'
 
 export const DEFAULTS = {
   port: 3000,
@@ -17,9 +18,13 @@ export const DEFAULTS = {
   cacheControl: 'public, max-age=3600',
   metadataCacheControl: 'public, max-age=60',
   trustProxy: false,
+  allowedHosts: [], // hosts links may be built for (lib/urls.js); none: any Host (or the public URL)
+  apiKeys: [], // access control (lib/access.js); none: open
+  limits: { ...LIMIT_DEFAULTS }, // URL and query length, composite parts: 414 / 400 past them (lib/limits.js)
   cors: '*',
   logLevel: 'info',
   logRequests: false,
+  logFormat: 'auto', // pretty on a terminal, JSON lines otherwise (pm2, log shippers)
   watch: true,
   watchDebounceMs: 300,
   settleMs: 60_000,
@@ -32,7 +37,12 @@ export const DEFAULTS = {
   sets: {},
   postgres: {},
   raster: {},
+  s3: {}, // object storage (lib/remote/s3.js): endpoint, region, forcePathStyle; credentials from AWS_* variables
+  remote: {}, // remote archives and COGs (https://, s3://): retryMs, revalidateMs (lib/catalog/remote.js)
   render: {},
+  metrics: {}, // /metrics (lib/metrics): enabled, cluster ('auto': under a pm2 cluster), dir, intervalMs
+  shedding: {}, // answering 503 under pressure (@fastify/under-pressure): see the schema
+  cache: {}, // the second-level tile cache replicas share (lib/shared-cache.js): redis, kinds, ttlS, …
 }
 
 const schema = {
@@ -53,6 +63,18 @@ const schema = {
         { type: 'array', items: { type: 'string', minLength: 1 } },
       ],
     },
+    // hosts (with their port, when not the default) that links may name; a comma-separated string or a list
+    allowedHosts: { type: 'array', items: { type: 'string', pattern: '^[A-Za-z0-9.\\-:[\\]_]+$' } },
+    apiKeys: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 256, pattern: '^[\\x21-\\x7e]+$' } },
+    limits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        maxUrlLength: { type: 'integer', minimum: 64 }, // characters of path and query (414 past it)
+        maxQueryLength: { type: 'integer', minimum: 0 }, // characters after '?' (414 past it)
+        maxCompositeParts: { type: 'integer', minimum: 1, maximum: 256 }, // sets in /a,b,c/z/x/y (400 past it)
+      },
+    },
     cors: {
       anyOf: [
         { type: 'boolean' },
@@ -62,6 +84,7 @@ const schema = {
     },
     logLevel: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
     logRequests: { type: 'boolean' },
+    logFormat: { enum: ['auto', 'pretty', 'json'] },
     watch: { type: 'boolean' },
     watchDebounceMs: { type: 'integer', minimum: 0 },
     styles: { type: ['string', 'null'], minLength: 1 },
@@ -114,6 +137,27 @@ const schema = {
         },
       },
     },
+    s3: { // S3-compatible object storage, for s3://bucket/key paths and URLs
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        endpoint: { type: 'string', pattern: '^https?://[^/?#]+(/[^?#]*)?$' }, // default https://s3.<region>.amazonaws.com
+        region: { type: 'string', pattern: '^[a-z0-9-]+$' }, // default us-east-1
+        forcePathStyle: { type: 'boolean' }, // endpoint/bucket/key (MinIO, Ceph, moto) rather than bucket.endpoint/key
+        // From the environment (AWS_ACCESS_KEY_ID, …) rather than a file; none: unsigned requests (a public bucket).
+        accessKeyId: { type: 'string', minLength: 1 },
+        secretAccessKey: { type: 'string', minLength: 1 },
+        sessionToken: { type: 'string', minLength: 1 },
+      },
+    },
+    remote: { // remote archives and COGs, over https:// or s3://
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        retryMs: { type: 'integer', minimum: 10 }, // a remote set that could not be opened is tried again (default 10000)
+        revalidateMs: { type: 'integer', minimum: 0 }, // a read this long after the last answer checks the ETag (default 60000; 0: never)
+      },
+    },
     raster: { // COG sets, all of them (a set's own options win)
       type: 'object',
       additionalProperties: false,
@@ -143,6 +187,38 @@ const schema = {
         maxStylesPerChild: { type: 'integer', minimum: 1 }, // styles a child registers before a fresh one replaces it (256)
       },
     },
+    metrics: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' }, // default true
+        cluster: { anyOf: [{ type: 'boolean' }, { const: 'auto' }] }, // sum the workers' metrics (default 'auto': under pm2 cluster)
+        dir: { type: 'string', minLength: 1 }, // where the workers of one app write them (default in the temp folder)
+        intervalMs: { type: 'integer', minimum: 100 }, // how often each worker writes them (default 5000)
+      },
+    },
+    shedding: { // past any of these, requests are answered 503 with Retry-After rather than queued (0: that check off)
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        maxEventLoopDelayMs: { type: 'number', minimum: 0 }, // default 1000
+        maxHeapUsedMB: { type: 'number', minimum: 0 }, // default 0 (off)
+        maxRssMB: { type: 'number', minimum: 0 }, // default 0 (off)
+        retryAfterS: { type: 'integer', minimum: 1 }, // default 10
+      },
+    },
+    cache: { // the shared second-level cache (Redis) for made tiles
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        redis: { type: ['string', 'null'], pattern: '^rediss?://' }, // off when not set
+        kinds: { type: 'array', items: { type: 'string', minLength: 1 } }, // source kinds kept there (default postgis, cog, render)
+        ttlS: { type: 'number', exclusiveMinimum: 0 }, // at most this long (default 86400; a set's shorter lifetime wins)
+        maxEntryKB: { type: 'number', exclusiveMinimum: 0 }, // larger tiles are not shared (default 512)
+        timeoutMs: { type: 'integer', minimum: 1 }, // a lookup slower than this is a miss (default 50)
+        prefix: { type: 'string' }, // of every key (default 'tc:')
+      },
+    },
     sets: {
       type: 'object',
       additionalProperties: {
@@ -150,7 +226,7 @@ const schema = {
         additionalProperties: false,
         properties: {
           path: { type: 'string', minLength: 1 },
-          url: { type: 'string', pattern: '^https?://' },
+          url: { type: 'string', pattern: '^(https?|s3)://' },
           missingStatus: { enum: [204, 404] },
           cacheControl: { type: 'string' },
           emptyTiles: { type: 'boolean' }, // rasters: a transparent tile, not 404, where the set has no data
@@ -175,9 +251,14 @@ const ENV = {
   TILE_CANNON_CACHE_CONTROL: 'cacheControl',
   TILE_CANNON_METADATA_CACHE_CONTROL: 'metadataCacheControl',
   TILE_CANNON_TRUST_PROXY: 'trustProxy',
+  TILE_CANNON_ALLOWED_HOSTS: 'allowedHosts',
+  TILE_CANNON_API_KEYS: 'apiKeys',
+  TILE_CANNON_MAX_URL_LENGTH: 'limits.maxUrlLength',
+  TILE_CANNON_MAX_QUERY_LENGTH: 'limits.maxQueryLength',
   TILE_CANNON_CORS: 'cors',
   TILE_CANNON_LOG_LEVEL: 'logLevel',
   TILE_CANNON_LOG_REQUESTS: 'logRequests',
+  TILE_CANNON_LOG_FORMAT: 'logFormat',
   TILE_CANNON_WATCH: 'watch',
   TILE_CANNON_DEMO: 'demo',
   TILE_CANNON_VIEWER: 'viewer',
@@ -192,6 +273,19 @@ const ENV = {
   TILE_CANNON_RENDER_PYTHON: 'render.python',
   TILE_CANNON_RENDER_THREADS: 'render.threads',
   TILE_CANNON_RENDER_CHILDREN: 'render.children',
+  // Object storage, under the names the AWS tools use; of two names for one key the later wins (the more specific).
+  AWS_ENDPOINT_URL: 's3.endpoint',
+  AWS_ENDPOINT_URL_S3: 's3.endpoint',
+  AWS_DEFAULT_REGION: 's3.region',
+  AWS_REGION: 's3.region',
+  AWS_ACCESS_KEY_ID: 's3.accessKeyId',
+  AWS_SECRET_ACCESS_KEY: 's3.secretAccessKey',
+  AWS_SESSION_TOKEN: 's3.sessionToken',
+  TILE_CANNON_S3_FORCE_PATH_STYLE: 's3.forcePathStyle',
+  TILE_CANNON_REDIS_URL: 'cache.redis',
+  TILE_CANNON_METRICS: 'metrics.enabled',
+  TILE_CANNON_MAX_EVENT_LOOP_DELAY_MS: 'shedding.maxEventLoopDelayMs',
+  TILE_CANNON_MAX_RSS_MB: 'shedding.maxRssMB',
 }
 // Sections the environment sets key by key: merged key by key across the layers, so that a file's raster.overzoom
 // and the environment's raster.threads both hold. Any other value, objects included, replaces the one below it.
@@ -206,9 +300,13 @@ const FLAGS = {
   'cache-control': { type: 'string' },
   'metadata-cache-control': { type: 'string' },
   'trust-proxy': { type: 'string' },
+  'allowed-hosts': { type: 'string' },
   cors: { type: 'string' },
   'log-level': { type: 'string' },
   'log-requests': { type: 'boolean' },
+  'log-format': { type: 'string' },
+  redis: { type: 'string' },
+  'no-metrics': { type: 'boolean' },
   'no-watch': { type: 'boolean' },
   'no-demo': { type: 'boolean' },
   'no-viewer': { type: 'boolean' },
@@ -224,6 +322,8 @@ export const USAGE = `Usage: tile-cannon [options] [path|url ...]
 Serves every ${fileKindsText()} file in the given folders, the given files, and URLs:
 ${urlForms().map((u) => `  ${u}`).join('\n')}
 With no path: ./tiles if it exists, else a built-in demo set.
+Object storage (s3://): env AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), AWS_REGION, AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; TILE_CANNON_S3_FORCE_PATH_STYLE=true for MinIO-like servers.
 
 Options:
   -p, --port N            port to listen on (default 3000; env TILE_CANNON_PORT)
@@ -236,9 +336,16 @@ Options:
                           "public, max-age=60"; env TILE_CANNON_METADATA_CACHE_CONTROL)
       --trust-proxy LIST  proxies whose X-Forwarded-Proto/Host/Prefix are believed: "true", or comma-separated
                           addresses, CIDRs, loopback, linklocal, uniquelocal (default: none; env TILE_CANNON_TRUST_PROXY)
+      --allowed-hosts LIST  comma-separated hosts links may be built for; another Host gets the first one's links
+                          (default: any; env TILE_CANNON_ALLOWED_HOSTS). API keys: env TILE_CANNON_API_KEYS
       --cors ORIGINS      "*", "false", or comma-separated origins (default "*"; env TILE_CANNON_CORS)
       --log-level LEVEL   fatal|error|warn|info|debug|trace|silent (default info; env TILE_CANNON_LOG_LEVEL)
-      --log-requests      log every request (off by default: it costs throughput)
+      --log-requests      log every request, one line each (off by default: it costs throughput)
+      --log-format F      auto|pretty|json: pretty on a terminal, JSON otherwise (default auto; env
+                          TILE_CANNON_LOG_FORMAT)
+      --redis URL         share made tiles (PostGIS, COG, rendered) with other replicas through Redis,
+                          redis://host:6379/0 (env TILE_CANNON_REDIS_URL)
+      --no-metrics        no /metrics (env TILE_CANNON_METRICS=false)
       --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads)
       --no-demo           serve nothing rather than the demo when no tilesets are found
       --no-viewer         no map viewer (/viewer/…, the home page's previews): a server of tiles only (env
@@ -282,6 +389,8 @@ function readConfigFile (file) {
   return data
 }
 
+const LISTS = new Set(['paths', 'allowedHosts', 'apiKeys']) // comma-separated in the environment and in flags
+
 function fromEnv (env) {
   const out = {}
   for (const [name, key] of Object.entries(ENV)) {
@@ -289,7 +398,7 @@ function fromEnv (env) {
     if (value === undefined || value === '') continue
     const [section, inner] = key.split('.')
     if (inner !== undefined) (out[section] ??= {})[inner] = value
-    else out[key] = key === 'paths' ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+    else out[key] = LISTS.has(key) ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
   }
   return out
 }
@@ -315,9 +424,13 @@ function fromFlags (values, positionals) {
   if (values['cache-control'] !== undefined) out.cacheControl = values['cache-control']
   if (values['metadata-cache-control'] !== undefined) out.metadataCacheControl = values['metadata-cache-control']
   if (values['trust-proxy'] !== undefined) out.trustProxy = values['trust-proxy']
+  if (values['allowed-hosts'] !== undefined) out.allowedHosts = values['allowed-hosts'].split(',').map((s) => s.trim()).filter(Boolean)
   if (values.cors !== undefined) out.cors = values.cors
   if (values['log-level'] !== undefined) out.logLevel = values['log-level']
   if (values['log-requests']) out.logRequests = true
+  if (values['log-format'] !== undefined) out.logFormat = values['log-format']
+  if (values.redis !== undefined) out.cache = { redis: values.redis }
+  if (values['no-metrics']) out.metrics = { enabled: false }
   if (values['no-watch']) out.watch = false
   if (values['no-demo']) out.demo = false
   if (values['no-viewer']) out.viewer = false
@@ -366,14 +479,23 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   if (!merged.postgres.url && env.DATABASE_URL) merged.postgres.url = env.DATABASE_URL
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)
   if (typeof merged.trustProxy === 'string') merged.trustProxy = normalizeTrustProxy(merged.trustProxy)
+  for (const key of ['allowedHosts', 'apiKeys']) if (typeof merged[key] === 'string') merged[key] = merged[key].split(',').map((s) => s.trim()).filter(Boolean)
   if (!validate(merged)) {
     const problems = validate.errors.map((e) => `${e.instancePath.slice(1) || 'config'} ${e.message}`)
     throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)
   }
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors) // "false" may arrive via coercion
   if (typeof merged.publicUrl === 'string') merged.publicUrl = merged.publicUrl.replace(/\/+$/, '')
+  if (Boolean(merged.s3.accessKeyId) !== Boolean(merged.s3.secretAccessKey)) {
+    throw new ConfigError('invalid configuration: s3 credentials need both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY')
+  }
   // The raster worker pool: one thread per core; decoded blocks 5 % of the machine's memory in all (GDAL's default
   // block cache), at least 64 MiB per worker.
+  // Metrics of a cluster's workers summed (lib/metrics): 'auto' is under a pm2 cluster, which says so in the
+  // environment of its workers (exec_mode, and the app's name), in a folder of this user's for this app and port.
+  merged.metrics = { ...merged.metrics }
+  if (merged.metrics.cluster === undefined || merged.metrics.cluster === 'auto') merged.metrics.cluster = env.exec_mode === 'cluster_mode'
+  merged.metrics.dir ??= join(tmpdir(), `tile-cannon-metrics-${process.getuid?.() ?? 'user'}`, `${env.name ?? 'tile-cannon'}-${merged.port}`.replace(/[^\w.-]/g, '_'))
   merged.raster.threads ??= availableParallelism()
   merged.raster.blockCacheMB ??= Math.max(64, totalmem() * 0.05 / merged.raster.threads / 2 ** 20)
   merged.paths = merged.paths.map((p) => (/^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(cwd, p)))

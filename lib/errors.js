@@ -6,16 +6,22 @@
 //   NotFound      404  nothing there: no such set, a zoom outside the set's range, no @2x of it, an absent raster tile
 //   Unavailable   503  the set cannot answer now: unavailable (corrupt, being written), its backend down, busy or slow;
 //                      with Retry-After
+//   Unauthorized  401  no API key, or one not accepted (lib/access.js)
+//   UriTooLong    414  a URL or query string past its limit (lib/limits.js)
 //   anything else 500  'internal error': a bug. Logged once with its stack; the body never shows its message or stack.
 //
 // Bodies keep Fastify's shape, {statusCode, error, message}; messages name the set, never a path or a stack.
 import { STATUS_CODES } from 'node:http'
 import createError from '@fastify/error'
+import { loggedUrl } from './urls.js'
 
 // No stack traces: these are answers, not bugs, and some are frequent (the 404s of a sparse raster set).
 export const BadRequest = createError('TC_BAD_REQUEST', '%s', 400, Error, false)
 export const NotFound = createError('TC_NOT_FOUND', '%s', 404, Error, false)
 export const Unavailable = createError('TC_UNAVAILABLE', '%s', 503, Error, false)
+// Refused before any route runs (lib/access.js, lib/limits.js).
+export const Unauthorized = createError('TC_UNAUTHORIZED', '%s', 401, Error, false)
+export const UriTooLong = createError('TC_URI_TOO_LONG', '%s', 414, Error, false)
 
 /** Seconds a client is asked to wait after a 503 (an Unavailable may say otherwise with `retryAfter`). */
 export const RETRY_AFTER_S = 10
@@ -27,12 +33,12 @@ const MAX_LOGGED_REASONS = 50 // distinct failures logged per set: a set failing
  */
 export function errorHandler (err, request, reply) {
   let status = 500
-  if (err instanceof BadRequest || err instanceof NotFound || err instanceof Unavailable) status = err.statusCode
+  if (err instanceof BadRequest || err instanceof NotFound || err instanceof Unavailable || err instanceof Unauthorized || err instanceof UriTooLong) status = err.statusCode
   else if (err?.validation !== undefined) status = 400
   else if (typeof err?.code === 'string' && err.code.startsWith('FST_') && err.statusCode >= 400 && err.statusCode < 500) status = err.statusCode
 
   if (status === 500) {
-    request.log.error({ err, url: request.url }, 'request failed')
+    request.log.error({ err, url: loggedUrl(request) }, 'request failed')
     return reply.code(500).send({ statusCode: 500, error: STATUS_CODES[500], message: 'internal error' })
   }
   return sendError(reply, err, status)

@@ -4,6 +4,7 @@ import crypto from 'node:crypto'
 import { describeTile, isCompressible } from './tiletype.js'
 import { UnsupportedEncodingError, chooseEncoding, transcode } from './encoding.js'
 import { Unavailable, readFailure } from './errors.js'
+import { Latencies } from './metrics/stats.js'
 
 /** A tile the set does not have (cached too, so repeated misses cost nothing). */
 export const ABSENT = Object.freeze({ absent: true, size: 64 })
@@ -21,6 +22,9 @@ export class TilePipeline {
     this.cors = cors
     // Vary of an answer whose coding depends on Accept-Encoding, and of one that does not (CORS may add Origin).
     this.varies = cors.varies ? ['Origin', 'Origin, Accept-Encoding'] : ['', 'Accept-Encoding']
+    this.shared = null // the second-level cache replicas share, when configured (lib/shared-cache.js sets it)
+    this.reads = new Map() // source kind → Latencies of its reads (lib/metrics)
+    this.lastLookup = 'miss' // what the latest record() found in the cache: 'hit', 'joined' or 'miss' (access log)
   }
 
   /**
@@ -31,25 +35,74 @@ export class TilePipeline {
    * and with the error itself when that is a bug (lib/errors.js readFailure).
    */
   record (entry, z, x, y, query, rendering) {
-    let key = entry.key + z + '/' + x + '/' + y
-    if (rendering !== undefined) key += '@' + rendering.scale + '.' + rendering.format
-    if (query !== undefined) key += '?' + canonicalQuery(query)
+    let tail = z + '/' + x + '/' + y
+    if (rendering !== undefined) tail += '@' + rendering.scale + '.' + rendering.format
+    if (query !== undefined) tail += '?' + canonicalQuery(query)
+    const key = entry.key + tail
     const hit = this.cache.get(key)
-    if (hit !== undefined) return hit
+    if (hit !== undefined) {
+      this.lastLookup = 'hit'
+      return hit
+    }
     const pending = this.cache.pending(key)
-    if (pending !== undefined) return pending
+    if (pending !== undefined) {
+      this.lastLookup = 'joined'
+      return pending
+    }
+    this.lastLookup = 'miss'
+    // Made tiles of a kind the shared cache keeps (lib/shared-cache.js): from there, else made and put there.
+    if (this.shared !== null && this.shared.keeps(entry)) {
+      return this.cache.dedupe(key, this.sharedRead(entry, key, tail, z, x, y, query, rendering))
+    }
+    const started = performance.now()
     let stored
     try {
       stored = this.catalog.readTile(entry, z, x, y, query, rendering)
     } catch (err) {
+      this.timeRead(entry, started)
       return Promise.reject(readFailure(entry, err, this.log))
     }
     // A source that reads synchronously (SQLite) is answered in this tick: no promise, no de-duplication needed (no
     // other request can run meanwhile). Cold MBTiles tiles cost ~9 % less CPU than through the promise chain.
-    if (!(stored instanceof Promise)) return this.store(entry, key, stored)
+    if (!(stored instanceof Promise)) {
+      this.timeRead(entry, started)
+      return this.store(entry, key, stored)
+    }
     return this.cache.dedupe(key, stored.then(
-      (bytes) => this.store(entry, key, bytes),
-      (err) => { throw readFailure(entry, err, this.log) }))
+      (bytes) => {
+        this.timeRead(entry, started)
+        return this.store(entry, key, bytes)
+      },
+      (err) => {
+        this.timeRead(entry, started)
+        throw readFailure(entry, err, this.log)
+      }))
+  }
+
+  /** A made tile from the shared cache, or made here and shared (a failure of the shared cache only costs time). */
+  async sharedRead (entry, key, tail, z, x, y, query, rendering) {
+    const shared = this.shared
+    const found = await shared.get(entry, tail)
+    if (found !== null) return this.store(entry, key, found.length === 0 ? null : found)
+    const started = performance.now()
+    const madeFrom = Date.now() // the data it is made of is at least this recent (not when the read ended)
+    let bytes
+    try {
+      bytes = await this.catalog.readTile(entry, z, x, y, query, rendering)
+    } catch (err) {
+      throw readFailure(entry, err, this.log)
+    } finally {
+      this.timeRead(entry, started)
+    }
+    shared.set(entry, tail, bytes, madeFrom)
+    return this.store(entry, key, bytes)
+  }
+
+  /** Source read times by kind, for /metrics (PostGIS query time, COG and render time). */
+  timeRead (entry, started) {
+    let latencies = this.reads.get(entry.kind)
+    if (latencies === undefined) this.reads.set(entry.kind, latencies = new Latencies())
+    latencies.observe((performance.now() - started) / 1000)
   }
 
   /** The record of bytes read (ABSENT for none), kept for the set's lifetime of made tiles. */

@@ -9,7 +9,11 @@ const ONE = [1]
 /** The set `name` names, able to serve: NotFound when there is none, Unavailable (with the reason) when it cannot. */
 export function resolveSet (catalog, name) {
   const entry = catalog.get(name)
-  if (entry === undefined) throw new NotFound(`no tileset '${name}'`)
+  if (entry === undefined) {
+    const max = catalog.maxCompositeParts
+    if (max !== undefined && name.split(',', max + 1).length > max) throw new BadRequest(`a composite names at most ${max} sets`)
+    throw new NotFound(`no tileset '${name}'`)
+  }
   if (entry.source === null) throw new Unavailable(`tileset '${entry.id}' is unavailable: ${entry.reason}`)
   return entry
 }

@@ -1,6 +1,8 @@
 // Links in answers (TileJSON `tiles`, /catalog, the index page): from the configured public URL, or from the request.
 // X-Forwarded-Proto/Host/Prefix count only when the connection comes from a trusted proxy (config `trustProxy`):
-// otherwise any client could make a shared cache store links to a host of its choosing.
+// otherwise any client could make a shared cache store links to a host of its choosing. With `allowedHosts`, a host
+// not listed is never written into an answer (its links name the first listed host instead). With API keys
+// (lib/access.js), links carry the key the client gave (`keyed`).
 import proxyAddr from '@fastify/proxy-addr'
 
 const EXTENSIONS = { pbf: 'pbf', mlt: 'mlt', png: 'png', jpg: 'jpg', webp: 'webp', gif: 'gif', avif: 'avif', json: 'json' }
@@ -24,21 +26,62 @@ const last = (value) => (typeof value === 'string' ? value.slice(value.lastIndex
  * Makes base URLs for one app. `base(request, reply)` also tells shared caches (with Vary) which request headers the
  * links were built from, so one client's Host cannot reach another's answer.
  */
-export function linkMaker ({ publicUrl, trustProxy }) {
+export function linkMaker ({ publicUrl, trustProxy, allowedHosts = [], apiKeys = [] }) {
   const trusted = trustFunction(trustProxy)
-  const vary = trusted ? 'Host, X-Forwarded-Host, X-Forwarded-Proto, X-Forwarded-Prefix' : 'Host'
+  // Links carry the key of a client that sent it as a header: a shared cache must keep those answers apart.
+  const keyVary = apiKeys.length > 0 ? 'X-API-Key' : null
+  const vary = (trusted ? 'Host, X-Forwarded-Host, X-Forwarded-Proto, X-Forwarded-Prefix' : 'Host') + (keyVary ? `, ${keyVary}` : '')
+  // Not a 400 for a host off the list: an error cached by a CDN under the real URL would deny it to everyone
+  // (cache-poisoned denial of service); the first allowed host's links are what an honest client gets anyway.
+  const allowed = allowedHosts.length > 0 ? new Set(allowedHosts.map((h) => h.toLowerCase())) : null
+  const fallback = allowed === null ? 'localhost' : allowedHosts[0].toLowerCase()
   return function base (request, reply) {
-    if (publicUrl) return publicUrl
+    if (publicUrl) {
+      if (keyVary !== null) addVary(reply, keyVary)
+      return publicUrl
+    }
     addVary(reply, vary)
     // Fastify applies the same trust function to X-Forwarded-Proto/Host (request.protocol, request.host).
-    const host = request.host
+    let host = request.host
+    if (!host || !HOST.test(host) || (allowed !== null && !allowed.has(host.toLowerCase()))) host = fallback
     let prefix = ''
     if (trusted !== null && trusted(request.socket.remoteAddress, 0)) {
       const p = last(request.headers['x-forwarded-prefix'])
       if (p !== undefined && PREFIX.test(p)) prefix = p.replace(/\/$/, '')
     }
-    return `${request.protocol === 'https' ? 'https' : 'http'}://${host && HOST.test(host) ? host : 'localhost'}${prefix}`
+    return `${request.protocol === 'https' ? 'https' : 'http'}://${host}${prefix}`
   }
+}
+
+/**
+ * `url` with the API key the request was let in with (lib/access.js sets `request.linkKey`, `key=…`), so a client that
+ * gave `?key=` on its first URL keeps it on every link it follows; `url` itself when keys are off.
+ */
+export function keyed (request, url) {
+  const key = request.linkKey
+  return key ? `${url}${url.includes('?') ? '&' : '?'}${key}` : url
+}
+
+/**
+ * A query string (`?…`) without its API key parameters (`key`, however spelled: `k%65y` is `key` to the parser), for
+ * links that pass the request's query on while keys are on: `keyed` adds the one key accepted.
+ */
+export function withoutKey (search) {
+  const rest = search.slice(1).split('&').filter((p) => paramName(p) !== 'key')
+  return rest.length === 0 ? '' : `?${rest.join('&')}`
+}
+
+/** The request's URL for a log line: without API keys in its query while keys are on (lib/access.js). */
+export function loggedUrl (request) {
+  const url = request.url
+  const q = url.indexOf('?')
+  return q === -1 || !request.server.access?.keys ? url : url.slice(0, q) + withoutKey(url.slice(q))
+}
+
+function paramName (part) {
+  const eq = part.indexOf('=')
+  const name = (eq === -1 ? part : part.slice(0, eq)).replace(/\+/g, ' ')
+  try { return decodeURIComponent(name) } catch { return name }
 }
 
 /** Adds names to the answer's Vary (CORS may have put Origin there already). */

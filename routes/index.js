@@ -4,7 +4,7 @@
 // a vector set's bounds drawn on a graticule.
 import { readFileSync } from 'node:fs'
 import { GET_HEAD, escapeHtml as escape } from './http.js'
-import { tileJsonUrl, tileUrl } from '../lib/urls.js'
+import { keyed, tileJsonUrl, tileUrl } from '../lib/urls.js'
 import { lonLatToTile } from '../lib/tilemath.js'
 import { isDrawable, isVector } from '../lib/tiletype.js'
 import { setsOf } from '../lib/style/rewrite.js'
@@ -32,13 +32,13 @@ function boundsPreview (bounds) {
 }
 
 /** A raster set's tile at its lowest zoom, where its centre is. */
-function tilePreview (base, entry) {
+function tilePreview (href, entry) {
   const tj = entry.source.tilejson
   const [lon, lat] = Array.isArray(tj.center) ? tj.center : [0, 0]
   const z = tj.minzoom
   const [x, y] = lonLatToTile(lon, lat, z)
-  const url = tileUrl(base, entry).replace('{z}', z).replace('{x}', x).replace('{y}', y)
-  return `<img class="preview" loading="lazy" alt="tile ${z}/${x}/${y}" src="${escape(url)}">`
+  const path = tileUrl('', entry).replace('{z}', z).replace('{x}', x).replace('{y}', y)
+  return `<img class="preview" loading="lazy" alt="tile ${z}/${x}/${y}" src="${href(path)}">`
 }
 
 export default async function indexRoutes (app) {
@@ -54,31 +54,31 @@ export default async function indexRoutes (app) {
     return [0, 0, 1]
   }
 
-  const setCard = (base, entry) => {
+  const setCard = (href, entry) => {
     const { id, kind, source } = entry
     const tj = source.tilejson
     const sid = encodeURIComponent(id)
     const drawable = isDrawable(source.format)
     const link = viewer && drawable // a set of JSON tiles has no map to show
-    const title = link ? `<a href="${escape(base)}/viewer/${sid}">${escape(id)}</a>` : escape(id)
-    const preview = drawable && !isVector(source.format) ? tilePreview(base, entry) : boundsPreview(tj.bounds)
-    return `<li class="card">${link ? `<a href="${escape(base)}/viewer/${sid}" tabindex="-1">${preview}</a>` : preview}
+    const title = link ? `<a href="${href(`/viewer/${sid}`)}">${escape(id)}</a>` : escape(id)
+    const preview = drawable && !isVector(source.format) ? tilePreview(href, entry) : boundsPreview(tj.bounds)
+    return `<li class="card">${link ? `<a href="${href(`/viewer/${sid}`)}" tabindex="-1">${preview}</a>` : preview}
 <h3>${title}</h3><p>${escape(kind)} · ${escape(source.format ?? '?')} · z${tj.minzoom}–${tj.maxzoom}</p>
 <p class="bounds">${Array.isArray(tj.bounds) ? tj.bounds.map(round).join(', ') : 'no bounds'}</p>
-<p><a href="${escape(tileJsonUrl(base, id))}">TileJSON</a> · <a href="${escape(base)}/${sid}/meta">meta</a>${link ? ` · <a href="${escape(base)}/viewer/${sid}">view</a>` : ''}</p></li>`
+<p><a href="${href(tileJsonUrl('', id))}">TileJSON</a> · <a href="${href(`/${sid}/meta`)}">meta</a>${link ? ` · <a href="${href(`/viewer/${sid}`)}">view</a>` : ''}</p></li>`
   }
 
-  const styleCard = (base, style) => {
+  const styleCard = (href, style) => {
     const sid = encodeURIComponent(style.id)
     const [lon, lat, zoom] = styleView(style)
     // A view the static route takes, whatever the style says: latitude within Web Mercator's, longitude wrapped.
     const view = [((lon + 540) % 360) - 180, Math.max(-85, Math.min(85, lat)), Math.max(0, Math.min(22, zoom))].map(round)
     const preview = renderer.available
-      ? `<img class="preview" loading="lazy" alt="${escape(style.name)}" src="${escape(base)}/styles/${sid}/static/${view.join(',')}/${PREVIEW.width}x${PREVIEW.height}.png">`
+      ? `<img class="preview" loading="lazy" alt="${escape(style.name)}" src="${href(`/styles/${sid}/static/${view.join(',')}/${PREVIEW.width}x${PREVIEW.height}.png`)}">`
       : `<div class="preview none">${escape(style.name)}</div>`
-    return `<li class="card">${viewer ? `<a href="${escape(base)}/viewer/styles/${sid}" tabindex="-1">${preview}</a>` : preview}
-<h3>${viewer ? `<a href="${escape(base)}/viewer/styles/${sid}">${escape(style.name)}</a>` : escape(style.name)}</h3><p>style ${escape(style.id)}</p>
-<p><a href="${escape(base)}/styles/${sid}/style.json">style.json</a>${renderer.available ? ` · <a href="${escape(base)}/styles/${sid}.json">raster TileJSON</a>` : ''}${viewer ? ` · <a href="${escape(base)}/viewer/styles/${sid}">view</a>` : ''}</p></li>`
+    return `<li class="card">${viewer ? `<a href="${href(`/viewer/styles/${sid}`)}" tabindex="-1">${preview}</a>` : preview}
+<h3>${viewer ? `<a href="${href(`/viewer/styles/${sid}`)}">${escape(style.name)}</a>` : escape(style.name)}</h3><p>style ${escape(style.id)}</p>
+<p><a href="${href(`/styles/${sid}/style.json`)}">style.json</a>${renderer.available ? ` · <a href="${href(`/styles/${sid}.json`)}">raster TileJSON</a>` : ''}${viewer ? ` · <a href="${href(`/viewer/styles/${sid}`)}">view</a>` : ''}</p></li>`
   }
 
   app.route({
@@ -87,6 +87,7 @@ export default async function indexRoutes (app) {
     onSend: app.metadataValidators,
     handler: async (request, reply) => {
       const base = links(request, reply)
+      const href = (path) => escape(keyed(request, base + path)) // each link, with the client's API key (lib/urls.js)
       const sets = catalog.available()
       const down = catalog.unavailable()
       const styleList = styles.list()
@@ -108,11 +109,11 @@ h1{margin:.2em 0}h2{margin:1.2em 0 .4em;font-size:1.2em}a{color:#0b5cad}
 </style></head><body>
 <h1>tile-cannon</h1>
 <p>${sets.length} set${sets.length === 1 ? '' : 's'}${styles.dir !== null ? `, ${styleList.length} style${styleList.length === 1 ? '' : 's'}` : ''}.${renderer.available ? '' : styles.dir !== null ? ` Rendering: ${escape(renderer.reason)}.` : ''}</p>
-<h2>Sets</h2>${sets.length ? `<ul class="cards">${sets.map((e) => setCard(base, e)).join('\n')}</ul>` : '<p>none</p>'}
-${styleList.length ? `<h2>Styles</h2><ul class="cards">${styleList.map((s) => styleCard(base, s)).join('\n')}</ul>` : ''}
+<h2>Sets</h2>${sets.length ? `<ul class="cards">${sets.map((e) => setCard(href, e)).join('\n')}</ul>` : '<p>none</p>'}
+${styleList.length ? `<h2>Styles</h2><ul class="cards">${styleList.map((s) => styleCard(href, s)).join('\n')}</ul>` : ''}
 ${problems.length ? `<h2>Not served</h2><ul class="problems">${problems.join('')}</ul>` : ''}
 <footer>tile-cannon ${escape(version)} · tile cache ${cache.entries} tiles, ${mib(cache.bytes)} of ${mib(cache.maxBytes)} ·
-<a href="${escape(base)}/catalog">/catalog</a> · <a href="${escape(base)}/list">/list</a> · <a href="${escape(base)}/health">/health</a>${styles.dir !== null ? ` · <a href="${escape(base)}/styles.json">/styles.json</a> · <a href="${escape(base)}/fonts.json">/fonts.json</a>` : ''}</footer>
+<a href="${href('/catalog')}">/catalog</a> · <a href="${href('/list')}">/list</a> · <a href="${href('/health')}">/health</a>${styles.dir !== null ? ` · <a href="${href('/styles.json')}">/styles.json</a> · <a href="${href('/fonts.json')}">/fonts.json</a>` : ''}</footer>
 </body></html>`
     },
   })

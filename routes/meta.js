@@ -1,15 +1,19 @@
 // TileJSON (/:set.json, also /:set and tileserver-gl's /data/:set.json) and raw metadata (/:set/meta). Errors (unknown or unavailable set, bad options)
 // are thrown by lib/resolve.js and answered by the app's error handler.
 import { resolveSet, resolveTileJson, takesQuery } from '../lib/resolve.js'
-import { tileUrl } from '../lib/urls.js'
+import { keyed, tileUrl, withoutKey } from '../lib/urls.js'
 import { GET_HEAD } from './http.js'
 
 const schema = { params: { type: 'object', properties: { set: { type: 'string', minLength: 1, maxLength: 512 } }, required: ['set'] } }
 
-/** The query string a TileJSON request carries, passed on to tile URLs of sets that take options (as titiler does). */
+/**
+ * The query string a TileJSON request carries, passed on to tile URLs of sets that take options (as titiler does);
+ * without the API key while keys are on (the link gets the one accepted, lib/urls.js `keyed`).
+ */
 const searchOf = (request) => {
   const i = request.url.indexOf('?')
-  return i === -1 ? '' : request.url.slice(i)
+  if (i === -1) return ''
+  return request.linkKey ? withoutKey(request.url.slice(i)) : request.url.slice(i)
 }
 
 export default async function metaRoutes (app) {
@@ -18,7 +22,7 @@ export default async function metaRoutes (app) {
   const tileJson = async (request, reply) => {
     const entry = resolveTileJson(catalog, request.params.set, request.query)
     const search = takesQuery(entry.source) ? searchOf(request) : ''
-    return { ...entry.source.tilejson, id: entry.id, tiles: [tileUrl(links(request, reply), entry, search)] }
+    return { ...entry.source.tilejson, id: entry.id, tiles: [keyed(request, tileUrl(links(request, reply), entry, search))] }
   }
   app.route({ method: GET_HEAD, url: '/:set', schema, onSend, handler: tileJson })
   app.route({ method: GET_HEAD, url: '/data/:set', schema, onSend, handler: tileJson }) // tileserver-gl's /data/:set.json

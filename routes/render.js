@@ -6,6 +6,7 @@ import { BadRequest, Unavailable } from '../lib/errors.js'
 import { resolveTile } from '../lib/resolve.js'
 import { STATIC_DEFAULTS, parseOverlays, parseStatic, withOverlays } from '../lib/style/static.js'
 import { GET_HEAD, metadataValidators } from './http.js'
+import { keyed } from '../lib/urls.js'
 import { tileWriter } from './tile-answer.js'
 
 export default async function renderRoutes (app) {
@@ -37,7 +38,7 @@ export default async function renderRoutes (app) {
     handler: async (request, reply) => {
       const style = styles.served(request.params.id)
       const tj = renderer.tileEntry(style, 256).source.tilejson
-      return { ...tj, id: style.id, tiles: [`${links(request, reply)}/styles/${encodeURIComponent(style.id)}/{z}/{x}/{y}.png`], tileSize: 256 }
+      return { ...tj, id: style.id, tiles: [keyed(request, `${links(request, reply)}/styles/${encodeURIComponent(style.id)}/{z}/{x}/{y}.png`)], tileSize: 256 }
     },
   })
 
@@ -50,11 +51,14 @@ export default async function renderRoutes (app) {
     url: '/styles/:id/static/:view/:size',
     onSend: metadataValidators(app.config.cacheControl),
     handler: async (request, reply) => {
-      const style = styleOf(request.params.id)
+      // The request is checked before the engine is asked for: a wrong one is a 400 (not to be retried), even while
+      // rendering is down (503, worth retrying).
+      styles.served(request.params.id)
       const view = parseStatic(request.params.view, request.params.size, limits)
       const overlays = parseOverlays(request.query, limits)
       const padding = request.query.padding === undefined ? 0.1 : Number(request.query.padding)
       if (!(padding >= 0 && padding < 0.5)) throw new BadRequest('padding is a share of the image, 0 to 0.5')
+      const style = styleOf(request.params.id)
       const size = { width: view.width, height: view.height, ratio: view.ratio }
       let op
       if (view.op === 'view') {

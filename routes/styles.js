@@ -4,6 +4,7 @@
 import { BadRequest, NotFound } from '../lib/errors.js'
 import { rewriteStyle } from '../lib/style/rewrite.js'
 import { GET_HEAD } from './http.js'
+import { keyed } from '../lib/urls.js'
 
 export default async function styleRoutes (app) {
   const { styles, sprites, catalog, links, metadataValidators: onSend } = app
@@ -15,7 +16,7 @@ export default async function styleRoutes (app) {
     onSend,
     handler: async (request, reply) => {
       const base = links(request, reply)
-      return styles.list().map((s) => ({ version: 8, name: s.name, id: s.id, url: `${base}/styles/${encodeURIComponent(s.id)}/style.json` }))
+      return styles.list().map((s) => ({ version: 8, name: s.name, id: s.id, url: keyed(request, `${base}/styles/${encodeURIComponent(s.id)}/style.json`) }))
     },
   })
 
@@ -33,7 +34,7 @@ export default async function styleRoutes (app) {
         warned.add(key)
         request.log.warn({ style: style.id, source, url }, 'style source names no set here')
       }
-      return rewriteStyle(style, links(request, reply), findSet, missing)
+      return rewriteStyle(style, links(request, reply), findSet, missing, (url) => keyed(request, url))
     },
   })
 

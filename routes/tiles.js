@@ -13,12 +13,15 @@ import { tileWriter } from './tile-answer.js'
 export default async function tileRoutes (app) {
   const { catalog, pipeline } = app
   const writeTile = tileWriter(pipeline)
+  const logLookup = app.hasRequestDecorator('tileLookup') // the access log says whether the cache had the tile
 
   // Not an async function: a cached tile is answered without a promise or a microtask (~2 % of a warm tile's CPU).
   // Errors thrown here, or rejected by the promises returned, are answered by the app's error handler.
   function handler (request, reply) {
     const tile = resolveTile(catalog, request.params, request.query)
-    const record = pipeline.record(tile.entry, tile.z, tile.x, tile.y, tile.query, tile.rendering)
+    // A read the tile front started and left to this route (see tileFront): joined, not looked up (and counted) again.
+    const record = request.raw.tileRead ?? pipeline.record(tile.entry, tile.z, tile.x, tile.y, tile.query, tile.rendering)
+    if (logLookup) request.tileLookup = pipeline.lastLookup
     if (record instanceof Promise) return record.then((loaded) => writeTile(request.raw, reply.raw, tile.entry, loaded, reply))
     return writeTile(request.raw, reply.raw, tile.entry, record, reply)
   }
@@ -41,21 +44,29 @@ const noop = () => {}
  * and with it a warm tile costs what a bare node:http server answering from a Map does (bench/README.md).
  * A request answered here does not pass Fastify's hooks: a plugin that must see every request turns the front off.
  */
-export function tileFront ({ catalog, pipeline }) {
+export function tileFront ({ catalog, pipeline, requestStats, isUnderPressure, access, config }) {
   const writeTile = tileWriter(pipeline)
+  // What Fastify's hooks would check (lib/access.js, lib/limits.js): a request failing it goes to Fastify, which answers.
+  const keys = access?.keys ?? null // API keys: only the header is checked here (`?key=` never reaches the front)
+  const maxUrlLength = config?.limits?.maxUrlLength ?? Infinity
+  const stats = requestStats ?? null // lib/metrics: what the front answers, Fastify's onResponse hook never sees
+  const pressed = isUnderPressure ?? (() => false) // shedding load (lib/app.js): Fastify answers the 503
 
   /** (req, res, fallback) → true when answered (or being answered), false to leave the request to Fastify (`fallback`). */
   return function front (req, res, fallback) {
     const method = req.method
     if (method !== 'GET' && method !== 'HEAD') return false
+    if (pressed()) return false
     const url = req.url
-    if (url.indexOf('?') !== -1 || url.indexOf('%') !== -1) return false
+    if (url.indexOf('?') !== -1 || url.indexOf('%') !== -1 || url.length > maxUrlLength) return false
+    if (keys !== null && !keys.has(req.headers['x-api-key'])) return false
     let from = 1 // after the leading slash
     if (url.startsWith('/data/')) from = 6
     const a = url.indexOf('/', from)
     const b = url.indexOf('/', a + 1)
     const c = url.indexOf('/', b + 1)
     if (a === -1 || b === -1 || c === -1 || url.indexOf('/', c + 1) !== -1) return false
+    const started = stats === null ? 0 : performance.now()
     const params = { set: url.slice(from, a), z: url.slice(a + 1, b), x: url.slice(b + 1, c), y: url.slice(c + 1) }
     let tile, record
     try {
@@ -64,10 +75,11 @@ export function tileFront ({ catalog, pipeline }) {
     } catch {
       return false
     }
-    // A read under way: the route, running now, finds it in flight and answers when it is done (its own handler
-    // handles a failure; this copy is only kept from being reported as unhandled).
+    // A read under way: handed to the route, running now, which answers when it is done (its own handler handles a
+    // failure; this copy is only kept from being reported as unhandled).
     if (record instanceof Promise) {
       record.catch(noop)
+      req.tileRead = record
       return false
     }
     let written
@@ -76,10 +88,14 @@ export function tileFront ({ catalog, pipeline }) {
     } catch {
       return false
     }
-    if (written === undefined) return true
+    if (written === undefined) {
+      if (stats !== null) stats.record('tile', tile.entry.id, tile.entry.kind, res.statusCode, (performance.now() - started) / 1000)
+      return true
+    }
+    const count = () => stats?.record('tile', tile.entry.id, tile.entry.kind, res.statusCode, (performance.now() - started) / 1000)
     // Transcoding (a tile over lib/encoding.js's inline size): answered when done; a failure goes to the route, which
-    // meets it again and answers it.
-    written.catch(() => { if (!res.headersSent) fallback(req, res) })
+    // meets it again and answers it (and is counted there).
+    written.then(count, () => { if (!res.headersSent) fallback(req, res) })
     return true
   }
 }

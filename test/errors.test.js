@@ -3,7 +3,9 @@
 // Real sets on generated data; to make a source fail, its getTile (the collaborator) is replaced on the open set.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { request as httpRequest } from 'node:http'
+import { connect } from 'node:net'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { gzipSync } from 'node:zlib'
@@ -15,9 +17,10 @@ import { OptionError } from '../lib/sources/cog.js'
 import { PNG, makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
 const ERROR = 50 // pino's level number for error
+const LONG_NAME = 'a-set-whose-file-name-is-long-enough-for-a-short-url-limit'
 
-/** An app on a few real sets, its log lines captured (parsed pino JSON). */
-async function errorApp (t) {
+/** An app on a few real sets, its log lines captured (parsed pino JSON); `overrides` of its config. */
+async function errorApp (t, overrides = {}) {
   const dir = tempDir(t)
   writeMbtiles(join(dir, 'roads.mbtiles'), { tiles: vectorTiles(pyramid(0, 3)), metadata: { format: 'pbf', minzoom: '0', maxzoom: '3' } })
   writePmtiles(join(dir, 'pm.pmtiles'), { tiles: vectorTiles(pyramid(0, 3)) })
@@ -27,7 +30,8 @@ async function errorApp (t) {
   writeFileSync(join(dir, 'broken.pmtiles'), 'not a PMTiles archive, only text '.repeat(10))
   const lines = []
   const stream = new Writable({ write (chunk, encoding, done) { lines.push(JSON.parse(chunk)); done() } })
-  const { config } = loadConfig({ overrides: { paths: [dir], logLevel: 'info', watch: false, demo: false } })
+  writeMbtiles(join(dir, `${LONG_NAME}.mbtiles`), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf' } })
+  const { config } = loadConfig({ overrides: { paths: [dir], logLevel: 'info', watch: false, demo: false, ...overrides } })
   const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, stream) })
   t.after(() => app.close())
   const errorsSince = (from) => lines.slice(from).filter((l) => l.level >= ERROR)
@@ -211,4 +215,103 @@ test('how a source\'s error is classified: its backend failing (503) or a bug (5
   ]
   for (const err of down) assert.equal(isBackendFailure(err), true, `${err?.name}: ${err?.message} (${err?.code})`)
   for (const err of bugs) assert.equal(isBackendFailure(err), false, `${err?.name}: ${err?.message} (${err?.code})`)
+})
+
+test('limits and hostile addresses: 414 past the URL and query bounds, 400 past the composite bound, 400/404 for NUL bytes, overlong segments, huge and negative numbers; never a 500', async (t) => {
+  const { app, lines, errorsSince } = await errorApp(t)
+  const from = lines.length
+  const parts = (n) => Array.from({ length: n }, (_, i) => `s${i}`).join(',')
+  const cases = [
+    // [url, status, message]
+    ['/roads/0/0/0%00', 400, /is not a tile address/],
+    ['/roads/0/0/0.pbf%00', 400, /is not a tile address/],
+    ['/roads/0/0%00/0', 400, /is not a tile address/],
+    ['/roads%00/0/0/0', 404, /^no tileset/],
+    ['/roads%00.json', 404, /^no tileset/],
+    ['/%00', 404, /^no tileset/],
+    ['/roads/99999999999/0/0', 400, /is not a tile address/],
+    ['/roads/-1/0/0', 400, /is not a tile address/],
+    ['/roads/1/-1/0', 400, /is not a tile address/],
+    ['/roads/1/0/-1.pbf', 400, /is not a tile address/],
+    ['/roads/1/99999999999999999999/0', 400, /is not a tile address/],
+    ['/roads/3/42949672960/0', 400, /is not a tile address/], // 11 digits: no coordinate of a grid of 2^30
+    ['/roads/3/4294967296/0', 400, /outside the 2\^3 grid/],
+    ['/roads/1e3/0/0', 400, /is not a tile address/],
+    ['/roads/1/0/0.' + 'x'.repeat(9), 400, /is not a tile address/],
+    ['/' + 'a'.repeat(600) + '/0/0/0', 414, /^a path segment is at most 512 characters$/],
+    ['/roads/0/0/' + '1'.repeat(600), 414, /^a path segment is at most 512 characters$/],
+    ['/' + 'a'.repeat(600) + '.json', 414, /^a path segment is at most 512 characters$/],
+    ['/roads.json?' + 'x'.repeat(4097), 414, /^a query string is at most 4096 characters$/],
+    ['/roads/0/0/0?' + 'a=1&'.repeat(1100), 414, /^a query string is at most 4096 characters$/],
+    ['/roads/0/0/0?' + 'a=1&'.repeat(1000), 200, null], // under it: the set ignores what it does not take
+    ['/' + 'r/'.repeat(4100), 414, /^a URL is at most 8192 characters$/],
+    [`/${parts(17)}/0/0/0`, 400, /^a composite names at most 16 sets$/],
+    [`/${parts(17)}.json`, 400, /^a composite names at most 16 sets$/],
+    [`/${parts(16)}/0/0/0`, 404, /^no tileset/], // within the bound: simply no such sets
+  ]
+  for (const [url, status, message] of cases) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, status, `${url.slice(0, 80)}: ${res.body.slice(0, 200)}`)
+    if (message === null) continue
+    assert.deepEqual(bodyKeys(res), ['error', 'message', 'statusCode'], url.slice(0, 80))
+    assert.match(res.json().message, message, url.slice(0, 80))
+  }
+  assert.deepEqual(errorsSince(from), [], 'refusals, not failures: nothing logged as an error')
+  assert.equal(lines.slice(from).filter((l) => l.msg === 'URL too long').length, 3, 'each 414 past our bounds logged once')
+
+  // Past Node's own header limit (16 KiB with the request line): Node answers 431 itself, and the server goes on.
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const port = app.server.address().port
+  // On a raw socket: Node answers 431 and closes at once, which node:http's client reports as a hang-up.
+  const raw = (path) => new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    const chunks = []
+    socket.on('data', (c) => chunks.push(c))
+    socket.on('error', () => {})
+    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(Buffer.concat(chunks).toString('latin1'))?.[1])))
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n`)
+  })
+  assert.equal(await raw('/roads/0/0/0?' + 'x'.repeat(20_000)), 431)
+  assert.equal(await raw('/roads/1/0/0.pbf'), 200)
+})
+
+test('limits are configurable, and hold for tiles the front answers too', async (t) => {
+  const { app } = await errorApp(t, { limits: { maxUrlLength: 64, maxQueryLength: 16, maxCompositeParts: 2 } })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const port = app.server.address().port
+  const get = (path) => new Promise((resolve, reject) => {
+    httpRequest({ host: '127.0.0.1', port, path }, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }))
+    }).on('error', reject).end()
+  })
+  const long = `/${LONG_NAME}/0/0/0.pbf` // a tile the front would answer, 5 characters past the bound
+  assert.equal(long.length, 69)
+  const refused = await get(long)
+  assert.equal(refused.status, 414)
+  assert.equal(JSON.parse(refused.body).message, 'a URL is at most 64 characters')
+  assert.equal((await get(`/${LONG_NAME}.json`)).status, 200, 'the same set, by a shorter URL')
+  assert.equal((await get('/roads.json?a=1&b=2&c=3&d=4&e=5')).status, 414)
+  assert.equal((await get('/roads.json?a=1&b=2')).status, 200)
+  assert.equal(JSON.parse((await get('/x,y,z/0/0/0')).body).message, 'a composite names at most 2 sets')
+})
+
+test('a static image too large is a 400 whatever the renderer\'s state (rendering off: 503 only for images it could make)', async (t) => {
+  const dir = tempDir(t)
+  mkdirSync(join(dir, 'styles'))
+  writeFileSync(join(dir, 'styles', 'plain.json'), JSON.stringify({ version: 8, sources: {}, layers: [] }))
+  const { app } = await errorApp(t, { styles: join(dir, 'styles'), render: { backend: 'off', maxSize: 1000 } })
+  for (const [url, status, message] of [
+    ['/styles/plain/static/0,0,2/1001x10.png', 400, /^an image is 1 to 1000 pixels on each side$/],
+    ['/styles/plain/static/0,0,2/10x99999.png', 400, /^an image is 1 to 1000 pixels on each side$/],
+    ['/styles/plain/static/0,0,2/999999x10@2x.png', 400, /is not a size/],
+    ['/styles/plain/static/0,0,2/0x10.png', 400, /^an image is 1 to 1000 pixels on each side$/],
+    ['/styles/nope/static/0,0,2/1001x10.png', 404, /^no style 'nope'$/],
+    ['/styles/plain/static/0,0,2/1000x1000.png', 503, /cannot be rendered: rendering is turned off/],
+  ]) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, status, url)
+    assert.match(res.json().message, message, url)
+  }
 })

@@ -54,6 +54,20 @@ test('a client\'s X-Forwarded-Host never reaches other clients through a shared 
   assert.equal((await get(`${trusting}/roads.json`)).cache, 'HIT')
 })
 
+test('with an allow-list, a forwarded host off it never reaches even the client that sent it, nor the cache', async (t) => {
+  if (!needs(t, findNginx() !== null, 'nginx is not installed (apt-get install nginx-light)')) return
+  const base = await behindNginx(t, { trustProxy: ['loopback'], allowedHosts: ['tiles.example.com'] })
+  for (const path of ['/roads.json', '/catalog', '/']) {
+    const own = await get(`${base}${path}`, { 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' })
+    assert.equal(own.status, 200, path)
+    assert.doesNotMatch(own.body, /evil/, `${path}: not even for the client that sent it`)
+    assert.match(own.body, /https:\/\/tiles\.example\.com\//, `${path}: the allowed host, the proxy's scheme`)
+    // The answer is the one an honest client gets: a cache that ignored Vary could store it for everyone.
+    const honest = await get(`${base}${path}`, { 'x-forwarded-proto': 'https' })
+    assert.equal(honest.body, own.body, path)
+  }
+})
+
 test('metadata revalidates through the proxy with If-None-Match (304 upstream)', async (t) => {
   if (!needs(t, findNginx() !== null, 'nginx is not installed (apt-get install nginx-light)')) return
   const base = await behindNginx(t, { metadataCacheControl: 'public, max-age=1' })

@@ -241,6 +241,37 @@ test('the home page lists every set of a mixed folder, the one that cannot be se
   await shoot(page, 'home')
 })
 
+test('with API keys, pages opened with ?key= draw: the key rides on every request, a COG\'s options after it', async (t) => {
+  if (!needs(t, browser !== null, NO_CHROMIUM) || !needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  const styles = join(tempDir(t), 'styles')
+  writeLiberty(styles)
+  const { base } = await serve(t, {
+    paths: [folderOf(t, ['cog/cog.tif', 'mbtiles/koh-samui_thailand.mbtiles'])],
+    styles,
+    fonts: join(FIXTURES, 'styles', 'glyphs'),
+    apiKeys: ['viewer-key'],
+  })
+  // Every request the pages make carries the key, but for the viewer's code (open to all: lib/access.js).
+  const keyless = (answers) => answers.filter((a) => !a.url.startsWith('/viewer/assets/') && !/[?&]key=viewer-key(&|$)/.test(a.url))
+
+  const cog = await open(t, base, '/viewer/cog?key=viewer-key')
+  await cog.page.evaluate(() => { window.viewer.idle = false })
+  await cog.page.selectOption('select[name=colormap_name]', 'viridis')
+  await cog.page.waitForFunction(() => window.viewer.idle === true, null, { timeout: 30_000 })
+  assert.ok(cog.answers.some((a) => /^\/cog\/\d+\/\d+\/\d+\.png\?key=viewer-key&colormap_name=viridis$/.test(a.url) && a.status === 200), 'the option added after the key')
+  await cog.check()
+  assert.deepEqual(keyless(cog.answers), [])
+
+  const style = await open(t, base, '/viewer/styles/liberty?key=viewer-key')
+  assert.ok(style.answers.some((a) => a.url.startsWith('/fonts/')) && style.answers.some((a) => a.url.startsWith('/styles/liberty/sprite')), 'glyphs and sprites, with the key')
+  assert.ok((await shoot(style.page, 'style-keyed', MAP_AREA)).colours > 50, 'the style is drawn')
+  assert.deepEqual(keyless(style.answers), [])
+
+  const home = await open(t, base, '/?key=viewer-key', () => document.readyState === 'complete')
+  const links = await home.page.$$eval('a[href^="http"]', (as) => as.map((a) => a.href))
+  assert.ok(links.length > 5 && links.every((href) => href.includes('key=viewer-key')), 'the home page links carry the key')
+})
+
 test('the viewer behind a proxy with a path prefix; --no-viewer leaves it out', async (t) => {
   const dir = tempDir(t)
   writeFileSync(join(dir, 'points.geojson'), JSON.stringify({ type: 'FeatureCollection', features: [] }))

@@ -1,7 +1,8 @@
 // The tilesets: found in folders, files, URLs and databases; each gets an id (the file name without extension) and
 // aliases (the file name with it). A set that cannot be served is kept as "unavailable" with its reason, so its URL
 // answers 503 instead of 404 and the rest keep serving. The parts: registry.js (entries and ids), discover.js (what
-// the config names), watch.js (files that change), groups.js (sets found together, in a database).
+// the config names), watch.js (files that change), groups.js (sets found together, in a database), remote.js (remote
+// sets: retried, re-opened when their object changes).
 import { stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { contractProblems } from '../sources/contract.js'
@@ -9,21 +10,31 @@ import { Registry } from './registry.js'
 import { discoverSpecs, specOf } from './discover.js'
 import { FileWatcher, isWriting } from './watch.js'
 import { Groups } from './groups.js'
+import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
 
 export class Catalog {
   /** `services`: what sources may use beyond their spec (plugins' resources: the raster pool, …). */
   constructor ({ config, log, cache, services = {} }) {
     this.config = config
     this.log = log
-    this.context = { log, raster: config.raster, ...services }
+    this.context = {
+      log,
+      raster: config.raster,
+      s3: config.s3, // object storage settings (remote sources, lib/remote)
+      remote: { ...REMOTE_DEFAULTS, ...config.remote },
+      replaced: (id, source) => this.remote.replaced(id, source), // a remote source's object changed: re-open it
+      ...services,
+    }
     this.registry = new Registry({ config, log, cache })
     this.groups = new Groups({ config, log, registry: this.registry, context: this.context })
     this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id) => this.openSpec(specOf(path), id) })
+    this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id) })
     this.loaded = false
     this.closed = false
   }
 
   get (name) { return this.registry.get(name) }
+  get maxCompositeParts () { return this.registry.maxParts }
   available () { return this.registry.available() }
   unavailable () { return this.registry.unavailable() }
   /** An entry outside the catalog (a rendered style): the pipeline serves it like a set; /list never shows it. */
@@ -35,7 +46,9 @@ export class Catalog {
   get providers () { return new Map([...this.groups.groups].map(([url, known]) => [url, known.group])) }
 
   async load () {
-    for (const spec of await discoverSpecs(this.config, this.log)) await this.openSpec(spec)
+    const unlisted = []
+    for (const spec of await discoverSpecs(this.config, this.log, unlisted)) await this.openSpec(spec)
+    this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
     this.loaded = true
   }
@@ -92,6 +105,7 @@ export class Catalog {
       this.log.warn({ set: id, reason }, 'tileset unavailable')
     }
     this.registry.register(entry)
+    this.remote.opened(entry, spec)
     return entry
   }
 
@@ -104,7 +118,8 @@ export class Catalog {
   async reload () {
     const { registry } = this
     const seen = new Set()
-    for (const spec of await discoverSpecs(this.config, this.log)) {
+    const unlisted = []
+    for (const spec of await discoverSpecs(this.config, this.log, unlisted)) {
       if (spec.path) {
         seen.add(spec.path)
         if (registry.byPath.has(spec.path)) await this.files.refresh(spec.path, { force: true })
@@ -121,8 +136,10 @@ export class Catalog {
         await this.openSpec(spec, known?.id ?? (spec.id && registry.entries.has(spec.id) ? spec.id : undefined))
       }
     }
+    this.remote.setUnlisted(unlisted)
     for (const entry of [...registry.entries.values()]) {
-      const kept = seen.has(entry.path ?? entry.group ?? entry.url ?? entry.kind)
+      // Sets of a bucket prefix that could not be listed now are kept: a blip of the store drops nothing.
+      const kept = seen.has(entry.path ?? entry.group ?? entry.url ?? entry.kind) || this.remote.underUnlisted(entry)
       if (!kept) registry.remove(entry)
     }
     this.log.info({ sets: this.available().length, unavailable: this.unavailable().length }, 'catalog reloaded')
@@ -131,6 +148,7 @@ export class Catalog {
   async close () {
     this.closed = true
     this.files.close()
+    this.remote.close()
     this.registry.clear()
     await this.groups.close()
   }

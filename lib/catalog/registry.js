@@ -1,8 +1,10 @@
 // The sets being served: entries by id, the other names a URL may use (a file's full name), and by file path. An entry
 // outlives neither a reload nor a removal: it is retired, and its handle closes once the reads under way finish.
+import { createHash } from 'node:crypto'
 import { basename } from 'node:path'
 import { compose, layerNames } from '../sources/composite.js'
 import { isVector } from '../tiletype.js'
+import { LIMIT_DEFAULTS } from '../limits.js'
 
 /**
  * Top-level route names a set id would shadow or be shadowed by (today's and those the planned subsystems take). A
@@ -21,6 +23,7 @@ export class Registry {
     this.aliases = new Map() // every name a URL may use → entry
     this.byPath = new Map() // absolute file path → entry
     this.composites = new Map() // "a,b" → composite entry, built on first request
+    this.maxParts = config.limits?.maxCompositeParts ?? LIMIT_DEFAULTS.maxCompositeParts // sets in one composite
     this.generation = 0
   }
 
@@ -90,6 +93,8 @@ export class Registry {
       retired: false,
       errors: new Set(),
       sniffed: {}, // what compressed tiles of this set hold (see describeTile)
+      expiredAt: 0, // when its data was last said to have changed (expire): shared tiles made before are stale
+      sharedPrefix: undefined, // its keys in the shared cache (lib/shared-cache.js)
     }
     if (source !== null) {
       const ttl = options.cacheTtlS ?? ttlS ?? source.cacheTtlS
@@ -143,6 +148,7 @@ export class Registry {
    */
   expire (entry) {
     entry.key = this.newKey(entry.id)
+    entry.expiredAt = Date.now()
     for (const c of this.composites.values()) if (c.parts.includes(entry)) c.key = this.newKey(c.id)
   }
 
@@ -172,7 +178,7 @@ export class Registry {
     const known = this.composites.get(name)
     if (known !== undefined && !known.parts.some((p) => p.retired)) return known
     const ids = name.split(',')
-    if (ids.length > 16 || new Set(ids).size !== ids.length) return undefined
+    if (ids.length > this.maxParts || new Set(ids).size !== ids.length) return undefined
     const parts = ids.map((id) => this.aliases.get(id))
     if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return undefined
     if (layerNames(parts) === null) return undefined
@@ -193,4 +199,18 @@ export class Registry {
     this.byPath.clear()
     this.composites.clear()
   }
+}
+
+/**
+ * What identifies the data a set serves, the same on every replica that serves the same data (a shared cache's keys
+ * hold it): the source's own `revision`, else a hash of what a database set is made of (its SQL), else the file's size
+ * and modification time, else a hash of its URL.
+ */
+export function dataRevision (entry) {
+  const source = entry.source
+  if (typeof source?.revision === 'string') return source.revision
+  const hash = (text) => createHash('sha1').update(text).digest('base64url').slice(0, 12)
+  if (typeof source?.signature === 'string') return hash(source.signature)
+  if (entry.file !== null) return `${entry.file.size}-${Math.round(entry.file.mtimeMs)}`
+  return entry.url === null ? '' : hash(entry.url) // hashed: a URL may hold a signature
 }

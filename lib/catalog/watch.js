@@ -45,9 +45,12 @@ export class FileWatcher {
     if (known && !force && known.file && sameFile(known.file, info) && known.source !== null) return
     // SQLite keeps readers consistent while another process writes in place; re-read when it is done.
     if (known && known.source !== null && !force && isWriting(path)) return
-    if (!force) {
-      // A writer may pause between commits (its journal gone meanwhile): open only what has stopped changing.
-      await new Promise((resolve) => setTimeout(resolve, this.config.watchDebounceMs))
+    // A writer may pause between commits (its journal gone meanwhile): open only what has stopped changing for a
+    // debounce. A file last changed that long ago (ctime: a rename counts, and no tool sets it back) has stopped
+    // already: a finished file renamed into place, as deploys do, is served one debounce after the rename.
+    const unchangedMs = Date.now() - Math.max(info.mtimeMs, info.ctimeMs)
+    if (!force && unchangedMs < this.config.watchDebounceMs) {
+      await new Promise((resolve) => setTimeout(resolve, this.config.watchDebounceMs - unchangedMs))
       let again = null
       try { again = await stat(path) } catch {}
       if (again === null || !sameFile(again, info)) {

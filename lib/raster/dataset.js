@@ -3,12 +3,14 @@
 // which keep datasets open.
 import { createRequire } from 'node:module'
 import { inflateSync } from 'node:zlib'
-import { fromFile, fromUrl, addDecoder, BaseDecoder } from 'geotiff'
+import { GeoTIFF, fromFile, addDecoder, BaseDecoder } from 'geotiff'
 import geokeys from 'geotiff-geokeys-to-proj4'
 import proj4 from 'proj4'
 import sharp from 'sharp'
 import { footprint } from './footprint.js'
 import { RasterError } from './errors.js'
+import { Unavailable } from '../errors.js'
+import { openRemote } from '../remote/reader.js'
 import { latOf, lonOf } from '../tilemath.js'
 
 export { RasterError }
@@ -168,19 +170,46 @@ function geotransformOf (image) {
   return [ox, rx, oy, ry]
 }
 
-/** Opens a GeoTIFF and reads what tiling it needs. `src` is { key, path } or { key, url }. */
-export async function openDataset (src) {
+/**
+ * A remote GeoTIFF as geotiff.js reads it: every slice through the shared range reader (lib/remote/reader.js: its
+ * block cache, retries and pinned ETag) instead of geotiff.js's own HTTP source.
+ */
+function remoteSource (reader) {
+  const copy = (buf) => buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length)
+  return {
+    fetch: (slices) => Promise.all(slices.map(({ offset, length }) => reader.readCached(offset, length).then(copy))),
+    get fileSize () { return reader.size },
+    close () { reader.close() },
+  }
+}
+
+/**
+ * Opens a GeoTIFF and reads what tiling it needs. `src` is { key, path } or { key, url, version } (version: the ETag
+ * the object must still have); `remote.s3`: the object storage settings (config.s3). A remote failure is thrown as
+ * the reader's Unavailable (its `replaced` flag set when the object changed).
+ */
+export async function openDataset (src, remote = {}) {
   let tiff
+  let reader = null
   try {
-    tiff = src.url ? await fromUrl(src.url, { blockSize: 64 * 1024, cacheSize: 512 }) : await fromFile(src.path)
+    if (src.url) {
+      reader = await openRemote(src.url, { s3: remote.s3, version: src.version ?? null })
+      tiff = await GeoTIFF.fromSource(remoteSource(reader))
+    } else {
+      tiff = await fromFile(src.path)
+    }
   } catch (err) {
+    reader?.close()
+    if (err instanceof Unavailable) throw err
     throw new RasterError(`not a readable TIFF: ${err.message}`)
   }
   try {
-    return await describe(tiff, src)
+    const ds = await describe(tiff, src)
+    ds.reader = reader
+    return ds
   } catch (err) {
     tiff.close?.()
-    if (err instanceof RasterError) throw err
+    if (err instanceof RasterError || err instanceof Unavailable) throw err
     throw new RasterError(`not a usable GeoTIFF: ${err.message}`)
   }
 }

@@ -7,9 +7,9 @@ import { Piscina } from 'piscina'
 /**
  * A pool started on demand: `acquire()` (a COG set opening) returns the running piscina pool, starting it if need be;
  * `release()` (that set closing) stops it once no set uses it; `close()` stops it for good.
- * @param {{ threads: number, blockCacheMB: number }} raster config.raster
+ * @param {{ threads: number, blockCacheMB: number, s3?: object }} raster config.raster, and config.s3 for remote COGs
  */
-export function createRasterPool ({ threads, blockCacheMB }, log) {
+export function createRasterPool ({ threads, blockCacheMB, s3 = {} }, log) {
   let pool = null
   let users = 0
   let closed = false
@@ -24,7 +24,8 @@ export function createRasterPool ({ threads, blockCacheMB }, log) {
       // geotiff.js imports web-worker, which in any worker thread reads workerData.mod; an object without it keeps
       // that module inert. Decoded blocks: raster.blockCacheMB per worker (by default 5 % of the machine's memory in
       // all, GDAL's default block cache, at least 64 MiB per worker; lib/config.js).
-      workerData: { blockCacheBytes: Math.floor(blockCacheMB * 2 ** 20) },
+      // config.s3 (object storage settings and credentials): each worker reads remote COGs itself.
+      workerData: { blockCacheBytes: Math.floor(blockCacheMB * 2 ** 20), s3 },
     })
     // A worker that dies is replaced by piscina and its task fails (503 for that tile); never an uncaught error.
     started.on('error', (err) => log?.error({ err: err.message }, 'raster worker failed'))
@@ -64,7 +65,7 @@ export function createRasterPool ({ threads, blockCacheMB }, log) {
   }
 }
 
-/** Registered with config.raster as its options: `app.register(rasterPool, config.raster)`. */
+/** Registered with config.raster (and config.s3) as its options: `app.register(rasterPool, { ...config.raster, s3 })`. */
 export default fp(async function rasterPool (app, raster) {
   const pool = createRasterPool(raster, app.log)
   app.decorate('rasterPool', pool)

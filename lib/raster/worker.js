@@ -6,6 +6,7 @@ import sharp from 'sharp'
 import { getDecoder } from 'geotiff'
 import { LRUCache } from 'lru-cache'
 import { openDataset, describeDataset, RasterError } from './dataset.js'
+import { Unavailable } from '../errors.js'
 import { sourceGrid, fullGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
 import { gatherNearest, lookupFor } from './direct.js'
 import { tileExtent } from '../tilemath.js'
@@ -15,6 +16,7 @@ sharp.concurrency(1) // one thread per worker: the pool already spreads tiles ov
 sharp.cache(false)
 
 const BLOCK_CACHE_BYTES = workerData?.blockCacheBytes ?? 64 * 2 ** 20
+const REMOTE = { s3: workerData?.s3 } // remote COGs: the object storage settings (config.s3)
 // Decoded blocks of every dataset this worker has open, bounded by bytes.
 const blocks = new LRUCache({ maxSize: BLOCK_CACHE_BYTES, sizeCalculation: (b) => b.bytes })
 // Open datasets; one idle for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a
@@ -31,7 +33,7 @@ const datasets = new LRUCache({
 function dataset (src) {
   let pending = datasets.get(src.key)
   if (pending === undefined) {
-    pending = openDataset(src)
+    pending = openDataset(src, REMOTE)
     pending.catch(() => datasets.delete(src.key))
     datasets.set(src.key, pending)
     const where = src.path ?? src.url
@@ -59,6 +61,11 @@ export default async function run (task) {
       if (task.op === 'describe') throw new Error(err.message) // the set's reason, shown as it opens
       return { failed: err.message }
     }
+    // A remote COG that cannot be read now, or that changed since the set opened it (`replaced`: re-open the set).
+    if (err instanceof Unavailable) {
+      if (task.op === 'describe') throw new Error(err.message)
+      return { failed: err.message, replaced: err.replaced === true }
+    }
     throw err
   }
 }
@@ -66,7 +73,7 @@ export default async function run (task) {
 /** What the main thread needs of a file: /meta's description, its WGS84 bounds and GDAL's suggested warp output. */
 async function describe (src) {
   const ds = await dataset(src)
-  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp }
+  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null }
 }
 
 /** Bytes to hand back to the main thread: moved, not copied, when they own their buffer. */
@@ -110,6 +117,8 @@ async function tile (task) {
 
 async function render ({ src, z, x, y, format, options }, n, scratch) {
   const ds = await dataset(src)
+  // A remote file found changed by an earlier read: no tile from its blocks decoded before (they may be all it needs).
+  if (ds.reader?.stale) throw ds.reader.stale
   const extent = tileExtent(z, x, y)
   const grid = sourceGrid(ds, extent, n, scratch)
   const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(grid))

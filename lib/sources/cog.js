@@ -1,7 +1,8 @@
 // Cloud Optimized GeoTIFF source: raster tiles rendered on request, in any CRS the file declares. This side only
 // validates options and checks that a tile touches the raster; reading, reprojecting and encoding run in the raster
 // worker pool (lib/raster/), so the event loop never decodes a pixel.
-import { BadRequest as OptionError, Unavailable } from '../errors.js'
+import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
+import { RangeReader } from '../remote/reader.js'
 import { buildTileJson } from './tilejson.js'
 import { COLORMAPS as RAMPS } from '../raster/colormaps.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
@@ -11,9 +12,9 @@ export { OptionError } // a bad option: 400 with its message
 
 export const kind = 'cog'
 export const title = 'COG'
-export const urlForm = 'https://…/x.tif'
+export const urlForm = 'https://…/x.tif or s3://bucket/x.tif'
 export const extensions = ['.tif', '.tiff']
-export const matchesUrl = (url) => /^https?:\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
+export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
 
 const FORMATS = ['png', 'webp', 'jpg']
 const FORMAT_ALIASES = { jpeg: 'jpg' }
@@ -109,7 +110,8 @@ const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.by
 
 /**
  * `context.rasterPool` is the app's raster worker pool (lib/raster/pool.js: app.rasterPool): every COG set of the app
- * shares it, holding it from open to close.
+ * shares it, holding it from open to close. A remote COG (https://, s3://) is read by the workers; `context.s3`,
+ * `context.remote` (revalidateMs) and `context.replaced(id, source)` serve this side's watch over its version.
  */
 export async function open (spec, context = {}) {
   const { rasterPool } = context
@@ -124,6 +126,15 @@ export async function open (spec, context = {}) {
     throw err
   }
   const { meta, warp } = info
+  // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`.
+  src.version = info.version
+  // This side's view of a remote object: it asks whether the object is still that version (on use, at most every
+  // revalidateMs, and for /ready), so a replaced file is noticed also while the workers read only cached blocks.
+  const remote = spec.url ? new RangeReader(spec.url, { s3: context.s3, revalidateMs: context.remote?.revalidateMs, version: info.version }) : null
+  const changed = () => {
+    context.replaced?.(spec.id, set) // (the catalog re-opens a set once, however often told)
+    return toldUnavailable(`tileset '${spec.id}' changed at its source and is being re-opened`, 1)
+  }
   // Per set (sets.<id>.overzoom), else the server's (raster.overzoom, when the catalog passes config.raster).
   const overzoom = spec.overzoom ?? context.raster?.overzoom ?? DEFAULT_OVERZOOM
   const { minzoom, maxzoom, served } = zoomRange(meta, warp, overzoom)
@@ -160,7 +171,7 @@ export async function open (spec, context = {}) {
   }
 
   let closed = false
-  return {
+  const set = {
     id: spec.id,
     kind,
     format: 'png',
@@ -177,15 +188,26 @@ export async function open (spec, context = {}) {
     options: describeOptions(meta, defaults),
     async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {
       if (closed) throw new Unavailable('tileset closed')
+      if (remote !== null) {
+        remote.revalidate()
+        if (remote.stale !== null) throw changed()
+      }
       const bytes = touches(z, x, y) ? await workers.run({ op: 'tile', src, z, x, y, scale, format, options }) : null
-      if (bytes?.failed !== undefined) throw new Unavailable(bytes.failed) // the worker's RasterError
+      if (bytes?.failed !== undefined) throw bytes.replaced ? changed() : new Unavailable(bytes.failed) // the worker's RasterError or remote failure
       if (bytes !== null) return asBuffer(bytes)
       return spec.emptyTiles ? emptyTile(scale, format) : null
     },
     async close () {
       if (closed) return
       closed = true
+      remote?.close()
       await rasterPool.release()
     },
   }
+  if (remote !== null) {
+    set.revision = info.version ?? undefined // the object's ETag: the same data on every replica
+    set.check = () => remote.check()
+    remote.onReplaced = () => context.replaced?.(spec.id, set)
+  }
+  return set
 }

@@ -29,7 +29,9 @@
  */
 
 /**
- * Services a source may use, owned by the app (plugins): `log` (pino), `raster` (config.raster), `rasterPool`, …
+ * Services a source may use, owned by the app (plugins): `log` (pino), `raster` (config.raster), `rasterPool`, …;
+ * for remote sources (lib/remote): `s3` (config.s3), `remote` (retryMs, revalidateMs), and `replaced(id, source)`,
+ * which tells the catalog the object under an open set changed (it re-opens the set, once however often told).
  * @typedef {object} SourceContext
  */
 
@@ -61,6 +63,10 @@
  * @property {{minzoom: number, maxzoom: number}} [servedZooms]  zooms answered, when wider than TileJSON's
  * @property {number} [cacheTtlS]          how long its tiles may be cached (data that changes unseen): default for ever
  * @property {() => void} [settle]         called once the file has stopped changing (MBTiles keeps its lock then)
+ * @property {() => Promise<void>} [check]  a remote source: resolves when its backend answers now, rejects with a
+ *   reason fit to show (no URL, host or secret) when not; /ready calls it about once a second
+ * @property {string} [revision]           what identifies the data it serves, the same on every replica (a shared
+ *   cache keys made tiles with it): default the file's size and time, or the URL
  * @property {string} [signature]          sets of a group: what the set is made of (its SQL); a re-discovery that finds
  *   the same signature and TileJSON keeps the set, and its cached tiles
  */
@@ -89,11 +95,15 @@
  * @property {(onChange: (payload: string) => void) => void} [listen]  change notices: a payload naming sets (by id or
  *   by what the kind calls them), '' for all
  * @property {(entry: {id: string, source: Source}, payload: string) => boolean} [names]  does a notice name this set?
+ * @property {() => Promise<void>} [check]  resolves when the place answers now (a query runs), rejects with a reason
+ *   fit to show when not; /ready calls it about once a second
+ * @property {object} [pool]               its connection pool (pg.Pool's totalCount, idleCount, waitingCount), for
+ *   /ready and /metrics
  * @property {() => Promise<void>} close
  */
 
 const FUNCTIONS = ['getTile', 'close']
-const OPTIONAL_FUNCTIONS = ['parseQuery', 'settle']
+const OPTIONAL_FUNCTIONS = ['parseQuery', 'settle', 'check']
 const OPTIONAL_ARRAYS = ['scales', 'formats', 'options']
 
 /** What is wrong with an object `open` returned, as sentences (empty: it keeps the contract). */

@@ -27,5 +27,9 @@ export const fileKindsText = () => {
   return parts.length > 1 ? `${parts.slice(0, -1).join(', ')} or ${parts.at(-1)}` : parts[0]
 }
 
-/** The URL forms served, for the usage text. */
-export const urlForms = () => KINDS.filter((k) => k.urlForm).map((k) => `${k.urlForm} (${k.title})`)
+/** The URL forms served, for the usage text; a bucket prefix (lib/catalog/discover.js) lists the files kinds read there. */
+export const urlForms = () => {
+  const onS3 = KINDS.flatMap((k) => (k.extensions ?? []).filter((ext) => k.matchesUrl?.(`s3://bucket/x${ext}`)))
+  return [...KINDS.filter((k) => k.urlForm).map((k) => `${k.urlForm} (${k.title})`),
+    `s3://bucket/prefix/ (every ${onS3.join(', ')} there, like a folder)`]
+}

@@ -1,19 +1,21 @@
-// PMTiles v3 source, local (a kept file descriptor) or remote (HTTP range requests). The pmtiles library parses and
+// PMTiles v3 source, local (a kept file descriptor) or remote (https:// or s3://, by range requests through
+// lib/remote/reader.js: retries, a block cache, the object's ETag pinned). The pmtiles library parses and
 // caches the header and directories; the tile read itself is ours because the library's getZxy decompresses tile data,
 // and we want the stored bytes so a gzip tile reaches a gzip-accepting client untouched.
 import { close, fstat, open as openCallback, readSync } from 'node:fs'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 import { LRUCache } from 'lru-cache'
-import { Compression, FetchSource, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
+import { Compression, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTileId } from 'pmtiles'
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat } from './tilejson.js'
-import { Unavailable } from '../errors.js'
+import { Unavailable, toldUnavailable } from '../errors.js'
+import { openRemote } from '../remote/reader.js'
 
 export const kind = 'pmtiles'
 export const title = 'PMTiles'
-export const urlForm = 'https://…/x.pmtiles'
+export const urlForm = 'https://…/x.pmtiles or s3://bucket/x.pmtiles'
 export const extensions = ['.pmtiles']
-export const matchesUrl = (url) => /^https?:\/\//i.test(url) && /\.pmtiles(\?|$)/i.test(url)
+export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.pmtiles(\?|$)/i.test(url)
 
 const HEADER_BYTES = 127
 const MAGIC = 'PMTiles'
@@ -68,13 +70,26 @@ class FileRangeSource {
   close () { return new Promise((resolve) => close(this.fd, () => resolve())) }
 }
 
-/** A remote archive: the library's FetchSource, with reads returned as Buffers. */
-class HttpRangeSource extends FetchSource {
-  async read (offset, length) {
-    return Buffer.from((await this.getBytes(offset, length)).data)
+/**
+ * A remote archive (lib/remote/reader.js). The library's reads (header, directories) go through the block cache;
+ * tile data is read as its exact range, since the tile cache keeps the tiles themselves.
+ */
+class RemoteRangeSource {
+  constructor (reader, key) {
+    this.reader = reader
+    this.key = key
   }
 
-  close () {}
+  getKey () { return this.key }
+
+  read (offset, length) { return this.reader.read(offset, length) }
+
+  async getBytes (offset, length) {
+    const buf = await this.reader.readCached(offset, length)
+    return { data: buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length) }
+  }
+
+  close () { this.reader.close() }
 }
 
 function checkHeader (bytes, size) {
@@ -95,18 +110,25 @@ function checkHeader (bytes, size) {
   }
 }
 
-export async function open (spec) {
+/**
+ * `context.s3`: the object storage settings (config.s3); `context.remote`: config.remote (revalidateMs);
+ * `context.replaced(id, source)`: tells the catalog a remote archive changed under this set (it re-opens the set).
+ */
+export async function open (spec, context = {}) {
   let source = null
   let size
+  let reader = null
   try {
     if (spec.url) {
-      source = new HttpRangeSource(spec.url)
+      reader = await openRemote(spec.url, { s3: context.s3, revalidateMs: context.remote?.revalidateMs })
+      source = new RemoteRangeSource(reader, spec.url)
+      size = reader.size
     } else {
       const fd = await openFd(spec.path, 'r')
       source = new FileRangeSource(fd, spec.path)
       size = (await fstatFd(fd)).size
     }
-    checkHeader(await source.read(0, HEADER_BYTES), size)
+    checkHeader(await (reader === null ? source.read(0, HEADER_BYTES) : reader.readCached(0, HEADER_BYTES)), size)
     // A private directory cache per archive: a reload or a removed file drops it with the source.
     const cache = new ResolvedValueCache(256, false, decompressInternal)
     const archive = new PMTiles(source, cache, decompressInternal)
@@ -167,12 +189,19 @@ export async function open (spec) {
       if (data.length !== entry.length) throw new Unavailable('tile data lies beyond the end of the archive')
       return data
     }
+    // The archive was replaced at its source: this set answers 503 until the catalog has re-opened it, never a tile of
+    // the new archive through the old directories.
+    const changed = (err) => {
+      if (err?.replaced !== true) throw err
+      context.replaced?.(spec.id, set) // (the catalog re-opens a set once, however often told)
+      throw toldUnavailable(`tileset '${spec.id}' changed at its source and is being re-opened`, 1)
+    }
     const readEntry = source instanceof FileRangeSource
       ? (entry) => checked(source.readNow(tileDataOffset + entry.offset, entry.length), entry)
-      : (entry) => source.read(tileDataOffset + entry.offset, entry.length).then((data) => checked(data, entry))
+      : (entry) => source.read(tileDataOffset + entry.offset, entry.length).then((data) => checked(data, entry), changed)
 
     let closed = false
-    return {
+    const set = {
       id: spec.id,
       kind,
       format,
@@ -191,7 +220,7 @@ export async function open (spec) {
         const tileId = zxyToTileId(z, x, y)
         const found = lookUp(tileId, rootEntries, 0)
         if (found === null) return null
-        return found.runLength !== undefined ? readEntry(found) : readThroughLeaves(tileId, found)
+        return found.runLength !== undefined ? readEntry(found) : readThroughLeaves(tileId, found).catch(changed)
       },
       close () {
         if (closed) return
@@ -199,6 +228,12 @@ export async function open (spec) {
         return source.close()
       },
     }
+    if (reader !== null) {
+      set.revision = reader.version ?? undefined // the object's ETag: the same data on every replica
+      set.check = () => reader.check()
+      reader.onReplaced = () => context.replaced?.(spec.id, set)
+    }
+    return set
   } catch (err) {
     await source?.close()
     throw err

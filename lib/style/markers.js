@@ -4,7 +4,7 @@
 // (`tc://markers/<key>`, answered by the renderer from here), so the engine draws them like any icon of the style.
 import { createHash } from 'node:crypto'
 import { readFile, realpath, stat } from 'node:fs/promises'
-import { sep } from 'node:path'
+import { resolve, sep } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import sharp from 'sharp'
 import { BadRequest } from '../errors.js'
@@ -85,7 +85,9 @@ export class MarkerIcons {
     if (this.dir === null) throw new BadRequest(`marker icon '${name}': no icons folder is configured (--icons)`)
     this.realDir ??= await realpath(this.dir).catch(() => null)
     // Resolved with links followed, and refused unless inside the icons folder: a marker never opens another file.
-    const file = this.realDir === null ? null : await realpath(`${this.realDir}${sep}${name}`).catch(() => null)
+    // A name whose own `..` leaves the folder is refused before the file system is asked anything about it.
+    const inside = this.realDir !== null && resolve(`${this.realDir}${sep}${name}`).startsWith(this.realDir + sep)
+    const file = inside ? await realpath(`${this.realDir}${sep}${name}`).catch(() => null) : null
     const info = file !== null && file.startsWith(this.realDir + sep) ? await stat(file).catch(() => null) : null
     if (info === null || !info.isFile()) throw new BadRequest(`no marker icon '${name}' in the icons folder`)
     const version = `${info.mtimeMs}:${info.size}`

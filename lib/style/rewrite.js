@@ -40,9 +40,10 @@ const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.tes
 
 /**
  * The style `style` answers with at `base`. `findSet(name)` → the id of the set a name means, or undefined; `missing`
- * is told of each source that names no set here (the style is served anyway: MapLibre shows the rest).
+ * is told of each source that names no set here (the style is served anyway: MapLibre shows the rest). `link` finishes
+ * each URL made here (the client's API key, lib/urls.js `keyed`).
  */
-export function rewriteStyle (style, base, findSet, missing) {
+export function rewriteStyle (style, base, findSet, missing, link = (url) => url) {
   const json = structuredClone(style.json)
   const styleUrl = `${base}/styles/${encodeURIComponent(style.id)}`
   for (const [key, source] of Object.entries(json.sources)) {
@@ -51,13 +52,14 @@ export function rewriteStyle (style, base, findSet, missing) {
     if (name === null) continue
     const id = findSet(name)
     if (id === undefined) missing(key, source.url)
-    else source.url = `${base}/${encodeURIComponent(id)}.json`
+    else source.url = link(`${base}/${encodeURIComponent(id)}.json`)
   }
-  if (isRelative(json.sprite)) json.sprite = `${styleUrl}/sprite`
+  // MapLibre puts `@2x.json` before a sprite URL's query string, and fills a glyphs URL's placeholders around it.
+  if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite`)
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: `${styleUrl}/sprite/${encodeURIComponent(s.id)}` } : s))
+    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}`) } : s))
   }
-  if (isRelative(json.glyphs)) json.glyphs = `${base}/fonts/{fontstack}/{range}.pbf`
+  if (isRelative(json.glyphs)) json.glyphs = link(`${base}/fonts/{fontstack}/{range}.pbf`)
   return json
 }
 

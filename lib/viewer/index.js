@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 import fastifyStatic from '@fastify/static'
 import fp from 'fastify-plugin'
 import { NotFound, errorHandler, sendError } from '../errors.js'
-import { tileJsonUrl } from '../urls.js'
+import { keyed, tileJsonUrl } from '../urls.js'
 import { isDrawable, isVector } from '../tiletype.js'
 import { setsOf } from '../style/rewrite.js'
 import { unionBounds } from '../tilemath.js'
@@ -22,8 +22,11 @@ export const ASSETS = '/viewer/assets'
 // JSON inside <script>: `<` escaped, so no value can close the element.
 const scriptJson = (value) => JSON.stringify(value).replace(/</g, '\\u003c')
 
-/** A viewer page: the map, the panel the script fills, and `view` (what the script needs). */
-function page (base, title, view) {
+/**
+ * A viewer page: the map, the panel the script fills, and `view` (what the script needs). `home`: the home page's URL.
+ * Assets need no API key (lib/access.js), so their URLs are the same for everyone.
+ */
+function page (base, home, title, view) {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escape(title)} · tile-cannon</title><link rel="icon" href="data:,">
@@ -31,7 +34,7 @@ function page (base, title, view) {
 <link rel="stylesheet" href="${escape(base)}${ASSETS}/viewer.css">
 </head><body>
 <div id="maps"><div id="map"></div></div>
-<aside id="panel"><h1><a href="${escape(base)}/" title="all sets and styles">tile-cannon</a> · ${escape(title)}</h1><div id="controls"></div><div id="legend"></div></aside>
+<aside id="panel"><h1><a href="${escape(home)}" title="all sets and styles">tile-cannon</a> · ${escape(title)}</h1><div id="controls"></div><div id="legend"></div></aside>
 <div id="status" aria-live="polite"></div>
 <script type="application/json" id="view">${scriptJson(view)}</script>
 <script type="module" src="${escape(base)}${ASSETS}/viewer.js"></script>
@@ -69,12 +72,12 @@ async function viewerPlugin (app, config) {
       if (!isDrawable(entry.source.format)) throw new NotFound(`set '${entry.id}' has ${entry.source.format ?? 'unknown'} tiles, which a map cannot draw`)
       const base = links(request, reply)
       const { source } = entry
-      return html(reply, page(base, entry.id, {
+      return html(reply, page(base, keyed(request, `${base}/`), entry.id, {
         type: isVector(source.format) ? 'vector' : 'raster',
         id: entry.id,
         kind: entry.kind,
         format: source.format ?? null,
-        tilejson: tileJsonUrl(base, entry.id),
+        tilejson: keyed(request, tileJsonUrl(base, entry.id)),
         options: source.options ?? [],
       }))
     },
@@ -93,12 +96,12 @@ async function viewerPlugin (app, config) {
       const style = styles.served(request.params.id)
       const base = links(request, reply)
       const id = encodeURIComponent(style.id)
-      return html(reply, page(base, style.name, {
+      return html(reply, page(base, keyed(request, `${base}/`), style.name, {
         type: 'style',
         id: style.id,
-        style: `${base}/styles/${id}/style.json`,
+        style: keyed(request, `${base}/styles/${id}/style.json`),
         // The same map drawn by the server (MapLibre Native), to compare: only where rendering runs.
-        rendered: renderer.available ? `${base}/styles/${id}.json` : null,
+        rendered: renderer.available ? keyed(request, `${base}/styles/${id}.json`) : null,
         renderedWhyNot: renderer.available ? null : renderer.reason,
         // A style that says where to look is shown there; else where its sets have data.
         fit: Array.isArray(style.json.center) && Number.isFinite(style.json.zoom) ? null : setsBounds(style),

@@ -122,6 +122,11 @@ export function createProvider (url, options = {}, { log } = {}) {
     url,
     discover,
     pool,
+    // /ready: a pool busy to its last connection proves the database answers (a probe would queue behind the tiles
+    // and time out, draining the busiest replicas); a dead database takes its connections with it, and is probed.
+    check: () => (pool.idleCount === 0 && pool.totalCount >= pool.options.max
+      ? Promise.resolve()
+      : pool.query('SELECT 1').then(() => {}, (err) => { throw new Error(`cannot query${err.code ? ` (${err.code})` : ''}`) })),
     listen: listener.start,
     get listening () { return listener.connected },
     close: () => Promise.all([listener.close(), pool.end()]),

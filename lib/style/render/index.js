@@ -12,6 +12,7 @@ import fp from 'fastify-plugin'
 import sharp from 'sharp'
 import { ABSENT } from '../../pipeline.js'
 import { toldUnavailable } from '../../errors.js'
+import { dataRevision } from '../../catalog/registry.js'
 import { MarkerIcons } from '../markers.js'
 import { RenderPool } from './pool.js'
 import { renderStyle } from './style.js'
@@ -117,10 +118,11 @@ async function renderPlugin (app, config) {
   function tileEntry (style, size) {
     const key = `${style.id}\n${size}`
     const known = entries.get(key)
-    const { sets, ttlS } = drawnStyle(style)
+    const { sets, ttlS, expiredAt } = drawnStyle(style)
     if (known !== undefined && known.revision === style.revision && known.sets === sets) return known.entry
     const source = renderedTiles(style, size)
     const entry = catalog.detachedEntry({ id: style.id, kind: 'render', ttlS: options.cacheTtlS ?? ttlS }, source)
+    entry.expiredAt = expiredAt // a set it draws was told its data changed then: shared tiles made before are stale
     entries.set(key, { revision: style.revision, sets, entry })
     return entry
   }
@@ -144,7 +146,13 @@ async function renderPlugin (app, config) {
     const sets = rendered.used.map((e) => e.key).join('\n')
     // As fresh as its most perishable set (PostGIS tiles live `cacheTtlS`); undefined: until a set or the style changes.
     const ttls = rendered.used.filter((e) => e.ttlMs !== undefined).map((e) => e.ttlMs / 1000)
-    const made = { revision: style.revision, generation, name, json, sets, ttlS: ttls.length ? Math.min(...ttls) : undefined }
+    // Its tiles' revision in a shared cache, alike on every replica: the drawn JSON with each set's cache key (a
+    // counter of this process) read as the revision of the set's data.
+    let portable = json
+    for (const e of rendered.used) portable = portable.replaceAll(encodeURIComponent(e.key), encodeURIComponent(`${e.id}@${dataRevision(e)}`))
+    const shared = createHash('sha1').update(portable).digest('base64url').slice(0, 12)
+    const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
+    const made = { revision: style.revision, generation, name, json, sets, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined }
     drawn.set(style.id, made)
     return made
   }
@@ -153,6 +161,7 @@ async function renderPlugin (app, config) {
     return {
       id: style.id,
       kind: 'render',
+      revision: `${drawnStyle(style).shared}.${size}`, // 256 and 512 px tiles of one z/x/y differ
       format: 'png',
       hints: { format: 'png' },
       formats: ['png', 'jpg', 'webp'],

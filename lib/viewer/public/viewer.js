@@ -149,7 +149,8 @@ function showRaster (tj) {
 
   const urlOf = () => {
     const query = new URLSearchParams(Object.entries(values).filter(([, v]) => v !== ''))
-    return query.size ? `${tiles}?${query}` : tiles
+    // The TileJSON's URL may have a query already (an API key, options): the controls' options are added to it.
+    return query.size ? `${tiles}${tiles.includes('?') ? '&' : '?'}${query}` : tiles
   }
   const draw = () => {
     if (map.getLayer('set')) map.removeLayer('set')

@@ -1,0 +1,29 @@
+// Limits on what a request may ask, answered with a clear 4xx before any route works on it (config `limits`):
+// a URL longer than `maxUrlLength` (8 KiB) or a query string longer than `maxQueryLength` (4 KiB) is a 414. Node
+// itself refuses a request line and headers past 16 KiB (431), and the router a path parameter past 512 characters
+// (414); composites past `maxCompositeParts` are a 400 (lib/resolve.js). The tile front (routes/tiles.js) takes no
+// query string and checks the URL length itself.
+import fp from 'fastify-plugin'
+import { UriTooLong } from './errors.js'
+
+export const LIMIT_DEFAULTS = Object.freeze({ maxUrlLength: 8192, maxQueryLength: 4096, maxCompositeParts: 16 })
+
+async function limitsPlugin (app, config) {
+  const { maxUrlLength, maxQueryLength } = { ...LIMIT_DEFAULTS, ...config.limits }
+  const shortest = Math.min(maxUrlLength, maxQueryLength)
+  app.addHook('onRequest', (request, reply, done) => {
+    const url = request.url
+    if (url.length <= shortest) return done() // nearly every request: one comparison
+    let problem = null
+    if (url.length > maxUrlLength) problem = `a URL is at most ${maxUrlLength} characters`
+    else {
+      const q = url.indexOf('?')
+      if (q !== -1 && url.length - q - 1 > maxQueryLength) problem = `a query string is at most ${maxQueryLength} characters`
+    }
+    if (problem === null) return done()
+    request.log.info({ method: request.method, length: url.length }, 'URL too long')
+    done(new UriTooLong(problem))
+  })
+}
+
+export default fp(limitsPlugin, { name: 'tile-cannon-limits', fastify: '5.x' })

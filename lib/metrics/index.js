@@ -1,0 +1,222 @@
+// /metrics in Prometheus's text format (prom-client), as a plugin that owns its registry and timers. The request path
+// only bumps plain numbers (lib/metrics/stats.js, the tile cache's and pipeline's counters); everything else is read
+// from the parts that own it when Prometheus scrapes. Under a pm2 cluster each worker also writes its metrics to a
+// folder the workers share, and a scrape of any worker answers for them all (see clusterSnapshots).
+import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import fp from 'fastify-plugin'
+import client from 'prom-client'
+import { GET_HEAD } from '../../routes/http.js'
+import { RequestStats, histogramValues } from './stats.js'
+
+// Route URL → the route kind in the requests' labels (few values, whatever the URL held).
+const ROUTE_KINDS = {
+  '/:set/:z/:x/:y': 'tile',
+  '/data/:set/:z/:x/:y': 'tile',
+  '/:set': 'tilejson',
+  '/data/:set': 'tilejson',
+  '/:set/meta': 'meta',
+  '/list': 'list',
+  '/catalog': 'list',
+  '/styles.json': 'style',
+  '/styles/:id/style.json': 'style',
+  '/styles/:id/:file': 'style',
+  '/styles/:id/sprite/:file': 'sprite',
+  '/styles/:id.json': 'render',
+  '/styles/:id/:z/:x/:y': 'render',
+  '/styles/:id/512/:z/:x/:y': 'render',
+  '/styles/:id/static/:view/:size': 'static',
+  '/fonts.json': 'font',
+  '/fonts/:stack/:file': 'font',
+  '/': 'index',
+  '/viewer/:set': 'viewer',
+  '/viewer/styles/:id': 'viewer',
+  '/viewer/assets/*': 'viewer',
+  '/health': 'health',
+  '/ready': 'health',
+  '/metrics': 'metrics',
+}
+
+// Process and event-loop metrics: once per process (their event-loop monitor and GC observer are never stopped),
+// merged with each app's own registry when scraped.
+let processRegistry = null
+function processMetrics () {
+  if (processRegistry === null) {
+    processRegistry = new client.Registry()
+    client.collectDefaultMetrics({ register: processRegistry, eventLoopMonitoringPrecision: 10 })
+  }
+  return processRegistry
+}
+
+/** A metric whose values are read when scraped: `values()` → [{ labels, value }] (or a histogram's, with metricName). */
+class ReadMetric {
+  constructor ({ name, help, type, values, aggregator = 'sum' }) {
+    Object.assign(this, { name, help, type, values, aggregator })
+  }
+
+  get () { return { name: this.name, help: this.help, type: this.type, values: this.values(), aggregator: this.aggregator } }
+}
+
+async function metricsPlugin (app, config) {
+  const options = config.metrics ?? {}
+  const stats = new RequestStats()
+  const register = new client.Registry()
+  const { catalog, tileCache, pipeline } = app
+  const add = (metric) => register.registerMetric(new ReadMetric(metric))
+  const one = (value, labels = {}) => [{ labels, value }]
+
+  add({ name: 'tilecannon_requests_total', help: 'Requests answered, by route kind, set and status class.', type: 'counter', values: () => stats.requestValues() })
+  add({ name: 'tilecannon_request_duration_seconds', help: 'Time to answer, by route kind and source kind.', type: 'histogram', values: () => stats.latencyValues('tilecannon_request_duration_seconds') })
+  add({
+    name: 'tilecannon_source_read_seconds',
+    help: 'Time a source took to read or make a tile (PostGIS query, COG warp, render), by source kind.',
+    type: 'histogram',
+    values: () => histogramValues('tilecannon_source_read_seconds', pipeline.reads, (kind) => ({ kind })),
+  })
+  add({ name: 'tilecannon_cache_hits_total', help: 'Tile cache lookups that found the tile.', type: 'counter', values: () => one(tileCache.hits) })
+  add({ name: 'tilecannon_cache_misses_total', help: 'Tile cache lookups that did not.', type: 'counter', values: () => one(tileCache.misses) })
+  add({ name: 'tilecannon_inflight_joins_total', help: 'Requests that joined a read of the same tile already under way (de-duplicated).', type: 'counter', values: () => one(tileCache.joins) })
+  add({ name: 'tilecannon_cache_entries', help: 'Tiles in the tile cache.', type: 'gauge', values: () => one(tileCache.stats.entries) })
+  add({ name: 'tilecannon_cache_bytes', help: 'Bytes of the tile cache in use.', type: 'gauge', values: () => one(tileCache.stats.bytes) })
+  add({ name: 'tilecannon_cache_max_bytes', help: 'Bytes the tile cache may hold.', type: 'gauge', values: () => one(tileCache.maxBytes) })
+  add({ name: 'tilecannon_inflight_reads', help: 'Distinct tile reads under way.', type: 'gauge', values: () => one(tileCache.inflight.size) })
+  add({
+    name: 'tilecannon_sets',
+    help: 'Tilesets by state.',
+    type: 'gauge',
+    values: () => [{ labels: { state: 'available' }, value: catalog.available().length }, { labels: { state: 'unavailable' }, value: catalog.unavailable().length }],
+  })
+  add({
+    name: 'tilecannon_backend_clients',
+    help: 'Connections of each database pool, by state (total, idle, waiting: requests queued for a connection).',
+    type: 'gauge',
+    values: () => {
+      const values = []
+      for (const [url, group] of catalog.providers) {
+        const pool = group.pool
+        if (pool === undefined) continue
+        const backend = databaseName(url)
+        values.push({ labels: { backend, state: 'total' }, value: pool.totalCount },
+          { labels: { backend, state: 'idle' }, value: pool.idleCount },
+          { labels: { backend, state: 'waiting' }, value: pool.waitingCount })
+      }
+      return values
+    },
+  })
+  add({
+    name: 'tilecannon_raster_queue',
+    help: 'COG tiles waiting for a raster worker thread.',
+    type: 'gauge',
+    values: () => one(app.rasterPool.piscina?.queueSize ?? 0),
+  })
+  add({ name: 'tilecannon_raster_threads', help: 'Raster worker threads running.', type: 'gauge', values: () => one(app.rasterPool.piscina?.threads.length ?? 0) })
+  add({ name: 'tilecannon_renderer_children', help: 'Renderer processes alive.', type: 'gauge', values: () => one(app.renderer?.stats?.children ?? 0) })
+  add({ name: 'tilecannon_renderer_queue', help: 'Renders waiting or under way.', type: 'gauge', values: () => one(app.renderer?.stats?.pending ?? 0) })
+  add({ name: 'tilecannon_renderer_restarts_total', help: 'Renderer processes restarted after they died.', type: 'counter', values: () => one(app.renderer?.stats?.restarts ?? 0) })
+  add({ name: 'tilecannon_shed_total', help: 'Requests refused with 503 because the process was under pressure.', type: 'counter', values: () => one(app.shedding?.count ?? 0) })
+  for (const metric of app.sharedCache?.metrics ?? []) add(metric)
+
+  app.decorate('requestStats', stats)
+  const everything = () => client.Registry.merge([processMetrics(), register])
+  app.decorate('metricsRegistry', register)
+
+  // Every request Fastify answers (the tile front counts its own: routes/tiles.js).
+  const styleIds = (id) => (app.styles?.get(id) !== undefined ? id : '')
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = ROUTE_KINDS[request.routeOptions.url] ?? 'none'
+    const params = request.params
+    let set = ''
+    let kind = ''
+    if (params?.set !== undefined && route !== 'viewer') {
+      const name = params.set
+      const entry = catalog.get(name) ?? (name.endsWith('.json') ? catalog.get(name.slice(0, -5)) : undefined) // /:set.json
+      if (entry !== undefined) ({ id: set, kind } = entry)
+    } else if (params?.id !== undefined && route !== 'viewer') {
+      set = styleIds(params.id)
+      if (set !== '') kind = 'render'
+    }
+    stats.record(route, set, kind, reply.statusCode, reply.elapsedTime / 1000)
+    done()
+  })
+
+  const cluster = options.cluster === true ? clusterSnapshots(options, everything, app.log) : null
+  app.route({
+    method: GET_HEAD,
+    url: '/metrics',
+    config: { pressureHandler: () => null }, // answered under pressure too: that is when it is wanted
+    handler: async (request, reply) => {
+      const answer = cluster === null ? everything() : await cluster.aggregate()
+      reply.header('cache-control', 'no-store').type(answer.contentType)
+      return answer.metrics()
+    },
+  })
+  app.addHook('onClose', () => cluster?.close())
+}
+
+/**
+ * Under a pm2 cluster (config.js sets `metrics.cluster` from pm2's environment, or `metrics.cluster: true`) each
+ * worker writes its metrics as JSON to a folder the workers of this app share, every few seconds and at each scrape;
+ * a scrape sums the files of the workers alive (prom-client's AggregatorRegistry.aggregate: counters and gauges summed,
+ * what averages averaged). Why not prom-client's AggregatorRegistry.clusterMetrics: it asks the workers through Node's
+ * cluster primary, and under pm2 the primary is pm2's own daemon, which does not answer it. The folder must be this
+ * user's alone (other users could plant files in it, or links to write through): otherwise each worker answers alone.
+ */
+function clusterSnapshots ({ dir, intervalMs = 5000 }, registry, log) {
+  const own = join(dir, `${process.pid}.json`)
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    for (const folder of [dirname(dir), dir]) {
+      const info = lstatSync(folder)
+      if (!info.isDirectory() || info.uid !== process.getuid() || (info.mode & 0o022) !== 0) throw new Error(`${folder} is not this user's own folder`)
+    }
+  } catch (err) {
+    log.warn({ err: err.message }, 'metrics of the cluster cannot be shared: each worker answers /metrics for itself')
+    return null
+  }
+  async function write () {
+    const json = JSON.stringify({ pid: process.pid, at: Date.now(), metrics: await registry().getMetricsAsJSON() })
+    writeFileSync(own + '.part', json, { mode: 0o600 })
+    renameSync(own + '.part', own) // whole files only: a reader never sees half of one
+  }
+  const writing = () => write().catch((err) => log.warn({ err: err.message }, 'writing cluster metrics failed'))
+  const timer = setInterval(writing, intervalMs).unref()
+  writing()
+  return {
+    async aggregate () {
+      await write()
+      const all = []
+      for (const name of readdirSync(dir)) {
+        if (!/^\d+\.json$/.test(name)) continue
+        const pid = Number(name.slice(0, -5))
+        let snapshot
+        try {
+          process.kill(pid, 0) // throws when that worker is gone
+          snapshot = JSON.parse(readFileSync(join(dir, name), 'utf8'))
+        } catch {
+          rmSync(join(dir, name), { force: true })
+          continue
+        }
+        if (Date.now() - snapshot.at < intervalMs * 3) all.push(snapshot.metrics)
+      }
+      const aggregated = client.AggregatorRegistry.aggregate(all)
+      const workers = new client.Gauge({ name: 'tilecannon_cluster_workers', help: 'Workers whose metrics this answer sums.', registers: [aggregated] })
+      workers.set(all.length)
+      return aggregated
+    },
+    close () {
+      clearInterval(timer)
+      rmSync(own, { force: true })
+    },
+  }
+}
+
+/** A database URL's name for labels: its database, never its host or password. */
+function databaseName (url) {
+  try {
+    return new URL(url).pathname.slice(1) || 'postgres'
+  } catch {
+    return 'postgres'
+  }
+}
+
+export default fp(metricsPlugin, { name: 'tile-cannon-metrics', fastify: '5.x' })

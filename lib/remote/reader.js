@@ -1,0 +1,289 @@
+// Reading a remote object (https:// or s3://) by byte ranges, for remote PMTiles (lib/sources/pmtiles.js) and remote
+// COGs (lib/raster/dataset.js, in the raster workers). What every read gets:
+// - retries with exponential backoff and jitter on network errors, 5xx and 429, bounded in tries and in time;
+// - a byte-bounded LRU of 64 KiB blocks (headers, directories, COG blocks), shared by the readers of a thread;
+// - the object's version pinned at open (its ETag, else its Last-Modified): every answer is checked against it (and
+//   S3 is sent If-Match), so a replaced object is never read as a mix of old and new bytes. A change marks the
+//   reader stale for good, every read then fails, and `onReplaced` tells the owner to re-open the set.
+// Errors are Unavailable (503) whose messages name no URL, host or key: they reach logs, /health and 503 bodies.
+import { LRUCache } from 'lru-cache'
+import { Unavailable } from '../errors.js'
+import { isS3Url, listS3Prefix, s3Object } from './s3.js'
+
+export const BLOCK_BYTES = 64 * 1024
+const CACHE_BYTES = 32 * 2 ** 20 // per thread: the main thread's readers, and each raster worker's
+const ATTEMPTS = 4 // first try + 3 retries, 100 ms, 200 ms, 400 ms apart (± half, so replicas do not retry in step)
+const FIRST_BACKOFF_MS = 100
+const ATTEMPT_TIMEOUT_MS = 10_000
+const TOTAL_TIMEOUT_MS = 20_000 // every try of one read, backoff included
+const PROBE_TIMEOUT_MS = 2_000
+const EMPTY = Buffer.alloc(0)
+
+// Blocks of every reader of this thread, keyed `<reader id>:<block index>`; a reader's id is its object's version.
+const blocks = new LRUCache({ maxSize: CACHE_BYTES, sizeCalculation: (b) => Math.max(1, b.length) })
+let readerCount = 0
+
+const remoteError = (message, props = {}) => Object.assign(new Unavailable(message), props)
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The request maker of a URL: s3:// signed with the S3 settings, http(s):// as it is. */
+function requestsFor (url, s3) {
+  if (isS3Url(url)) return s3Object(url, s3)
+  return { request: (headers) => ({ url, headers }) }
+}
+
+/** An S3 error's code (<Code>…</Code>), read off an error answer's small XML body; '' when it has none. */
+async function errorCode (res) {
+  try {
+    const text = await res.text()
+    return /<Code>([A-Za-z0-9.]{1,64})<\/Code>/.exec(text)?.[1] ?? ''
+  } catch {
+    return ''
+  }
+}
+
+/** What a failed answer means, as an error fit to show (`when`: 'open' or 'read'). */
+async function answerError (res, when) {
+  const code = await errorCode(res)
+  const status = res.status
+  const said = code ? `${status} ${code}` : String(status)
+  if (status === 401 || status === 403) {
+    const hint = /InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|ExpiredToken|TokenRefreshRequired/.test(code)
+      ? ': check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)'
+      : code === 'AccessDenied' && status === 403 ? ': the credentials may not read it (or none were given)' : ''
+    return remoteError(`access denied by the remote store (${said})${hint}`, { denied: true })
+  }
+  if (status === 404) return remoteError(`no such remote object (${said})`, { gone: true })
+  if (status === 301 || code === 'AuthorizationHeaderMalformed' || code === 'PermanentRedirect') {
+    const region = res.headers.get('x-amz-bucket-region')
+    return remoteError(`the bucket is in another region (${said}${region ? `, region ${region}` : ''}): set s3.region or AWS_REGION`)
+  }
+  if (status === 416 && when === 'open') return remoteError('the remote object is empty')
+  return remoteError(`the remote store answered ${said}`)
+}
+
+/** A network failure in a few words: the system code (ECONNREFUSED …), or a timeout. */
+function networkReason (err) {
+  if (err?.name === 'TimeoutError') return 'no answer in time'
+  for (let e = err, depth = 0; e && depth < 4; e = e.cause, depth++) {
+    if (typeof e.code === 'string') return e.code
+    if (e.message === 'bad port') return 'a port fetch refuses to use' // (the Fetch standard's list: 1, 9, 6000, …)
+  }
+  return err?.name === 'AbortError' ? 'aborted' : 'network error' // (other messages may hold the URL: not shown)
+}
+
+/**
+ * Runs one request until `handle(res)` returns a value: network errors, 5xx and 429 are tried again (ATTEMPTS tries
+ * at most, within TOTAL_TIMEOUT_MS); an Unavailable thrown by `handle` is final. The request is made (and signed)
+ * anew for each try.
+ */
+async function withRetries (request, headers, handle, { attempts = ATTEMPTS, timeoutMs = ATTEMPT_TIMEOUT_MS } = {}) {
+  const deadline = Date.now() + TOTAL_TIMEOUT_MS
+  let failure = ''
+  let tries = 0
+  while (tries < attempts) {
+    tries++
+    const { url, headers: sent } = request(headers)
+    try {
+      const res = await fetch(url, { headers: sent, signal: AbortSignal.timeout(Math.max(1, Math.min(timeoutMs, deadline - Date.now()))) })
+      if (res.status >= 500 || res.status === 429) {
+        const code = await errorCode(res)
+        failure = `answered ${res.status}${code ? ' ' + code : ''}`
+      } else {
+        return await handle(res)
+      }
+    } catch (err) {
+      if (err instanceof Unavailable) throw err
+      failure = networkReason(err)
+    }
+    const wait = FIRST_BACKOFF_MS * 2 ** (tries - 1) * (0.5 + Math.random())
+    if (tries >= attempts || Date.now() + wait >= deadline) break
+    await sleep(wait)
+  }
+  throw remoteError(`the remote store did not answer (${failure}, ${tries} ${tries === 1 ? 'try' : 'tries'})`, { transient: true })
+}
+
+/** One remote object, read by ranges at the version it had when opened. */
+export class RangeReader {
+  /**
+   * @param {string} url https://… or s3://bucket/key
+   * @param {{ s3?: object, revalidateMs?: number, version?: string|null }} options `s3`: config.s3; `revalidateMs`:
+   *   a read more than this long after the last answer from the store checks the version again (in the background;
+   *   0: never); `version`: the version the object must have (a raster worker opening what the main thread opened)
+   */
+  constructor (url, { s3, revalidateMs = 0, version = null } = {}) {
+    this.target = requestsFor(url, s3)
+    this.id = `${++readerCount}:`
+    this.revalidateMs = revalidateMs
+    this.expected = version
+    this.version = null // the ETag (else Last-Modified) of the first answer
+    this.size = null
+    this.stale = null // the error every read throws once the object changed
+    this.onReplaced = null // (called once, when the object is found changed)
+    this.inflight = new Map() // block index → promise of it, while being read
+    this.answeredAt = version === null ? 0 : Date.now() // last answer from the store that matched the version
+    this.revalidating = false
+    this.closed = false
+  }
+
+  /** Reads the first block: the object's size and version. Throws an Unavailable saying why it cannot be read. */
+  async open () {
+    const first = await this.fetchRange(0, BLOCK_BYTES - 1, 'open')
+    if (first.length > 0) blocks.set(this.id + 0, first)
+    return this
+  }
+
+  /** The object changed (or went away) since it was opened: stale from now on, and the owner is told once. */
+  replaced () {
+    if (this.stale === null) {
+      this.stale = remoteError('the remote object changed since it was opened', { replaced: true })
+      this.forget()
+      try { this.onReplaced?.() } catch {}
+    }
+    return this.stale
+  }
+
+  /** Bytes [start, end] from the store (end clamped by it to the object's size), checked against the version. */
+  fetchRange (start, end, when = 'read', options) {
+    if (this.stale !== null) return Promise.reject(this.stale)
+    const headers = { range: `bytes=${start}-${end}` } // (fetch adds Accept-Encoding: identity to a range request)
+    if (this.version?.startsWith('"')) headers['if-match'] = this.version // a strong ETag: S3 answers 412 once changed
+    return withRetries(this.target.request, headers, async (res) => {
+      if (res.status === 206) {
+        const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '')
+        const version = res.headers.get('etag') ?? res.headers.get('last-modified')
+        if (range === null) { res.body?.cancel().catch(() => {}); throw remoteError('the remote store answered a range without Content-Range') }
+        const total = Number(range[3])
+        if (this.size === null) { // the first answer
+          this.size = total
+          this.version = version
+        }
+        if (version !== this.version || total !== this.size || (this.expected !== null && version !== this.expected)) {
+          res.body?.cancel().catch(() => {})
+          throw this.replaced()
+        }
+        const data = Buffer.from(await res.arrayBuffer())
+        if (data.length !== Number(range[2]) - Number(range[1]) + 1 || Number(range[1]) !== start) throw new Error('short read') // tried again
+        this.answeredAt = Date.now()
+        return data
+      }
+      if (res.status === 200 || (when === 'read' && (res.status === 412 || res.status === 416 || res.status === 404))) {
+        res.body?.cancel().catch(() => {})
+        if (res.status === 200) throw remoteError('the remote server does not answer range requests')
+        throw this.replaced() // changed, shrunk or gone
+      }
+      throw await answerError(res, when) // (it reads the error's body)
+    }, options)
+  }
+
+  /** In the background, when due: asks the store whether the object is still the version opened. */
+  revalidate () {
+    if (this.revalidateMs <= 0 || this.revalidating || this.stale !== null || Date.now() - this.answeredAt < this.revalidateMs) return
+    this.revalidating = true
+    this.fetchRange(0, 0).catch(() => {}).then(() => { this.revalidating = false })
+  }
+
+  /**
+   * For /ready: resolves when the store answers with the version opened (at once when it did within the last second),
+   * rejects with the reason when not. One short try: a probe must not wait out the retries.
+   */
+  async check () {
+    if (this.stale !== null) throw this.stale
+    if (Date.now() - this.answeredAt < 1000) return
+    await this.fetchRange(0, 0, 'read', { attempts: 1, timeoutMs: PROBE_TIMEOUT_MS })
+  }
+
+  /**
+   * Bytes [offset, offset + length) as they are, in one range request (no block cache: for tile data, which the tile
+   * cache keeps; every such read also checks the version).
+   */
+  read (offset, length) {
+    if (this.stale !== null) return Promise.reject(this.stale)
+    const end = Math.min(offset + length, this.size)
+    if (end <= offset) return Promise.resolve(EMPTY)
+    return this.fetchRange(offset, end - 1)
+  }
+
+  /**
+   * Bytes [offset, offset + length) through the block cache: blocks missing are read, consecutive ones in one
+   * request, and a block already being read is waited for rather than read twice. For headers, directories and COG
+   * blocks, read again and again.
+   */
+  async readCached (offset, length) {
+    this.revalidate()
+    if (this.stale !== null) throw this.stale
+    const end = Math.min(offset + length, this.size)
+    if (end <= offset) return EMPTY
+    const first = Math.floor(offset / BLOCK_BYTES)
+    const last = Math.floor((end - 1) / BLOCK_BYTES)
+    const parts = []
+    let missing = -1 // first block of a run of missing ones
+    for (let b = first; b <= last + 1; b++) {
+      const have = b > last ? null : blocks.get(this.id + b) ?? this.inflight.get(b)
+      if (have === undefined) {
+        if (missing < 0) missing = b
+        continue
+      }
+      if (missing >= 0) {
+        parts.push(...this.fetchBlocks(missing, b - 1))
+        missing = -1
+      }
+      if (have !== null) parts.push(have)
+    }
+    return assemble(await Promise.all(parts), first, offset, end)
+  }
+
+  /** Blocks from..to in one request: a promise of each, kept in `inflight` until it is cached. */
+  fetchBlocks (from, to) {
+    const start = from * BLOCK_BYTES
+    const whole = this.fetchRange(start, Math.min((to + 1) * BLOCK_BYTES, this.size) - 1)
+    const out = []
+    for (let b = from; b <= to; b++) {
+      const one = whole.then((buf) => {
+        // One copy per block when several came together: a cached block must not pin its neighbours' bytes.
+        const part = buf.subarray((b - from) * BLOCK_BYTES, (b - from + 1) * BLOCK_BYTES)
+        const block = from === to ? part : Buffer.from(part)
+        if (!this.closed && this.stale === null) blocks.set(this.id + b, block)
+        return block
+      })
+      const done = () => { if (this.inflight.get(b) === one) this.inflight.delete(b) }
+      one.then(done, done)
+      this.inflight.set(b, one)
+      out.push(one)
+    }
+    return out
+  }
+
+  /** Drops this reader's blocks from the cache. */
+  forget () {
+    for (const key of blocks.keys()) if (key.startsWith(this.id)) blocks.delete(key)
+  }
+
+  close () {
+    if (this.closed) return
+    this.closed = true
+    this.forget()
+  }
+}
+
+/** Bytes [offset, end) out of consecutive blocks, the first of which is block `first`. */
+function assemble (parts, first, offset, end) {
+  const from = offset - first * BLOCK_BYTES
+  if (parts.length === 1) return parts[0].subarray(from, from + end - offset)
+  return Buffer.concat(parts).subarray(from, from + end - offset)
+}
+
+/** Opens a remote object for reading (see RangeReader); throws an Unavailable with the reason. */
+export async function openRemote (url, options) {
+  const reader = new RangeReader(url, options)
+  await reader.open()
+  return reader
+}
+
+/** The s3:// URLs of the objects directly under an s3:// prefix; throws an Unavailable with the reason. */
+export function listRemotePrefix (url, s3) {
+  return listS3Prefix(url, s3, (request) => withRetries(request, {}, async (res) => {
+    if (res.status === 200) return res.text()
+    throw await answerError(res, 'open')
+  }))
+}

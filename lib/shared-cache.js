@@ -1,0 +1,116 @@
+// A second-level tile cache in Redis (ioredis), shared by replicas, for tiles that cost something to make (PostGIS,
+// COG, rendered: config `cache.kinds`); stored tiles are cheaper read from the local file. The pipeline
+// (lib/pipeline.js sharedRead) asks here after its own cache misses, and stores what it made.
+//
+// Redis never fails a request: a lookup slower than `timeoutMs`, an error, or Redis being down is a miss, and the
+// tile is made here; while Redis is not connected it is not asked at all (ioredis reconnects in the background).
+//
+// Keys: prefix + set id + the data's revision (the same on every replica: lib/catalog/registry.js dataRevision) +
+// z/x/y, scale, format and options (the pipeline's key tail). Values: a 9-byte header (a version byte, when the read
+// that made it began) and the stored bytes (empty: no tile there). A set whose data a replica was told changed
+// (PostGIS NOTIFY, SIGHUP) ignores values whose read began before that moment, so it never brings an old tile back
+// from Redis. (Replicas' clocks are taken to agree to well within a tile's lifetime, as NTP keeps them.)
+import fp from 'fastify-plugin'
+import Redis from 'ioredis'
+import { dataRevision } from './catalog/registry.js'
+
+const VERSION = 1
+const HEADER = 9
+
+async function sharedCache (app, config) {
+  const options = config.cache ?? {}
+  if (!options.redis) return
+  const kinds = new Set(options.kinds ?? ['postgis', 'cog', 'render'])
+  const maxTtlMs = (options.ttlS ?? 86_400) * 1000
+  const maxBytes = (options.maxEntryKB ?? 512) * 1024
+  const prefix = options.prefix ?? 'tc:'
+  const log = app.log
+  const counts = { hits: 0, misses: 0, errors: 0, stores: 0 }
+  let lastError = null
+
+  const client = new Redis(options.redis, {
+    enableOfflineQueue: false, // not connected: fail at once (a miss), never queue behind a reconnect
+    maxRetriesPerRequest: 0,
+    commandTimeout: options.timeoutMs ?? 50,
+    connectTimeout: 2000,
+    retryStrategy: (times) => Math.min(200 * times, 5000), // keep trying, a little less often each time
+    enableAutoPipelining: true, // concurrent lookups share round trips
+    lazyConnect: true,
+  })
+  client.on('error', (err) => {
+    const reason = err.code ?? err.message
+    if (reason !== lastError) log.warn({ reason }, 'redis: shared cache unavailable; making tiles here')
+    lastError = reason
+  })
+  client.on('ready', () => {
+    if (lastError !== null) log.info('redis: shared cache back')
+    lastError = null
+  })
+  client.connect().catch(() => {}) // the error event has told it; retries go on
+
+  const keyOf = (entry, tail) => {
+    entry.sharedPrefix ??= `${prefix}${entry.id}:${dataRevision(entry)}:`
+    return entry.sharedPrefix + tail
+  }
+
+  const cache = {
+    /** Does the shared cache take this set's tiles now? */
+    keeps: (entry) => client.status === 'ready' && kinds.has(entry.kind) && entry.ttlMs !== 0,
+
+    /** The stored bytes (an empty Buffer: no tile there), or null: not there, too old, or Redis failed. */
+    async get (entry, tail) {
+      let value
+      try {
+        value = await client.getBuffer(keyOf(entry, tail))
+      } catch {
+        counts.errors++
+        return null
+      }
+      if (value === null || value.length < HEADER || value[0] !== VERSION || value.readDoubleBE(1) < entry.expiredAt) {
+        counts.misses++
+        return null
+      }
+      counts.hits++
+      return value.subarray(HEADER)
+    },
+
+    /**
+     * Shares a tile made here (bytes null: none there) from data read at `madeFrom` or later (a read that began
+     * before a change notice is older than it, whenever it ends); never awaited, never fails the request.
+     */
+    set (entry, tail, bytes, madeFrom) {
+      const size = bytes?.length ?? 0
+      if (size > maxBytes) return
+      const value = Buffer.allocUnsafe(HEADER + size)
+      value[0] = VERSION
+      value.writeDoubleBE(madeFrom, 1)
+      if (size > 0) value.set(bytes, HEADER)
+      const ttlMs = entry.ttlMs === undefined ? maxTtlMs : Math.min(maxTtlMs, entry.ttlMs)
+      counts.stores++
+      client.set(keyOf(entry, tail), value, 'PX', Math.max(1, Math.round(ttlMs))).catch(() => { counts.errors++ })
+    },
+
+    get state () {
+      return client.status === 'ready' ? { state: 'up' } : { state: 'down', reason: lastError ?? client.status }
+    },
+
+    /** For lib/metrics. */
+    metrics: [
+      { name: 'tilecannon_shared_cache_up', help: 'Is the shared cache (Redis) connected?', type: 'gauge', values: () => [{ labels: {}, value: client.status === 'ready' ? 1 : 0 }] },
+      ...['hits', 'misses', 'errors', 'stores'].map((what) => ({
+        name: `tilecannon_shared_cache_${what}_total`,
+        help: `Shared cache (Redis) ${what === 'errors' ? 'lookups and stores that failed or timed out' : what}.`,
+        type: 'counter',
+        values: () => [{ labels: {}, value: counts[what] }],
+      })),
+    ],
+  }
+  app.decorate('sharedCache', cache)
+  app.pipeline.shared = cache
+  app.addHook('onClose', async () => {
+    app.pipeline.shared = null
+    client.disconnect()
+  })
+}
+
+export default fp(sharedCache, { name: 'tile-cannon-shared-cache', fastify: '5.x' })
