@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 // Entry for `npm start`, `npx tile-cannon <paths…>` and pm2: config → buildApp → listen; reload on SIGHUP;
 // graceful shutdown on SIGINT/SIGTERM (in-flight requests finish); tells pm2 when it is ready.
-import net from 'node:net'
 import { buildApp } from './lib/app.js'
 import { ConfigError, USAGE, loadConfig } from './lib/config.js'
 
@@ -50,34 +49,16 @@ async function shutdown (signal) {
   closing = true
   app.log.info(`${signal}: finishing in-flight requests, then exiting`)
   const timer = setTimeout(() => process.exit(1), 10_000).unref()
-  await drainConnections(app.server)
+  await app.connections.drain() // stop accepting; a second for open connections to end (lib/closing.js)
   // Fastify closes what is left: idle connections at once, in-flight requests finish, then every onClose hook
   // releases its resources (sets, pools, renderer children). A connection whose answer was already under way at the
-  // signal went out keep-alive: it is closed once idle (lib/app.js, preClose).
+  // signal went out keep-alive: it is closed once idle (lib/closing.js).
   await app.close()
   clearTimeout(timer)
   app.log.info('closed every set and resource; exiting')
   process.exit(0)
 }
 
-/**
- * Stops accepting (under pm2 cluster the primary then sends new connections to the other workers) and lets the open
- * connections end without losing a request: every answer from now on says `Connection: close`, so its client sends
- * its next request elsewhere instead of racing a close (closing a busy keep-alive connection at once, as
- * `server.close()` does, resets the requests clients have already sent on it). Resolves when no connection is left,
- * or after `graceMs`: a connection idle that long is closed with the rest.
- */
-async function drainConnections (server, graceMs = 1000) {
-  server.prependListener('request', (req, res) => { if (!res.headersSent) res.setHeader('connection', 'close') })
-  // net.Server's close stops the listener only; http.Server's would also drop idle keep-alive connections now.
-  net.Server.prototype.close.call(server)
-  const until = Date.now() + graceMs
-  while (Date.now() < until) {
-    const open = await new Promise((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n)))
-    if (open === 0) return
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
 process.on('SIGINT', () => shutdown('SIGINT'))
 process.on('SIGTERM', () => shutdown('SIGTERM'))
 process.on('message', (msg) => { if (msg === 'shutdown') shutdown('shutdown message') }) // pm2 on Windows

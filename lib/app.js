@@ -67,6 +67,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
   app.addHook('onClose', () => catalog.close())
   // Closing never waits on a client's open connection (lib/closing.js).
   const closing = closingConnections(app.server)
+  app.decorate('connections', closing) // server.js drains them on a signal, before close()
   app.addHook('preClose', (done) => {
     closing.start()
     done()

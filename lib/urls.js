@@ -20,6 +20,15 @@ export function trustFunction (trustProxy) {
   return proxyAddr.compile(trustProxy)
 }
 
+/** A database URL as a name fit to show: its database, never its host, user or password. */
+export function databaseName (url) {
+  try {
+    return new URL(url).pathname.slice(1) || 'postgres'
+  } catch {
+    return 'postgres'
+  }
+}
+
 const last = (value) => (typeof value === 'string' ? value.slice(value.lastIndexOf(',') + 1).trim() : undefined)
 
 /**

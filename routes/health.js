@@ -3,6 +3,7 @@
 // database pool that cannot run a query, renderer children all dead, a remote archive that does not answer), and while
 // the process sheds load. Each backend's state is in the body. Probes run at most once a second, however often asked.
 import { GET_HEAD } from './http.js'
+import { databaseName } from '../lib/urls.js'
 
 const CHECK_TIMEOUT_MS = 2000
 const CHECK_EVERY_MS = 1000
@@ -57,7 +58,7 @@ export default async function healthRoutes (app) {
 async function backendStates ({ catalog, renderer, sharedCache }) {
   const states = []
   for (const [url, group] of catalog.providers) {
-    const name = placeName(url)
+    const name = `database ${databaseName(url)}`
     states.push(withTimeout(group.check?.() ?? Promise.resolve(), `${name} did not answer`).then(
       () => ({ name, kind: 'database', state: 'up', ...poolState(group.pool) }),
       (err) => ({ name, kind: 'database', state: 'down', reason: err.message, ...poolState(group.pool) })))
@@ -86,13 +87,3 @@ function withTimeout (promise, message) {
 }
 
 const poolState = (pool) => (pool === undefined ? {} : { clients: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
-
-/** A database URL as a name: its kind and database, never its host, user or password. */
-function placeName (url) {
-  try {
-    const u = new URL(url)
-    return `${u.protocol.replace(':', '')}/${u.pathname.slice(1)}`
-  } catch {
-    return 'database'
-  }
-}

@@ -49,7 +49,10 @@ export function tileFront ({ catalog, pipeline, requestStats, isUnderPressure, a
   // What Fastify's hooks would check (lib/access.js, lib/limits.js): a request failing it goes to Fastify, which answers.
   const keys = access?.keys ?? null // API keys: only the header is checked here (`?key=` never reaches the front)
   const maxUrlLength = config?.limits?.maxUrlLength ?? Infinity
-  const stats = requestStats ?? null // lib/metrics: what the front answers, Fastify's onResponse hook never sees
+  // lib/metrics: what the front answers, Fastify's onResponse hook never sees.
+  const count = requestStats == null
+    ? noop
+    : (entry, res, started) => requestStats.record('tile', entry.id, entry.kind, res.statusCode, (performance.now() - started) / 1000)
   const pressed = isUnderPressure ?? (() => false) // shedding load (lib/app.js): Fastify answers the 503
 
   /** (req, res, fallback) → true when answered (or being answered), false to leave the request to Fastify (`fallback`). */
@@ -66,7 +69,7 @@ export function tileFront ({ catalog, pipeline, requestStats, isUnderPressure, a
     const b = url.indexOf('/', a + 1)
     const c = url.indexOf('/', b + 1)
     if (a === -1 || b === -1 || c === -1 || url.indexOf('/', c + 1) !== -1) return false
-    const started = stats === null ? 0 : performance.now()
+    const started = count === noop ? 0 : performance.now()
     const params = { set: url.slice(from, a), z: url.slice(a + 1, b), x: url.slice(b + 1, c), y: url.slice(c + 1) }
     let tile, record
     try {
@@ -89,13 +92,12 @@ export function tileFront ({ catalog, pipeline, requestStats, isUnderPressure, a
       return false
     }
     if (written === undefined) {
-      if (stats !== null) stats.record('tile', tile.entry.id, tile.entry.kind, res.statusCode, (performance.now() - started) / 1000)
+      count(tile.entry, res, started)
       return true
     }
-    const count = () => stats?.record('tile', tile.entry.id, tile.entry.kind, res.statusCode, (performance.now() - started) / 1000)
     // Transcoding (a tile over lib/encoding.js's inline size): answered when done; a failure goes to the route, which
     // meets it again and answers it (and is counted there).
-    written.then(count, () => { if (!res.headersSent) fallback(req, res) })
+    written.then(() => count(tile.entry, res, started), () => { if (!res.headersSent) fallback(req, res) })
     return true
   }
 }

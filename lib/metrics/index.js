@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path'
 import fp from 'fastify-plugin'
 import client from 'prom-client'
 import { GET_HEAD } from '../../routes/http.js'
+import { databaseName } from '../urls.js'
 import { RequestStats, histogramValues } from './stats.js'
 
 // Route URL → the route kind in the requests' labels (few values, whatever the URL held).
@@ -207,15 +208,6 @@ function clusterSnapshots ({ dir, intervalMs = 5000 }, registry, log) {
       clearInterval(timer)
       rmSync(own, { force: true })
     },
-  }
-}
-
-/** A database URL's name for labels: its database, never its host or password. */
-function databaseName (url) {
-  try {
-    return new URL(url).pathname.slice(1) || 'postgres'
-  } catch {
-    return 'postgres'
   }
 }
 
