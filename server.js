@@ -4,62 +4,74 @@
 import { buildApp } from './lib/app.js'
 import { ConfigError, USAGE, loadConfig } from './lib/config.js'
 
-let loaded
-try {
-  loaded = loadConfig({ argv: process.argv.slice(2), env: process.env })
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err
-  console.error(`tile-cannon: ${err.message}\n\n${USAGE}`)
-  process.exit(2)
-}
-if (loaded.help) {
-  console.log(USAGE)
-  process.exit(0)
-}
-const { config } = loaded
-
-const app = await buildApp(config)
-try {
-  await app.listen({ port: config.port, host: config.host })
-} catch (err) {
-  app.log.fatal({ code: err.code }, `cannot listen on ${config.host}:${config.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : err.message}`)
-  await app.close()
-  process.exit(1)
+// Commands beside serving: `tile-cannon export …` (lib/export) and `tile-cannon nginx …` (lib/tile-dir).
+const COMMANDS = { export: './lib/export/cli.js', nginx: './lib/tile-dir/cli.js' }
+const command = Object.hasOwn(COMMANDS, process.argv[2] ?? '') ? COMMANDS[process.argv[2]] : undefined
+if (command !== undefined) {
+  const { main } = await import(command)
+  process.exitCode = await main(process.argv.slice(3))
+} else {
+  await serve()
 }
 
-const { port } = app.server.address()
-const shownHost = ['0.0.0.0', '::', ''].includes(config.host) ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host
-const base = config.publicUrl ?? `http://${shownHost}:${port}`
-const sets = app.catalog.available()
-app.log.info(`tile-cannon listening on http://${shownHost}:${port} with ${sets.length} tileset(s)`)
-for (const { id } of sets) console.log(`  ${id}: ${base}/${encodeURIComponent(id)}.json`)
+async function serve () {
+  let loaded
+  try {
+    loaded = loadConfig({ argv: process.argv.slice(2), env: process.env })
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    console.error(`tile-cannon: ${err.message}\n\n${USAGE}`)
+    process.exit(2)
+  }
+  if (loaded.help) {
+    console.log(USAGE)
+    process.exit(0)
+  }
+  const { config } = loaded
 
-process.on('SIGHUP', () => {
-  app.log.info('SIGHUP: reloading the catalog')
-  app.catalog.reload().catch((err) => app.log.error({ err: err.message }, 'reload failed'))
-  app.reloadStyles().catch((err) => app.log.error({ err: err.message }, 'reloading styles failed'))
-})
-
-let closing = false
-async function shutdown (signal) {
-  if (closing) {
-    app.log.warn(`${signal} again: exiting now`)
+  const app = await buildApp(config)
+  try {
+    await app.listen({ port: config.port, host: config.host })
+  } catch (err) {
+    app.log.fatal({ code: err.code }, `cannot listen on ${config.host}:${config.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : err.message}`)
+    await app.close()
     process.exit(1)
   }
-  closing = true
-  app.log.info(`${signal}: finishing in-flight requests, then exiting`)
-  const timer = setTimeout(() => process.exit(1), 10_000).unref()
-  await app.connections.drain() // stop accepting; a second for open connections to end (lib/closing.js)
-  // Fastify closes what is left: idle connections at once, in-flight requests finish, then every onClose hook
-  // releases its resources (sets, pools, renderer children). A connection whose answer was already under way at the
-  // signal went out keep-alive: it is closed once idle (lib/closing.js).
-  await app.close()
-  clearTimeout(timer)
-  app.log.info('closed every set and resource; exiting')
-  process.exit(0)
-}
 
-process.on('SIGINT', () => shutdown('SIGINT'))
-process.on('SIGTERM', () => shutdown('SIGTERM'))
-process.on('message', (msg) => { if (msg === 'shutdown') shutdown('shutdown message') }) // pm2 on Windows
-if (typeof process.send === 'function') process.send('ready') // pm2 wait_ready
+  const { port } = app.server.address()
+  const shownHost = ['0.0.0.0', '::', ''].includes(config.host) ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host
+  const base = config.publicUrl ?? `http://${shownHost}:${port}`
+  const sets = app.catalog.available()
+  app.log.info(`tile-cannon listening on http://${shownHost}:${port} with ${sets.length} tileset(s)`)
+  for (const { id } of sets) console.log(`  ${id}: ${base}/${encodeURIComponent(id)}.json`)
+
+  process.on('SIGHUP', () => {
+    app.log.info('SIGHUP: reloading the catalog')
+    app.catalog.reload().catch((err) => app.log.error({ err: err.message }, 'reload failed'))
+    app.reloadStyles().catch((err) => app.log.error({ err: err.message }, 'reloading styles failed'))
+  })
+
+  let closing = false
+  async function shutdown (signal) {
+    if (closing) {
+      app.log.warn(`${signal} again: exiting now`)
+      process.exit(1)
+    }
+    closing = true
+    app.log.info(`${signal}: finishing in-flight requests, then exiting`)
+    const timer = setTimeout(() => process.exit(1), 10_000).unref()
+    await app.connections.drain() // stop accepting; a second for open connections to end (lib/closing.js)
+    // Fastify closes what is left: idle connections at once, in-flight requests finish, then every onClose hook
+    // releases its resources (sets, pools, renderer children). A connection whose answer was already under way at the
+    // signal went out keep-alive: it is closed once idle (lib/closing.js).
+    await app.close()
+    clearTimeout(timer)
+    app.log.info('closed every set and resource; exiting')
+    process.exit(0)
+  }
+
+  process.on('SIGINT', () => shutdown('SIGINT'))
+  process.on('SIGTERM', () => shutdown('SIGTERM'))
+  process.on('message', (msg) => { if (msg === 'shutdown') shutdown('shutdown message') }) // pm2 on Windows
+  if (typeof process.send === 'function') process.send('ready') // pm2 wait_ready
+}

@@ -110,7 +110,7 @@ export async function startNginx (answers, dir, { cpus = null } = {}) {
 
 /**
  * Runs nginx (one worker, in the foreground, everything under `dir`) with one server block; resolves once it answers.
- * `http` adds directives to the http block (a proxy cache path, say). With `cpus`, the master starts under taskset and
+ * `http` adds directives to the http block (a proxy cache path, say; or whole server blocks, with `server` null). With `cpus`, the master starts under taskset and
  * its worker inherits the cores.
  */
 export async function runNginx (dir, server, port, http = '', { cpus = null } = {}) {
@@ -133,9 +133,9 @@ http {
   client_body_temp_path ${join(dir, 'tmp')}; proxy_temp_path ${join(dir, 'tmp')}; fastcgi_temp_path ${join(dir, 'tmp')};
   uwsgi_temp_path ${join(dir, 'tmp')}; scgi_temp_path ${join(dir, 'tmp')};
   ${http}
-  server {
+  ${server === null ? '' : `server {
     ${server}
-  }
+  }`}
 }
 `)
   mkdirSync(join(dir, 'tmp'), { recursive: true })

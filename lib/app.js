@@ -26,6 +26,7 @@ import healthRoutes from '../routes/health.js'
 import metricsPlugin from './metrics/index.js'
 import sheddingPlugin from './shedding.js'
 import sharedCachePlugin from './shared-cache.js'
+import tileDirPlugin from './tile-dir/index.js'
 import { accessLogPlugin, makeLogger } from './logging.js'
 
 export async function buildApp (config, { loggerInstance } = {}) {
@@ -98,6 +99,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
   await app.register(fontRoutes)
   await app.register(renderPlugin, config)
   await app.register(renderRoutes)
+  await app.register(tileDirPlugin, config) // --tile-dir: tiles written through for nginx (lib/tile-dir)
   await app.register(indexRoutes) // the home page shows sets, styles and rendered previews
   await app.register(viewerPlugin, config)
 
@@ -105,6 +107,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
   if (!config.logRequests) front = tileFront(app)
 
   await catalog.load()
+  if (app.hasDecorator('tileDir')) await app.tileDir.open() // what is on disk, checked against the sets just opened
   if (config.watch) catalog.watch()
   return app
 }

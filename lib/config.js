@@ -43,6 +43,7 @@ export const DEFAULTS = {
   metrics: {}, // /metrics (lib/metrics): enabled, cluster ('auto': under a pm2 cluster), dir, intervalMs
   shedding: {}, // answering 503 under pressure (@fastify/under-pressure): see the schema
   cache: {}, // the second-level tile cache replicas share (lib/shared-cache.js): redis, kinds, ttlS, …
+  tileDir: {}, // a tile directory nginx serves, written through (lib/tile-dir): dir, maxMB, kinds
 }
 
 const schema = {
@@ -219,6 +220,15 @@ const schema = {
         prefix: { type: 'string' }, // of every key (default 'tc:')
       },
     },
+    tileDir: { // made tiles written through to a folder nginx serves (lib/tile-dir)
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        dir: { type: ['string', 'null'], minLength: 1 }, // off when not set
+        maxMB: { type: 'number', exclusiveMinimum: 0 }, // bound on its bytes, oldest tiles removed first (default 10240)
+        kinds: { type: 'array', items: { type: 'string', minLength: 1 } }, // source kinds written (default postgis, cog, render)
+      },
+    },
     sets: {
       type: 'object',
       additionalProperties: {
@@ -232,6 +242,7 @@ const schema = {
           emptyTiles: { type: 'boolean' }, // rasters: a transparent tile, not 404, where the set has no data
           overzoom: { type: 'integer', minimum: 0, maximum: 30 }, // rasters: zoom levels served past maxzoom
           cacheTtlS: { type: 'number', minimum: 0 }, // lifetime of this set's cached tiles (0: not cached)
+          tileDir: { type: 'boolean' }, // written to the tile directory (default: when its kind is in tileDir.kinds)
         },
       },
     },
@@ -283,6 +294,8 @@ const ENV = {
   AWS_SESSION_TOKEN: 's3.sessionToken',
   TILE_CANNON_S3_FORCE_PATH_STYLE: 's3.forcePathStyle',
   TILE_CANNON_REDIS_URL: 'cache.redis',
+  TILE_CANNON_TILE_DIR: 'tileDir.dir',
+  TILE_CANNON_TILE_DIR_MAX_MB: 'tileDir.maxMB',
   TILE_CANNON_METRICS: 'metrics.enabled',
   TILE_CANNON_MAX_EVENT_LOOP_DELAY_MS: 'shedding.maxEventLoopDelayMs',
   TILE_CANNON_MAX_RSS_MB: 'shedding.maxRssMB',
@@ -306,6 +319,8 @@ const FLAGS = {
   'log-requests': { type: 'boolean' },
   'log-format': { type: 'string' },
   redis: { type: 'string' },
+  'tile-dir': { type: 'string' },
+  'tile-dir-max-mb': { type: 'string' },
   'no-metrics': { type: 'boolean' },
   'no-watch': { type: 'boolean' },
   'no-demo': { type: 'boolean' },
@@ -345,6 +360,10 @@ Options:
                           TILE_CANNON_LOG_FORMAT)
       --redis URL         share made tiles (PostGIS, COG, rendered) with other replicas through Redis,
                           redis://host:6379/0 (env TILE_CANNON_REDIS_URL)
+      --tile-dir DIR      write made tiles (PostGIS, COG, rendered) to DIR/{set}/{z}/{x}/{y}.{ext} for nginx to serve
+                          (\`tile-cannon nginx\` prints its config; env TILE_CANNON_TILE_DIR)
+      --tile-dir-max-mb N the tile directory's bound, oldest tiles removed first (default 10240; env
+                          TILE_CANNON_TILE_DIR_MAX_MB)
       --no-metrics        no /metrics (env TILE_CANNON_METRICS=false)
       --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads)
       --no-demo           serve nothing rather than the demo when no tilesets are found
@@ -382,6 +401,7 @@ function readConfigFile (file) {
   const base = dirname(resolve(file))
   const isUrl = (p) => /^[a-z][a-z0-9+.-]*:\/\//i.test(p)
   for (const key of ['styles', 'fonts', 'icons']) if (typeof data[key] === 'string') data[key] = resolve(base, data[key])
+  if (typeof data.tileDir?.dir === 'string') data.tileDir.dir = resolve(base, data.tileDir.dir)
   if (Array.isArray(data.paths)) data.paths = data.paths.map((p) => (typeof p === 'string' && !isUrl(p) ? resolve(base, p) : p))
   if (data.sets && typeof data.sets === 'object') {
     for (const set of Object.values(data.sets)) if (set && typeof set.path === 'string') set.path = resolve(base, set.path)
@@ -430,6 +450,8 @@ function fromFlags (values, positionals) {
   if (values['log-requests']) out.logRequests = true
   if (values['log-format'] !== undefined) out.logFormat = values['log-format']
   if (values.redis !== undefined) out.cache = { redis: values.redis }
+  if (values['tile-dir'] !== undefined) (out.tileDir ??= {}).dir = values['tile-dir']
+  if (values['tile-dir-max-mb'] !== undefined) (out.tileDir ??= {}).maxMB = values['tile-dir-max-mb']
   if (values['no-metrics']) out.metrics = { enabled: false }
   if (values['no-watch']) out.watch = false
   if (values['no-demo']) out.demo = false
@@ -463,15 +485,17 @@ function normalizeTrustProxy (value) {
  * tests and the bench use it.
  * @returns {{ config: object, help: boolean }}
  */
-export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), overrides = {} } = {}) {
+export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), overrides = {}, extraFlags = {} } = {}) {
   let parsed
   try {
-    parsed = parseArgs({ args: argv, options: FLAGS, allowPositionals: true, strict: true })
+    parsed = parseArgs({ args: argv, options: { ...FLAGS, ...extraFlags }, allowPositionals: true, strict: true })
   } catch (err) {
     throw new ConfigError(err.message)
   }
   const { values, positionals } = parsed
-  if (values.help) return { config: null, help: true }
+  // A command's own flags (`tile-cannon export --zooms …`), as parsed, beside the configuration.
+  const extra = Object.fromEntries(Object.keys(extraFlags).filter((k) => values[k] !== undefined).map((k) => [k, values[k]]))
+  if (values.help) return { config: null, help: true, extra }
   const file = values.config ?? env.TILE_CANNON_CONFIG
   const layers = [DEFAULTS, file ? readConfigFile(resolve(cwd, file)) : {}, fromEnv(env), fromFlags(values, positionals), overrides]
   const merged = mergeLayers(layers)
@@ -496,6 +520,8 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   merged.metrics = { ...merged.metrics }
   if (merged.metrics.cluster === undefined || merged.metrics.cluster === 'auto') merged.metrics.cluster = env.exec_mode === 'cluster_mode'
   merged.metrics.dir ??= join(tmpdir(), `tile-cannon-metrics-${process.getuid?.() ?? 'user'}`, `${env.name ?? 'tile-cannon'}-${merged.port}`.replace(/[^\w.-]/g, '_'))
+  merged.tileDir = { ...merged.tileDir }
+  if (typeof merged.tileDir.dir === 'string') merged.tileDir.dir = resolve(cwd, merged.tileDir.dir)
   merged.raster.threads ??= availableParallelism()
   merged.raster.blockCacheMB ??= Math.max(64, totalmem() * 0.05 / merged.raster.threads / 2 ** 20)
   merged.paths = merged.paths.map((p) => (/^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(cwd, p)))
@@ -508,7 +534,7 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   if (merged.paths.length === 0 && Object.keys(merged.sets).length === 0 && existsSync(resolve(cwd, 'tiles'))) {
     merged.paths = [resolve(cwd, 'tiles')]
   }
-  return { config: deepFreeze(merged), help: false }
+  return { config: deepFreeze(merged), help: false, extra }
 }
 
 function deepFreeze (value) {

@@ -25,6 +25,7 @@ export class TilePipeline {
     this.shared = null // the second-level cache replicas share, when configured (lib/shared-cache.js sets it)
     this.reads = new Map() // source kind → Latencies of its reads (lib/metrics)
     this.lastLookup = 'miss' // what the latest record() found in the cache: 'hit', 'joined' or 'miss' (access log)
+    this.tileDir = null // the tile directory tiles read are written to, when configured (lib/tile-dir sets it)
   }
 
   /**
@@ -66,12 +67,12 @@ export class TilePipeline {
     // other request can run meanwhile). Cold MBTiles tiles cost ~9 % less CPU than through the promise chain.
     if (!(stored instanceof Promise)) {
       this.timeRead(entry, started)
-      return this.store(entry, key, stored)
+      return this.store(entry, key, stored, z, x, y, query, rendering)
     }
     return this.cache.dedupe(key, stored.then(
       (bytes) => {
         this.timeRead(entry, started)
-        return this.store(entry, key, bytes)
+        return this.store(entry, key, bytes, z, x, y, query, rendering)
       },
       (err) => {
         this.timeRead(entry, started)
@@ -83,7 +84,7 @@ export class TilePipeline {
   async sharedRead (entry, key, tail, z, x, y, query, rendering) {
     const shared = this.shared
     const found = await shared.get(entry, tail)
-    if (found !== null) return this.store(entry, key, found.length === 0 ? null : found)
+    if (found !== null) return this.store(entry, key, found.length === 0 ? null : found, z, x, y, query, rendering)
     const started = performance.now()
     const madeFrom = Date.now() // the data it is made of is at least this recent (not when the read ended)
     let bytes
@@ -95,7 +96,7 @@ export class TilePipeline {
       this.timeRead(entry, started)
     }
     shared.set(entry, tail, bytes, madeFrom)
-    return this.store(entry, key, bytes)
+    return this.store(entry, key, bytes, z, x, y, query, rendering)
   }
 
   /** Source read times by kind, for /metrics (PostGIS query time, COG and render time). */
@@ -105,8 +106,11 @@ export class TilePipeline {
     latencies.observe((performance.now() - started) / 1000)
   }
 
-  /** The record of bytes read (ABSENT for none), kept for the set's lifetime of made tiles. */
-  store (entry, key, stored) {
+  /**
+   * The record of bytes read (ABSENT for none), kept for the set's lifetime of made tiles, and written to the tile
+   * directory when there is one (z, x, y, query, rendering: the tile's address, as record() got it).
+   */
+  store (entry, key, stored, z, x, y, query, rendering) {
     let record = ABSENT
     if (stored !== null && stored !== undefined && stored.length > 0) {
       const info = describeTile(stored, entry.source.hints, entry.sniffed)
@@ -126,6 +130,7 @@ export class TilePipeline {
     }
     // Made tiles live `ttlMs` (0: never stored; concurrent requests still share one read); stored tiles have no lifetime.
     if (!entry.retired && entry.ttlMs !== 0) this.cache.set(key, record, entry.ttlMs)
+    if (this.tileDir !== null) this.tileDir.keep(entry, z, x, y, query, rendering, record, key)
     return record
   }
 
@@ -191,7 +196,7 @@ const sha1 = crypto.hash
   ? (bytes) => crypto.hash('sha1', bytes, 'base64url')
   : (bytes) => crypto.createHash('sha1').update(bytes).digest('base64url')
 
-const canonicalQuery = (query) => JSON.stringify(Object.keys(query).sort().map((k) => [k, query[k]]))
+export const canonicalQuery = (query) => JSON.stringify(Object.keys(query).sort().map((k) => [k, query[k]]))
 
 /** If-None-Match against a strong ETag: exact, a list, or `*`. */
 export function etagMatches (header, etag) {

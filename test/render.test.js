@@ -259,30 +259,39 @@ test('static images: marker icons from the icons folder, as tileserver-gl draws 
   }
 })
 
-test('a changed style is rendered anew: tiles of the old revision are not served again', async (t) => {
+test('a changed style is rendered anew: tiles of the old revision are not served again, from the tile directory neither', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
-  const { tiles, styles } = setUp(t)
-  const app = await makeApp(t, { paths: [tiles], styles })
-  const before = await pixels((await app.inject({ url: '/styles/dots/1/0/0.png' })).rawPayload)
+  const { dir, tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, tileDir: { dir: join(dir, 'on-disk') } })
+  const first = (await app.inject({ url: '/styles/dots/1/0/0.png' })).rawPayload
+  const before = await pixels(first)
   assert.ok(before.at(5, 5)[0] > 200)
+  await app.tileDir.idle()
+  const onDisk = join(dir, 'on-disk', 'styles', 'dots', '1', '0', '0.png')
+  assert.deepEqual(readFileSync(onDisk), first, 'a rendered tile is written where nginx finds it by its URL')
   const style = dotsStyle()
   style.layers[0].paint['background-color'] = '#00ff00'
   writeFileSync(join(styles, 'dots.json'), JSON.stringify(style))
   await app.reloadStyles()
+  assert.ok(!existsSync(onDisk), 'the old revision\'s tiles left the tile directory with the reload')
   const after = await pixels((await app.inject({ url: '/styles/dots/1/0/0.png' })).rawPayload)
   assert.ok(after.at(5, 5)[1] > 200 && after.at(5, 5)[0] < 60, `now green: ${after.at(5, 5)}`)
 })
 
 test('a set replaced under a style: its rendered tiles are made anew', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
-  const { tiles, styles } = setUp(t)
-  const app = await makeApp(t, { paths: [tiles], styles })
+  const { dir, tiles, styles } = setUp(t)
+  const app = await makeApp(t, { paths: [tiles], styles, tileDir: { dir: join(dir, 'on-disk') } })
   const before = await pixels((await app.inject({ url: '/styles/dots/512/2/1/1.png' })).rawPayload)
   assert.ok(before.at(256, 256)[2] > 200, 'the point is there')
+  await app.tileDir.idle()
+  const onDisk = join(dir, 'on-disk', 'styles', 'dots', '512', '2', '1', '1.png')
+  assert.ok(existsSync(onDisk), '512 px tiles have their own folder')
   // The file replaced (as `mv` does), now without points at z2.
   rmSync(join(tiles, 'dots.mbtiles'))
   writeMbtiles(join(tiles, 'dots.mbtiles'), { tiles: pyramid(0, 4, 16).filter(([z]) => z !== 2).map(([z, x, y]) => ({ z, x, y, data: gzipSync(makeMvt(z, x, y)) })), metadata: { format: 'pbf', minzoom: '0', maxzoom: '4' } })
   await app.catalog.reload()
+  assert.ok(!existsSync(onDisk), 'tiles drawn from the old file left the tile directory')
   const after = await pixels((await app.inject({ url: '/styles/dots/512/2/1/1.png' })).rawPayload)
   assert.ok(after.at(256, 256)[0] > 200 && after.at(256, 256)[2] < 60, `no point any more: ${after.at(256, 256)}`)
 })

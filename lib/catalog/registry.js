@@ -25,6 +25,7 @@ export class Registry {
     this.composites = new Map() // "a,b" → composite entry, built on first request
     this.maxParts = config.limits?.maxCompositeParts ?? LIMIT_DEFAULTS.maxCompositeParts // sets in one composite
     this.generation = 0
+    this.onChange = null // (event, entry): 'register', 'remove', 'expire' (lib/tile-dir follows the sets' data)
   }
 
   /** The set a URL names: its id or file name, a composite "a,b" of composable sets, or undefined. */
@@ -116,6 +117,7 @@ export class Registry {
     if (name && name !== entry.id && !RESERVED.has(name) && (!this.aliases.has(name) || this.aliases.get(name) === previous)) this.aliases.set(name, entry)
     if (entry.path) this.byPath.set(entry.path, entry)
     if (previous && previous !== entry) this.retire(previous)
+    this.onChange?.('register', entry)
   }
 
   remove (entry) {
@@ -124,6 +126,7 @@ export class Registry {
     if (entry.path && this.byPath.get(entry.path) === entry) this.byPath.delete(entry.path)
     this.log.info({ set: entry.id }, 'tileset removed')
     this.retire(entry)
+    this.onChange?.('remove', entry)
   }
 
   /** Stops an entry from being found; its handle closes once the reads under way on it are done. */
@@ -150,6 +153,7 @@ export class Registry {
     entry.key = this.newKey(entry.id)
     entry.expiredAt = Date.now()
     for (const c of this.composites.values()) if (c.parts.includes(entry)) c.key = this.newKey(c.id)
+    this.onChange?.('expire', entry)
   }
 
   /**

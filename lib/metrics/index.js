@@ -116,6 +116,16 @@ async function metricsPlugin (app, config) {
   add({ name: 'tilecannon_renderer_restarts_total', help: 'Renderer processes restarted after they died.', type: 'counter', values: () => one(app.renderer?.stats?.restarts ?? 0) })
   add({ name: 'tilecannon_shed_total', help: 'Requests refused with 503 because the process was under pressure.', type: 'counter', values: () => one(app.shedding?.count ?? 0) })
   for (const metric of app.sharedCache?.metrics ?? []) add(metric)
+  if (config.tileDir?.dir) { // lib/tile-dir: registered after this plugin, read when scraped
+    add({ name: 'tilecannon_tile_dir_bytes', help: 'Bytes of tiles in the tile directory, as this process knows it.', type: 'gauge', values: () => one(app.tileDir?.state.bytes ?? 0) })
+    add({ name: 'tilecannon_tile_dir_files', help: 'Tiles in the tile directory, as this process knows it.', type: 'gauge', values: () => one(app.tileDir?.state.files ?? 0) })
+    add({
+      name: 'tilecannon_tile_dir_tiles_total',
+      help: 'Tiles of the tile directory by fate: written, dropped (queue full), failed, evicted (bound), expired (lifetime), and places purged.',
+      type: 'counter',
+      values: () => ['written', 'dropped', 'failed', 'evicted', 'expired', 'purged'].map((event) => ({ labels: { event }, value: app.tileDir?.state[event] ?? 0 })),
+    })
+  }
 
   app.decorate('requestStats', stats)
   const everything = () => client.Registry.merge([processMetrics(), register])

@@ -28,6 +28,7 @@ export class StyleCatalog {
     /** @type {Map<string, string>} style id → why it is not served */
     this.broken = new Map()
     this.loads = 0
+    this.onLoad = null // called after each load (lib/tile-dir checks rendered tiles against the styles)
   }
 
   /** Reads every style again; a style that fails to read keeps no old version and is listed in `broken`. */
@@ -48,6 +49,7 @@ export class StyleCatalog {
     this.styles = found
     this.broken = broken
     this.loads++ // files beside the styles (sprites) may have changed too: what was read of them is read again
+    this.onLoad?.()
   }
 
   async candidates () {

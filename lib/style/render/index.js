@@ -123,6 +123,7 @@ async function renderPlugin (app, config) {
     const source = renderedTiles(style, size)
     const entry = catalog.detachedEntry({ id: style.id, kind: 'render', ttlS: options.cacheTtlS ?? ttlS }, source)
     entry.expiredAt = expiredAt // a set it draws was told its data changed then: shared tiles made before are stale
+    entry.place = size === 512 ? `styles/${style.id}/512` : `styles/${style.id}` // its tiles' URL path (lib/tile-dir)
     entries.set(key, { revision: style.revision, sets, entry })
     return entry
   }
@@ -152,7 +153,8 @@ async function renderPlugin (app, config) {
     for (const e of rendered.used) portable = portable.replaceAll(encodeURIComponent(e.key), encodeURIComponent(`${e.id}@${dataRevision(e)}`))
     const shared = createHash('sha1').update(portable).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
-    const made = { revision: style.revision, generation, name, json, sets, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined }
+    const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
+    const made = { revision: style.revision, generation, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined }
     drawn.set(style.id, made)
     return made
   }
@@ -203,6 +205,7 @@ async function renderPlugin (app, config) {
     renderView,
     markers,
     renderStyleJson: (style) => drawnStyle(style).json,
+    setsDrawn: (style) => drawnStyle(style).ids,
   })
   app.addHook('onClose', () => pool?.close())
 }

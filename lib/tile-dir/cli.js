@@ -1,0 +1,57 @@
+// `tile-cannon nginx [paths and options as for serving…] --tile-dir DIR [--upstream URL] [--listen PORT]`: prints the
+// nginx configuration that serves DIR in front of tile-cannon (lib/tile-dir/nginx.js), with each set's Cache-Control
+// as tile-cannon would send it (the sets are opened to know it, then closed).
+import { buildApp } from '../app.js'
+import { ConfigError, loadConfig } from '../config.js'
+import { nginxConfig } from './nginx.js'
+import { tilePlace } from './index.js'
+
+const USAGE = `Usage: tile-cannon nginx [paths and options as for serving…] --tile-dir DIR [--upstream URL] [--listen PORT]
+
+Prints an nginx configuration (for its http {} block) that serves the tiles tile-cannon writes to DIR and hands
+everything else to tile-cannon at URL (default http://127.0.0.1:<--port, 3000>). nginx listens on PORT (default 8080).
+Run tile-cannon with the same paths, options and --tile-dir.`
+
+export async function main (argv) {
+  let loaded
+  try {
+    loaded = loadConfig({
+      argv,
+      env: process.env,
+      extraFlags: { upstream: { type: 'string' }, listen: { type: 'string' } },
+      overrides: { watch: false, demo: false, metrics: { enabled: false }, logLevel: 'warn' },
+    })
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    console.error(`tile-cannon nginx: ${err.message}\n\n${USAGE}`)
+    return 2
+  }
+  if (loaded.help) {
+    console.log(USAGE)
+    return 0
+  }
+  const { config, extra } = loaded
+  if (!config.tileDir.dir) {
+    console.error(`tile-cannon nginx: --tile-dir is needed\n\n${USAGE}`)
+    return 2
+  }
+  const upstream = extra.upstream ?? `http://127.0.0.1:${config.port}`
+  if (!/^http:\/\/[^/]+\/?$/.test(upstream) || (extra.listen !== undefined && !/^[\w.:[\]]+$/.test(extra.listen))) {
+    console.error(`tile-cannon nginx: --upstream is http://host:port, --listen a port or address:port\n\n${USAGE}`)
+    return 2
+  }
+  const app = await buildApp(config)
+  try {
+    const places = []
+    const entries = [...app.catalog.available()]
+    if (app.renderer?.available) for (const style of app.styles.list()) entries.push(app.renderer.tileEntry(style, 256), app.renderer.tileEntry(style, 512))
+    for (const entry of entries) {
+      const place = tilePlace(entry, config)
+      if (place !== null && entry.cacheControl !== config.cacheControl) places.push({ place, cacheControl: entry.cacheControl })
+    }
+    process.stdout.write(nginxConfig({ dir: config.tileDir.dir, upstream, listen: extra.listen ?? 8080, places, cacheControl: config.cacheControl, cors: config.cors, apiKeys: config.apiKeys }))
+    return 0
+  } finally {
+    await app.close()
+  }
+}
