@@ -3,7 +3,8 @@
 // stopped; tiles of replaced, removed, expired or purged data are never served from disk.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
@@ -44,7 +45,8 @@ async function stack (t, { paths = [], config = {}, argv = [] } = {}) {
   }
   let app = await start()
   t.after(() => app.close())
-  const site = execFileSync(process.execPath, [join(ROOT, 'server.js'), 'nginx', ...args, '--upstream', `http://127.0.0.1:${port}`,
+  // Not execFileSync: the server in this process must keep answering (a blocked event loop is shed with 503s).
+  const { stdout: site } = await promisify(execFile)(process.execPath, [join(ROOT, 'server.js'), 'nginx', ...args, '--upstream', `http://127.0.0.1:${port}`,
     '--listen', `127.0.0.1:${await freePort()}`, '--log-level', 'silent'], { encoding: 'utf8' })
   const nginxPort = Number(/listen 127\.0\.0\.1:(\d+);/.exec(site)[1])
   const nginx = await runNginx(join(dir, 'nginx'), null, nginxPort, site)
@@ -111,6 +113,9 @@ test('a tile falls through to tile-cannon once, is written, then nginx serves it
     if (again.status === 200) assert.ok(byNginx(again), `${path} (${headers['accept-encoding']}): from disk (ETag ${again.headers.etag})`)
   }
 
+  const viaCdn = await s.nginx('/roads/2/1/1.pbf', { ...GZIP, via: '1.1 cdn' })
+  assert.equal(viaCdn.headers['content-encoding'], 'gzip', 'a client behind a CDN gets gzip too')
+
   await s.stop()
   for (const [path, headers, direct] of expected) same(await s.nginx(path, headers), direct, `${path} (${headers['accept-encoding']}) with tile-cannon stopped`)
   const head = await fetch(`${s.nginxBase}/roads/2/1/1.pbf`, { method: 'HEAD', headers: GZIP })
@@ -127,6 +132,7 @@ test('a replaced set\'s tiles are never served from disk, a removed set\'s neith
   const s = await stack(t)
   const path = '/roads/2/1/1.pbf'
   const v1 = await s.nginx(path, GZIP)
+  assert.equal(v1.status, 200)
   await s.app.tileDir.idle()
   assert.ok(byNginx(await s.nginx(path, GZIP)), 'from disk')
 

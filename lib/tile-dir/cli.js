@@ -40,7 +40,7 @@ export async function main (argv) {
     console.error(`tile-cannon nginx: --upstream is http://host:port, --listen a port or address:port\n\n${USAGE}`)
     return 2
   }
-  const app = await buildApp(config)
+  const app = await buildApp({ ...config, tileDir: { ...config.tileDir, dir: null } }) // its sets, not its folder
   try {
     const places = []
     const entries = [...app.catalog.available()]

@@ -11,7 +11,7 @@
 // Writes are off the request's path: queued, a few at a time, each to a temporary name then renamed (nginx never sees
 // half a tile). The bytes on disk are bounded, oldest written removed first; tiles with a lifetime (PostGIS) are
 // removed when it ends. The index of what is on disk is this process's: rebuilt from the files at start.
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, writeSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs'
 import { mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -58,7 +58,10 @@ export class TileDirectory {
     const kept = []
     for (const place of this.placesOnDisk()) {
       const revision = this.revisionOf(place)
-      if (revision === null || readMarker(this.dir, place) !== revision) this.moveAside(place)
+      const marker = readMarker(this.dir, place)
+      // Tiles with a lifetime (PostGIS) are not kept across a restart: how long the server was down is not known.
+      // No marker: a folder holding only another place (styles/<id> with tiles of styles/<id>/512 only).
+      if (revision === null || (marker !== null && marker !== revision) || this.ttlOf(place) !== undefined) this.moveAside(place)
       else kept.push(this.placeOf(place, revision))
     }
     this.opened = true
@@ -174,7 +177,8 @@ export class TileDirectory {
     if (known === undefined || known.revision !== revision) {
       if (this.revisionOf(place) !== revision) return // made from data no longer served (a read that ended late)
       // Its data changed and no event said so yet; or a place new to this process, maybe another's of other data.
-      if (known !== undefined || readMarker(this.dir, place) !== revision) this.moveAside(place)
+      const marker = readMarker(this.dir, place)
+      if (known !== undefined || (marker !== null && marker !== revision)) this.moveAside(place)
       known = this.placeOf(place, revision)
     }
     if (known.files.get(path)?.suffix === suffix) return // there already (written by this process)
@@ -220,49 +224,55 @@ export class TileDirectory {
     const current = () => this.places.get(place) === known && known.generation === generation && !this.closed
     if (!current()) return
     const folder = join(this.dir, place)
-    if (!known.marked) {
-      if (readMarker(this.dir, place) !== known.revision) writeMarker(this.dir, place, known.revision)
-      known.marked = true
-    }
-    const slash = path.lastIndexOf('/')
-    const sub = path.slice(0, slash)
-    if (!known.dirs.has(sub)) {
-      await mkdir(join(folder, sub), { recursive: true })
-      if (known.dirs.size > 100_000) known.dirs.clear()
-      known.dirs.add(sub)
-    }
     const final = join(folder, path + suffix)
     const temporary = `${final}.${process.pid}.${++this.temporaries}.tmp`
-    try {
-      await writeFile(temporary, bytes ?? EMPTY)
-      // The place's data may have changed while the bytes were written: they must not land in its new folder.
-      if (!current()) return unlink(temporary).catch(() => {})
-      await rename(temporary, final)
-    } catch (err) {
-      if (current()) throw err // else its folder was moved aside meanwhile: nothing to write any more
-      return
+    const slash = path.lastIndexOf('/')
+    const sub = path.slice(0, slash)
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (!known.marked) {
+          writeMarker(this.dir, place, known.revision)
+          known.marked = true
+        }
+        if (!known.dirs.has(sub)) {
+          await mkdir(join(folder, sub), { recursive: true })
+          if (known.dirs.size > 100_000) known.dirs.clear()
+          known.dirs.add(sub)
+        }
+        await writeFile(temporary, bytes ?? EMPTY)
+        // The place's data may have changed while the bytes were written: they must not land in its new folder.
+        if (!current()) return unlink(temporary).catch(() => {})
+        await rename(temporary, final)
+        break
+      } catch (err) {
+        if (!current()) return unlink(temporary).catch(() => {}) // moved aside meanwhile: nothing to write any more
+        // Another process moved the folder aside (its data changed): made again, once.
+        if (err.code !== 'ENOENT' || attempt > 0) throw err
+        known.dirs.clear()
+        known.marked = false
+      }
     }
+    if (!current()) return // moved aside just after: the file went with the folder
     const previous = known.files.get(path)
     if (previous !== undefined) {
       this.bytes -= previous.size
       known.files.delete(path) // re-inserted last: the newest
-      if (previous.suffix !== suffix) await unlink(join(folder, path + previous.suffix)).catch(() => {})
-    } else {
-      // Another process may have written another form of it: one form at a time, or nginx could pick the wrong one.
-      for (const other of SUFFIXES) if (other !== suffix) await unlink(join(folder, path + other)).catch(() => {})
     }
     const size = (bytes?.length ?? 0) + 512 // a file costs a block of the disk, roughly, even empty
     known.files.set(path, { suffix, size, at: Date.now() })
     this.bytes += size
     this.stats.written++
+    // One form of a tile at a time (another process may have written another), or nginx could pick the wrong one.
+    for (const other of SUFFIXES) if (other !== suffix) await unlink(join(folder, path + other)).catch(() => {})
     this.evict()
   }
 
   /** Removes the oldest written tiles, across places, while the directory holds more than its bound. */
   evict () {
     if (this.bytes <= this.maxBytes) return
-    const target = this.maxBytes * 0.9 // some room, so that eviction does not run on every write
-    while (this.bytes > target) {
+    const target = this.maxBytes * 0.98 // some room, so that eviction does not run on every write
+    // At most 64 files a call: unlinks share libuv's threads with gzip and image encoding; the next writes go on.
+    for (let removed = 0; this.bytes > target && removed < 64; removed++) {
       let oldest = null
       let oldestAt = Infinity
       for (const known of this.places.values()) {
@@ -328,14 +338,12 @@ function readMarker (dir, place) {
   }
 }
 
+/** The marker, written whole (another process may read it at any moment). */
 function writeMarker (dir, place, revision) {
   mkdirSync(join(dir, place), { recursive: true })
-  const fd = openSync(join(dir, place, MARKER), 'w')
-  try {
-    writeSync(fd, revision)
-  } finally {
-    closeSync(fd)
-  }
+  const temporary = join(dir, place, `${MARKER}.${process.pid}.tmp`)
+  writeFileSync(temporary, revision)
+  renameSync(temporary, join(dir, place, MARKER))
 }
 
 const TILE_NAME = /^(\d+(?:@\dx)?\.[a-z0-9]+)(\.gz|\.none|\.404)?$/

@@ -75,12 +75,15 @@ async function tileDirPlugin (app, config) {
     return canonicalQuery(query) === canonical
   }
 
+  // Made from the data served now: not when it changed during the read (a purge gives the key a new prefix), the set
+  // was replaced, or a rendered style's drawn sets changed (a new entry).
+  const fresh = (entry, place, key) => !entry.retired && key.startsWith(entry.key) && entryOf(place) === entry
+
   /** The pipeline's call for each tile it read (not for cache hits): queued for writing when the set is written. */
   function keep (entry, z, x, y, query, rendering, record, key) {
     let place = entry.tileDirPlace
     if (place === undefined) place = entry.tileDirPlace = tilePlace(entry, config)
-    // Not when the data changed during the read (the key has a new prefix) or the set was replaced meanwhile.
-    if (place === null || entry.retired || !key.startsWith(entry.key)) return
+    if (place === null || !fresh(entry, place, key)) return
     if (query !== undefined && !isDefaultQuery(entry, query, rendering)) return
     const scale = rendering?.scale ?? 1
     const path = `${z}/${x}/${y}${scale === 1 ? '' : `@${scale}x`}.${rendering?.format ?? entry.source.format}`
@@ -91,7 +94,9 @@ async function tileDirPlugin (app, config) {
     }
     // As nginx sends it: vector tiles gzip-compressed (gzip_static; gunzip for clients without gzip), images as they are.
     const answer = pipeline.encoded(record, record.compressible ? GZIP : IDENTITY, entry)
-    const put = (encoded) => directory.write(place, revision, path, encoded.head['content-encoding'] === 'gzip' ? '.gz' : '', encoded.body)
+    const put = (encoded) => {
+      if (fresh(entry, place, key)) directory.write(place, revision, path, encoded.head['content-encoding'] === 'gzip' ? '.gz' : '', encoded.body)
+    }
     if (answer instanceof Promise) directory.prepared(answer.then(put, () => {})) // bytes that do not decode: the request was told
     else put(answer)
   }
