@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The tile directory's bench (lib/tile-dir): nginx, configured by `tile-cannon nginx`, in front of tile-cannon, on a
 // set's made tiles (a COG's, by default), measured in one run against tile-cannon answered directly:
-//   hit:  the tiles on disk, nginx sends them          vs tile-cannon from its warm tile cache
+//   hit:  the tiles on disk, nginx sends them          vs tile-cannon from its warm tile cache, and made each time
+//         (what a tile costs once it has left the tile cache: evicted, expired, or another replica's)
 //   miss: no tile on disk, nginx hands each request on  vs tile-cannon direct (the price of the fall-through)
 // wrk on core 0; tile-cannon and nginx's one worker on core 1 (on 2 cores; unpinned elsewhere).
 //   node bench/tile-dir.js [--data file.tif] [--zoom 11] [--duration 8] [--connections 20] [--tiles 300]
@@ -47,6 +48,7 @@ async function stack (name, { writes }) {
 const rows = []
 const hit = await stack('hit', { writes: true })
 const miss = await stack('miss', { writes: false }) // its tile directory stays empty: every request falls through
+const uncached = await startTileCannon([values.data], { cache: false, cpus: serverCpus })
 try {
   const [set] = await (await fetch(`${hit.server.base}/list`)).json()
   const tilejson = await (await fetch(`${hit.server.base}/${set}.json`)).json()
@@ -55,29 +57,36 @@ try {
   const found = await findTiles(template, tilejson, z, { want: Number(values.tiles) })
   const paths = found.map(([tz, x, y]) => new URL(fill(template, tz, x, y)).pathname)
   const run = (base, duration) => wrk(base, paths, { duration, connections: Number(values.connections), cpus: clientCpus, scriptFile })
-  const measure = async (name, base, server) => {
+  // CPU per request of tile-cannon, and of nginx (its master and worker) when it is in the path: the server-bound figure.
+  const measure = async (name, base, server, nginx = null) => {
     await run(base, 2) // warm-up: the tile cache filled, the tiles written
-    const before = cpuSeconds(server.child.pid)
+    const pids = [server.child.pid, nginx?.child.pid].filter(Boolean)
+    const before = pids.map(cpuSeconds)
     const result = await run(base, Number(values.duration))
-    const cpu = cpuSeconds(server.child.pid) - before
-    rows.push({ name, ...result, cpuPerReq: (cpu / result.requests) * 1e6 })
+    const [tc, ngx = 0] = pids.map((pid, i) => cpuSeconds(pid) - before[i])
+    rows.push({ name, ...result, cpuPerReq: (tc / result.requests) * 1e6, nginxPerReq: (ngx / result.requests) * 1e6 })
     console.error(`${name}: ${Math.round(result.rps)} req/s`)
   }
   await measure('tile-cannon direct (warm cache)', hit.server.base, hit.server)
-  await measure('hit: nginx from the tile directory', hit.nginx.base, hit.server)
+  await measure('hit: nginx from the tile directory', hit.nginx.base, hit.server, hit.nginx)
+  await measure('tile-cannon direct, made each time (--cache-mb 0)', uncached.base, uncached)
   await measure('tile-cannon direct (warm cache), second server', miss.server.base, miss.server)
-  await measure('miss: nginx, falling through to tile-cannon', miss.nginx.base, miss.server)
-  const [direct, hits, direct2, misses] = rows
+  await measure('miss: nginx, falling through to tile-cannon', miss.nginx.base, miss.server, miss.nginx)
+  const [direct, hits, made, direct2, misses] = rows
   console.log(`\n${values.data.split('/').pop()}, z${z}, ${paths.length} tiles, ${values.connections} connections, ${values.duration} s; wrk${clientCpus ? ` on core ${clientCpus}, tile-cannon and nginx's one worker on core ${serverCpus}` : ''}\n`)
-  console.log('| path | req/s | ratio | p99 ms | tile-cannon CPU/req µs | errors | non-2xx |')
-  console.log('|---|---:|---:|---:|---:|---:|---:|')
-  const line = (r, base) => console.log(`| ${r.name} | ${Math.round(r.rps)} | ${(r.rps / base.rps).toFixed(2)}× | ${r.latencyP99?.toFixed(2)} | ${r.cpuPerReq.toFixed(1)} | ${r.errors} | ${r.non2xx} |`)
+  console.log('| path | req/s | ratio | p99 ms | tile-cannon CPU/req µs | nginx CPU/req µs | all CPU/req, ratio | errors | non-2xx |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+  const all = (r) => r.cpuPerReq + r.nginxPerReq
+  const line = (r, base) => console.log(`| ${r.name} | ${Math.round(r.rps)} | ${(r.rps / base.rps).toFixed(2)}× | ${r.latencyP99?.toFixed(2)} | ${r.cpuPerReq.toFixed(1)} | ${r.nginxPerReq.toFixed(1)} | ${(all(r) / all(base)).toFixed(2)}× | ${r.errors} | ${r.non2xx} |`)
   line(direct, direct)
   line(hits, direct)
+  line(made, direct)
   line(direct2, direct2)
   line(misses, direct2)
+  console.log(`\nhit against made each time: ${(hits.rps / made.rps).toFixed(1)}× the requests/s, ${(made.cpuPerReq / (hits.cpuPerReq + hits.nginxPerReq)).toFixed(0)}× less CPU a request`)
   console.log(`\nmachine: ${os.cpus()[0].model}, ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, Node ${process.version}`)
 } finally {
   await hit.stop()
   await miss.stop()
+  await uncached.stop()
 }
