@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import Database from 'better-sqlite3'
@@ -13,7 +13,7 @@ import sharp from 'sharp'
 import { FIXTURES, HAVE_FIXTURES, ROOT, makeApp, needs } from './helpers/app.js'
 import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
 import { POSTGIS_MISSING, loadZurichPoints, runSql, startPostgis } from './helpers/postgres.js'
-import { pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
+import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 import { flipY, tileRange } from '../lib/tilemath.js'
 
 const SERVER = join(ROOT, 'server.js')
@@ -360,7 +360,7 @@ test('bad input: an unknown set lists those there are; bad --zooms, --bbox, --fo
     [[archive, '--set', 'points', '--zooms', 'two', '--out', out], /--zooms 'two' is not a zoom/],
     [[archive, '--set', 'points', '--zooms', '3-31', '--out', out], /zooms go from 0 to 30/],
     [[archive, '--set', 'points', '--zooms', '0-2', '--bbox', '8,47,9', '--out', out], /--bbox '8,47,9' is not minx,miny,maxx,maxy/],
-    [[archive, '--set', 'points', '--zooms', '0-2', '--bbox', '9,47,8,48', '--out', out], /minx must be below maxx/],
+    [[archive, '--set', 'points', '--zooms', '0-2', '--bbox', '8,48,9,47', '--out', out], /miny be below maxy/],
     [[archive, '--set', 'points', '--zooms', '0-2', '--bbox', '-200,40,-100,50', '--out', out], /longitudes go from -180 to 180/], // a box starting with a minus is the value of --bbox
     [[archive, '--set', 'points', '--zooms', '0-2', '--format', 'png', '--out', out], /--format png: 'points' holds pbf tiles/],
     [[archive, '--set', 'points', '--zooms', '0-2', '--scale', '2', '--out', out], /--scale 2: 'points' has @1x tiles/],
@@ -381,6 +381,28 @@ test('bad input: an unknown set lists those there are; bad --zooms, --bbox, --fo
   assert.equal(unavailable.code, 1, unavailable.stderr)
   assert.match(unavailable.stderr, /tileset 'broken' is unavailable: not an SQLite database/)
   assert.ok(!existsSync(out), 'nothing written')
+})
+
+test('boxes: one across the antimeridian takes the tiles on both sides; one ending on a tile edge takes no tile beyond it; a folder not an export is never emptied by --force', async (t) => {
+  const dir = tempDir(t)
+  const world = join(dir, 'world.mbtiles')
+  writeMbtiles(world, { tiles: vectorTiles(pyramid(0, 3, 8)), metadata: { format: 'pbf' } })
+  const across = await exportCli([world, '--set', 'world', '--zooms', '3', '--bbox', '170,-10,-170,10', '--out', join(dir, 'across.mbtiles')])
+  assert.equal(across.code, 0, across.stderr)
+  assert.match(across.stderr, /4 tiles \(z3: 4\)/)
+  const rows = new Database(join(dir, 'across.mbtiles'), { readonly: true }).prepare('SELECT tile_column FROM tiles ORDER BY tile_column').pluck().all()
+  assert.deepEqual([...new Set(rows)], [0, 7], 'the first and the last column of z3')
+  // 0,0 to 90,66.51326…: exactly tile 2/2/1; its neighbours to the east and south only touch the box.
+  const edge = await exportCli([world, '--set', 'world', '--zooms', '2', '--bbox', '0,0,90,66.51326044311186', '--out', join(dir, 'edge.mbtiles')])
+  assert.match(edge.stderr, /1 tiles \(z2: 1\)/)
+  // --force over a folder that holds someone else's files: nothing of theirs is deleted.
+  const theirs = join(dir, 'theirs')
+  mkdirSync(join(theirs, '10'), { recursive: true })
+  writeFileSync(join(theirs, '10', 'keep.txt'), 'mine')
+  const forced = await exportCli([world, '--set', 'world', '--zooms', '0', '--out', theirs, '--force'])
+  assert.equal(forced.code, 0, forced.stderr)
+  assert.equal(readFileSync(join(theirs, '10', 'keep.txt'), 'utf8'), 'mine')
+  assert.ok(existsSync(join(theirs, '0', '0', '0.pbf')))
 })
 
 test('a source failing for some tiles: failures counted and shown, the rest exported (exit 0); failing for all: exit 1', async (t) => {

@@ -13,8 +13,8 @@ import { planJob } from './job.js'
 import { TileGrid } from './grid.js'
 import { tileReader } from './read.js'
 import { describeExport } from './metadata.js'
-import { MbtilesOutput, isMbtilesPath } from './mbtiles-output.js'
-import { FolderOutput } from './folder-output.js'
+import { MbtilesOutput, isMbtilesPath, recordedJob as recordedMbtilesJob } from './mbtiles-output.js'
+import { FolderOutput, recordedJob as recordedFolderJob } from './folder-output.js'
 import { ExportRun } from './run.js'
 import { ProgressReport, summaryLine } from './progress.js'
 
@@ -53,7 +53,8 @@ export async function main (argv) {
     // Export is a batch job: no folder watching, no demo set standing in for a mistyped path, no /metrics, no writing
     // through to a tile directory; warnings only, unless a log level is asked for.
     const logLevelGiven = argv.some((a) => a === '--log-level' || a.startsWith('--log-level=')) || Boolean(process.env.TILE_CANNON_LOG_LEVEL)
-    const overrides = { watch: false, demo: false, metrics: { enabled: false }, tileDir: { dir: null }, ...(logLevelGiven ? {} : { logLevel: 'warn' }) }
+    // Nor a tile cache or a shared one: each tile is read once (a cache only costs memory and time here).
+    const overrides = { watch: false, demo: false, metrics: { enabled: false }, tileDir: { dir: null }, cacheMB: 0, cache: { redis: null }, ...(logLevelGiven ? {} : { logLevel: 'warn' }) }
     const loaded = loadConfig({ argv: bboxJoined(argv), env: process.env, extraFlags: EXPORT_FLAGS, overrides })
     if (loaded.help) {
       process.stdout.write(EXPORT_USAGE + '\n')
@@ -86,6 +87,10 @@ async function exportTiles (app, options, say) {
   try {
     target = exportTarget(app, options.set)
     job = planJob(target, options, say)
+    // No --bbox: the set's bounds, which a database may estimate differently from one run to the next (ANALYZE). A run
+    // continuing an export of the same set keeps the box it recorded.
+    const recorded = options.bbox === null && !options.force ? (isMbtilesPath(options.out) ? recordedMbtilesJob : recordedFolderJob)(options.out) : null
+    if (recorded?.set === job.set && Array.isArray(recorded.bbox) && recorded.bbox.length === 4 && recorded.bbox.every(Number.isFinite)) job.bbox = recorded.bbox
     grid = new TileGrid(job.zooms, job.bbox)
   } catch (err) {
     if (err instanceof UsageError) {
@@ -148,7 +153,7 @@ async function exportTiles (app, options, say) {
   const onSignal = (signal) => {
     if (signalled !== null) {
       run.abandon()
-      run.checkpoint()
+      if (run.fatal === null) run.checkpoint()
       output.close()
       process.stderr.write(`\n${signal} again: progress saved, stopping now\n`)
       process.exit(130)
@@ -173,7 +178,7 @@ async function exportTiles (app, options, say) {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)
   }
-  run.checkpoint()
+  if (run.fatal === null) run.checkpoint() // after a failed write, the record stays at its last checkpoint
   let held
   try {
     held = run.fatal === null ? output.count() : undefined
@@ -181,14 +186,14 @@ async function exportTiles (app, options, say) {
   output.close()
 
   const done = run.done
-  const outcome = run.fatal !== null ? 'failed' : signalled !== null ? 'interrupted' : done >= grid.total ? 'complete' : 'incomplete'
+  const outcome = run.fatal !== null ? 'failed' : done >= grid.total ? 'complete' : signalled !== null ? 'interrupted' : 'incomplete'
   say(summaryLine(run, { outcome, out }) + (held === undefined ? '' : `; ${out} holds ${held} tiles`))
   if (run.stats.failed > 0) say(`${run.stats.failed} tiles failed: run the same command again to retry them`)
   if (run.fatal !== null) {
     say(`writing ${out} failed: ${reasonOf(run.fatal)}; what was committed before stays, and a run of the same command continues from there`)
     return 1
   }
-  if (signalled !== null) {
+  if (signalled !== null && done < grid.total) {
     say(`stopped at tile ${done} of ${grid.total}: run the same command again to continue`)
     return 130
   }

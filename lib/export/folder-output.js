@@ -12,6 +12,15 @@ export const PROGRESS_FILE = '.tile-cannon-export.json'
 const TILEJSON_FILE = 'tiles.json'
 const ZOOM_DIR = /^\d{1,2}$/
 
+/** The job an existing folder export recorded, or null. */
+export function recordedJob (dir) {
+  try {
+    return JSON.parse(readFileSync(join(dir, PROGRESS_FILE), 'utf8'))?.job ?? null
+  } catch {
+    return null
+  }
+}
+
 export class FolderOutput {
   /**
    * Opens folder `dir` for the job: a new or empty folder, or the folder of an earlier run of the same job, continued
@@ -29,7 +38,9 @@ export class FolderOutput {
     const record = join(dir, PROGRESS_FILE)
     if (existsSync(dir)) {
       if (!statSync(dir).isDirectory()) throw new UsageError(`${dir} exists and is not a folder (an MBTiles output is named *.mbtiles)`)
-      if (force) {
+      // --force over an earlier export: what it wrote goes (zoom folders, tiles.json, the record), nothing else. Over a
+      // folder of something else: nothing is deleted, the export writes beside what is there.
+      if (force && existsSync(record)) {
         for (const name of readdirSync(dir)) {
           if (ZOOM_DIR.test(name) || name === TILEJSON_FILE || name === PROGRESS_FILE) rmSync(join(dir, name), { recursive: true, force: true })
         }
@@ -37,7 +48,7 @@ export class FolderOutput {
       if (existsSync(record)) {
         this.start = resumePoint(readFileSync(record, 'utf8'), job, total, dir)
         this.resumed = true
-      } else if (readdirSync(dir).length > 0) {
+      } else if (!force && readdirSync(dir).length > 0) {
         throw new UsageError(`${dir} exists, is not empty and was not written by tile-cannon export: choose an empty or new folder, or --force to write into it`)
       }
     }

@@ -24,6 +24,8 @@ export function planJob (target, options, warn) {
       throw new UsageError(`--format ${options.format}: '${id}' holds ${format} tiles, exported as they are; --format chooses among the formats of sets that make tiles (COG, styles)`)
     }
   }
+  // It names the files of a folder export: a set's own metadata must not be able to put them elsewhere.
+  if (!/^[a-z0-9]{1,8}$/.test(format)) throw new ExportError(`'${id}' says its tiles are '${format}', which is not a file extension`)
   const scales = source.scales ?? [1]
   if (!scales.includes(options.scale)) throw new UsageError(`--scale ${options.scale}: '${id}' has ${scales.map((s) => `@${s}x`).join(', ')} tiles`)
 

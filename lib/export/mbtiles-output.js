@@ -2,7 +2,7 @@
 // rows, written in transactions of many tiles (one commit per tile would cost a journal write and fsync each). The
 // progress record is a metadata row written in the same transaction as the tiles it counts, so a file stopped at any
 // moment says exactly what it holds; between transactions it is a complete MBTiles file any reader can open.
-import { rmSync } from 'node:fs'
+import { existsSync, rmSync } from 'node:fs'
 import Database from 'better-sqlite3'
 import { UsageError } from './errors.js'
 import { mbtilesMetadata } from './metadata.js'
@@ -70,13 +70,19 @@ export class MbtilesOutput {
   /** Adds a tile to the transaction under way (one is begun when none is). */
   put (z, x, y, bytes) {
     if (!this.open) return
-    if (!this.db.inTransaction) this.db.exec('BEGIN')
-    this.insert.run(z, x, flipY(z, y), bytes)
+    try {
+      if (!this.db.inTransaction) this.db.exec('BEGIN')
+      this.insert.run(z, x, flipY(z, y), bytes)
+    } catch (err) {
+      // SQLite may have rolled the whole transaction back (a full disk): the record must not count its tiles.
+      this.broken = true
+      throw err
+    }
   }
 
   /** Records `done`/`reached` and commits them with the tiles since the last checkpoint. */
   checkpoint (done, reached) {
-    if (!this.open) return
+    if (!this.open || this.broken) return
     if (!this.db.inTransaction) this.db.exec('BEGIN')
     this.saveProgress.run(JSON.stringify(progressRecord(this.job, this.total, done, reached)), PROGRESS_ROW)
     this.db.exec('COMMIT')
@@ -93,6 +99,20 @@ export class MbtilesOutput {
     this.open = false
     if (this.db.inTransaction) this.db.exec('ROLLBACK')
     this.db.close()
+  }
+}
+
+/** The job an existing MBTiles export recorded, or null (no file, not an export). */
+export function recordedJob (path) {
+  if (!existsSync(path)) return null
+  let db
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true })
+    return JSON.parse(db.prepare('SELECT value FROM metadata WHERE name = ?').pluck().get(PROGRESS_ROW) ?? 'null')?.job ?? null
+  } catch {
+    return null
+  } finally {
+    db?.close()
   }
 }
 

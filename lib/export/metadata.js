@@ -10,8 +10,11 @@ export function describeExport (tilejson, job) {
   const [w, s, e, n] = job.bbox
   const c = tilejson.center
   // The set's centre when it lies in the exported area, else the area's middle.
-  const inside = Array.isArray(c) && c[0] >= w && c[0] <= e && c[1] >= s && c[1] <= n
-  const center = inside ? [c[0], c[1], clamp(Math.round(c[2] ?? minzoom), minzoom, maxzoom)] : [(w + e) / 2, (s + n) / 2, minzoom]
+  // (An area across the antimeridian has west above east: its middle is past 180 before it is wrapped.)
+  const across = w > e
+  const inside = Array.isArray(c) && (across ? c[0] >= w || c[0] <= e : c[0] >= w && c[0] <= e) && c[1] >= s && c[1] <= n
+  const middle = across ? ((w + e + 360) / 2 + 180) % 360 - 180 : (w + e) / 2
+  const center = inside ? [c[0], c[1], clamp(Math.round(c[2] ?? minzoom), minzoom, maxzoom)] : [middle, (s + n) / 2, minzoom]
   const vector = isVector(job.format)
   return {
     name: tilejson.name ?? job.set,

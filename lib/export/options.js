@@ -65,19 +65,20 @@ export function parseBbox (text) {
   }
   const [w, s, e, n] = numbers
   if (w < -180 || e > 180 || s < -90 || n > 90) throw new UsageError(`--bbox '${text}': longitudes go from -180 to 180, latitudes from -90 to 90`)
-  if (w >= e || s >= n) throw new UsageError(`--bbox '${text}': minx must be below maxx and miny below maxy`)
+  // minx above maxx: a box across the antimeridian (as GeoJSON and TileJSON write it), e.g. 170,-10,-170,10.
+  if (w === e || s >= n) throw new UsageError(`--bbox '${text}': minx must differ from maxx (above it: a box across the antimeridian) and miny be below maxy`)
   const clipped = clipToMercator(numbers)
   if (clipped === null) throw new UsageError(`--bbox '${text}' lies beyond Web Mercator's ±${WORLD_BOUNDS[3].toFixed(4)}° of latitude`)
   return clipped
 }
 
-/** Bounds with their latitudes inside Web Mercator's; null when nothing is left. */
+/** Bounds with their latitudes inside Web Mercator's (west above east: across the antimeridian); null when nothing is left. */
 export function clipToMercator ([w, s, e, n]) {
   const south = Math.max(s, WORLD_BOUNDS[1])
   const north = Math.min(n, WORLD_BOUNDS[3])
-  const west = Math.max(w, -180)
-  const east = Math.min(e, 180)
-  return south < north && west < east ? [west, south, east, north] : null
+  const west = Math.min(Math.max(w, -180), 180)
+  const east = Math.min(Math.max(e, -180), 180)
+  return south < north && west !== east ? [west, south, east, north] : null
 }
 
 function parseInteger (flag, text, min, max) {
