@@ -20,6 +20,8 @@ import styleRoutes from '../routes/styles.js'
 import fontRoutes from '../routes/fonts.js'
 import renderRoutes from '../routes/render.js'
 import viewerPlugin from './viewer/index.js'
+import featuresPlugin from './features/index.js'
+import variantsPlugin from './variants/index.js'
 import limitsPlugin from './limits.js'
 import accessPlugin from './access.js'
 import healthRoutes from '../routes/health.js'
@@ -91,6 +93,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
   await app.register(sharedCachePlugin, config) // Redis, when configured: replicas share made tiles
   await app.register(healthRoutes)
   if (config.metrics.enabled !== false) await app.register(metricsPlugin, config)
+  await app.register(variantsPlugin) // .mlt and .geojson of vector tiles, made on a worker pool (lib/variants)
   await app.register(tileRoutes)
   await app.register(metaRoutes)
   await app.register(listRoutes)
@@ -102,6 +105,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
   await app.register(tileDirPlugin, config) // --tile-dir: tiles written through for nginx (lib/tile-dir)
   await app.register(indexRoutes) // the home page shows sets, styles and rendered previews
   await app.register(viewerPlugin, config)
+  await app.register(featuresPlugin, config) // OGC API – Features over the PostGIS tables and views (lib/features)
 
   // Tiles answered before Fastify (routes/tiles.js tileFront), unless every request is to be logged by it.
   if (!config.logRequests) front = tileFront(app)

@@ -36,6 +36,10 @@ export const DEFAULTS = {
   defaultFont: null, // the font serving unknown names (null: the first "Regular" font, else the first)
   sets: {},
   postgres: {},
+  // OGC API – Features over the PostGIS tables and views (lib/features): under `prefix`, pages of `defaultLimit`
+  // features, `maxLimit` at most (a larger limit is clamped), coordinates rounded to `precision` decimals, pages in
+  // key order unless sorted (`orderByKey` false: in the order the database finds them, faster, not stable)
+  features: { enabled: true, prefix: '/ogc', defaultLimit: 10, maxLimit: 10000, precision: { degrees: 7, metres: 2 }, orderByKey: true },
   raster: {},
   s3: {}, // object storage (lib/remote/s3.js): endpoint, region, forcePathStyle; credentials from AWS_* variables
   remote: {}, // remote archives and COGs (https://, s3://): retryMs, revalidateMs (lib/catalog/remote.js)
@@ -95,6 +99,22 @@ const schema = {
     settleMs: { type: 'integer', minimum: 0 },
     demo: { type: 'boolean' },
     viewer: { type: 'boolean' },
+    features: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        prefix: { type: 'string', pattern: '^(/[A-Za-z0-9._~-]+)+$' }, // no trailing slash
+        defaultLimit: { type: 'integer', minimum: 1 },
+        maxLimit: { type: 'integer', minimum: 1 },
+        orderByKey: { type: 'boolean' },
+        precision: { // decimals of output coordinates: degrees (CRS84, EPSG:4326, any geographic CRS), metres (others)
+          type: 'object',
+          additionalProperties: false,
+          properties: { degrees: { type: 'integer', minimum: 0, maximum: 15 }, metres: { type: 'integer', minimum: 0, maximum: 15 } },
+        },
+      },
+    },
     postgres: {
       type: 'object',
       additionalProperties: false,
@@ -273,6 +293,7 @@ const ENV = {
   TILE_CANNON_WATCH: 'watch',
   TILE_CANNON_DEMO: 'demo',
   TILE_CANNON_VIEWER: 'viewer',
+  TILE_CANNON_FEATURES: 'features.enabled',
   TILE_CANNON_STYLES: 'styles',
   TILE_CANNON_FONTS: 'fonts',
   TILE_CANNON_ICONS: 'icons',

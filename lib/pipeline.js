@@ -3,8 +3,9 @@
 import crypto from 'node:crypto'
 import { describeTile, isCompressible } from './tiletype.js'
 import { UnsupportedEncodingError, chooseEncoding, transcode } from './encoding.js'
-import { Unavailable, readFailure } from './errors.js'
+import { Unavailable, readFailure, toldUnavailable } from './errors.js'
 import { Latencies } from './metrics/stats.js'
+import { VARIANTS } from './variants/transcode.js'
 
 /** A tile the set does not have (cached too, so repeated misses cost nothing). */
 export const ABSENT = Object.freeze({ absent: true, size: 64 })
@@ -26,18 +27,21 @@ export class TilePipeline {
     this.reads = new Map() // source kind → Latencies of its reads (lib/metrics)
     this.lastLookup = 'miss' // what the latest record() found in the cache: 'hit', 'joined' or 'miss' (access log)
     this.tileDir = null // the tile directory tiles read are written to, when configured (lib/tile-dir sets it)
+    this.variants = null // the maker of variants (MLT, GeoJSON) of vector tiles (lib/variants sets it)
   }
 
   /**
    * The stored tile and what it is, from the cache or the source (a record, or ABSENT; a promise only when not cached).
    * `query` (only for sets that take one, such as PostGIS functions and rendered rasters) is part of the cache key, in
-   * a canonical order; so is `rendering` ({ scale, format }, for sets that render tiles to order). The arguments are
-   * lib/resolve.js resolveTile's. A source that fails rejects with Unavailable naming the set when its backend failed,
-   * and with the error itself when that is a bug (lib/errors.js readFailure).
+   * a canonical order; so is `rendering` ({ scale, format }, for sets that render tiles to order), and `variant`
+   * ('mlt' | 'geojson': the stored vector tile made into that, see variantRead). The arguments are lib/resolve.js
+   * resolveTile's. A source that fails rejects with Unavailable naming the set when its backend failed, and with the
+   * error itself when that is a bug (lib/errors.js readFailure).
    */
-  record (entry, z, x, y, query, rendering) {
+  record (entry, z, x, y, query, rendering, variant) {
     let tail = z + '/' + x + '/' + y
     if (rendering !== undefined) tail += '@' + rendering.scale + '.' + rendering.format
+    if (variant !== undefined) tail += '.' + variant
     if (query !== undefined) tail += '?' + canonicalQuery(query)
     const key = entry.key + tail
     const hit = this.cache.get(key)
@@ -49,6 +53,11 @@ export class TilePipeline {
     if (pending !== undefined) {
       this.lastLookup = 'joined'
       return pending
+    }
+    if (variant !== undefined) {
+      const making = this.variantRead(entry, key, z, x, y, query, variant)
+      this.lastLookup = 'miss' // (the stored tile's lookup, made meanwhile, said otherwise)
+      return this.cache.dedupe(key, making)
     }
     this.lastLookup = 'miss'
     // Made tiles of a kind the shared cache keeps (lib/shared-cache.js): from there, else made and put there.
@@ -99,6 +108,34 @@ export class TilePipeline {
     return this.store(entry, key, bytes, z, x, y, query, rendering)
   }
 
+  /**
+   * A variant of a stored vector tile: the stored tile's record (from the cache, or read as any request reads it), made
+   * into `variant` by lib/variants, and kept as a record of its own (ABSENT where the set has no tile), no longer than
+   * the stored tile it was made from is.
+   */
+  async variantRead (entry, key, z, x, y, query, variant) {
+    const storedKey = entry.key + z + '/' + x + '/' + y + (query === undefined ? '' : '?' + canonicalQuery(query)) // as record() makes it
+    const stored = await this.record(entry, z, x, y, query)
+    let bytes = null
+    if (stored !== ABSENT) {
+      const format = stored.info.format
+      if (this.variants === null) throw new Unavailable(`tileset '${entry.id}': .${variant} tiles are not made now`)
+      try {
+        if (format !== 'pbf' && format !== 'mlt') throw new Error(`the tile is ${format}, not a vector tile`)
+        bytes = await this.variants.make(variant, format, stored.stored, stored.info.encoding, z, x, y)
+      } catch (err) {
+        throw readFailure(entry, toldUnavailable(`tileset '${entry.id}': a tile could not be made into .${variant} (${err.message})`), this.log)
+      }
+    }
+    let ttlMs = entry.ttlMs
+    if (ttlMs > 0) {
+      // What is left of the stored tile's lifetime (lru-cache's own count), so a variant never outlives it.
+      const left = this.cache.lru?.getRemainingTTL(storedKey) ?? 0
+      if (left > 0 && left < ttlMs) ttlMs = Math.ceil(left)
+    }
+    return this.store(entry, key, bytes, z, x, y, query, undefined, variant, ttlMs)
+  }
+
   /** Source read times by kind, for /metrics (PostGIS query time, COG and render time). */
   timeRead (entry, started) {
     let latencies = this.reads.get(entry.kind)
@@ -107,14 +144,15 @@ export class TilePipeline {
   }
 
   /**
-   * The record of bytes read (ABSENT for none), kept for the set's lifetime of made tiles, and written to the tile
-   * directory when there is one (z, x, y, query, rendering: the tile's address, as record() got it).
+   * The record of bytes read (ABSENT for none), kept for the set's lifetime of made tiles (`ttlMs`), and written to the
+   * tile directory when there is one (z, x, y, query, rendering, variant: the tile's address, as record() got it).
    */
-  store (entry, key, stored, z, x, y, query, rendering) {
+  store (entry, key, stored, z, x, y, query, rendering, variant, ttlMs = entry.ttlMs) {
     let record = ABSENT
     if (stored !== null && stored !== undefined && stored.length > 0) {
-      const info = describeTile(stored, entry.source.hints, entry.sniffed)
-      const compressible = isCompressible(info.format)
+      // A variant is what it was made as; stored bytes are what they look like.
+      const info = variant === undefined ? describeTile(stored, entry.source.hints, entry.sniffed) : VARIANTS[variant]
+      const compressible = variant !== undefined || isCompressible(info.format)
       record = {
         key,
         stored,
@@ -129,8 +167,8 @@ export class TilePipeline {
       }
     }
     // Made tiles live `ttlMs` (0: never stored; concurrent requests still share one read); stored tiles have no lifetime.
-    if (!entry.retired && entry.ttlMs !== 0) this.cache.set(key, record, entry.ttlMs)
-    if (this.tileDir !== null) this.tileDir.keep(entry, z, x, y, query, rendering, record, key)
+    if (!entry.retired && ttlMs !== 0) this.cache.set(key, record, ttlMs)
+    if (this.tileDir !== null) this.tileDir.keep(entry, z, x, y, query, rendering, record, key, variant)
     return record
   }
 

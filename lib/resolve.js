@@ -28,13 +28,29 @@ export function resolveTileJson (catalog, name, query) {
   return entry
 }
 
+/**
+ * The format a vector set's TileJSON asks tiles in, from its `encoding` query parameter (MapLibre GL JS's name for
+ * a vector source's tile format): 'mlt' for `?encoding=mlt` (MVT sets' tiles as `.mlt` variants, MLT sets' own), else
+ * the set's own format. BadRequest for another value, and for `mvt` of an MLT set (no MVT is made of MLT).
+ * Undefined for sets that are not vector sets (a COG's `encoding` is one of its own options).
+ */
+export function tileJsonFormat (entry, query) {
+  const format = entry.source.format
+  if (format !== 'pbf' && format !== 'mlt') return undefined
+  const asked = query?.encoding
+  if (asked === undefined || asked === (format === 'pbf' ? 'mvt' : 'mlt')) return format
+  if (asked === 'mlt') return 'mlt'
+  throw new BadRequest(format === 'pbf' ? "encoding is 'mvt' (the default) or 'mlt'" : `${entry.id} has MLT tiles: encoding is 'mlt'`)
+}
+
 /** Does a set take options from the query string (its tile URLs then carry the TileJSON request's)? */
 export const takesQuery = (source) => source.parseQuery !== undefined || source.takesQuery === true
 
 /**
  * A tile URL's parameters ({ set, z, x, y } as strings: `y` may end in `@2x` and an extension) and query → what the
- * pipeline needs: { entry, z, x, y, query, rendering }. `rendering` ({ scale, format }) only for sets that render to
- * order; `query` only for sets that take options (parsed and validated when the set says how).
+ * pipeline needs: { entry, z, x, y, query, rendering, variant }. `rendering` ({ scale, format }) only for sets that
+ * render to order; `query` only for sets that take options (parsed and validated when the set says how); `variant`
+ * ('geojson' | 'mlt') only when a vector set's tile is asked in a format other than its own (lib/variants).
  *
  * The hot path: no allocation but the result (and `rendering` where there is one); errors are thrown only for requests
  * that get one. The order of the checks decides which of several problems a request is told about.
@@ -75,18 +91,38 @@ export function resolveTile (catalog, params, query) {
     err.headers = { 'cache-control': entry.cacheControl } // as lasting as an absent tile inside the range
     throw err
   }
-  // Stored tiles ignore the extension (the bytes decide the type); sets that render to order take it as the format.
+  // Stored tiles ignore the extension (the bytes decide the type), but for `.geojson` and `.mlt`, which ask for a variant
+  // of a vector tile; sets that render to order take it as the format.
   let rendering
+  let variant
   if (source.formats !== undefined) {
     const ext = i < end ? segment.slice(extStart).toLowerCase() : ''
     const format = ext === '' ? source.formats[0] : source.formatAliases?.[ext] ?? ext
     if (!source.formats.includes(format)) throw new BadRequest(`.${segment.slice(extStart)} is not a format of ${entry.id} (${source.formats.join(', ')})`)
     rendering = { scale, format }
+  } else if (i < end) {
+    // The hot path: `.pbf` and the rest are told from the two variants by their first letter and length.
+    const first = segment.charCodeAt(extStart) | 32 // lower case
+    const length = end - extStart
+    if ((first === 109 && length === 3) || (first === 103 && length === 7)) variant = variantOf(entry, segment.slice(extStart).toLowerCase()) // m, g
   }
   let options
   if (source.parseQuery !== undefined) options = source.parseQuery(query, rendering) // throws BadRequest
   else if (source.takesQuery) options = query
-  return { entry, z, x, y, query: options, rendering }
+  return { entry, z, x, y, query: options, rendering, variant }
+}
+
+/**
+ * The variant an extension asks of a set with stored tiles: 'geojson' of MVT and MLT sets, 'mlt' of MVT sets (an MLT
+ * set's `.mlt` is its own tiles: no variant); undefined for other extensions (ignored, as ever). BadRequest for a
+ * variant of a set whose tiles are not vector tiles.
+ */
+function variantOf (entry, ext) {
+  if (ext !== 'geojson' && ext !== 'mlt') return undefined
+  const format = entry.source.format
+  if (format === 'pbf') return ext
+  if (format === 'mlt') return ext === 'mlt' ? undefined : ext
+  throw new BadRequest(`.${ext} is made of vector tiles, and ${entry.id} has ${format ?? 'unknown'} tiles`)
 }
 
 /** A string of 1 to `max` ASCII digits as a number; -1 for anything else (' 3', '1e0', '0x1', '-1', '1.5'). */

@@ -75,8 +75,11 @@ export function keyed (request, url) {
  * A query string (`?…`) without its API key parameters (`key`, however spelled: `k%65y` is `key` to the parser), for
  * links that pass the request's query on while keys are on: `keyed` adds the one key accepted.
  */
-export function withoutKey (search) {
-  const rest = search.slice(1).split('&').filter((p) => paramName(p) !== 'key')
+export const withoutKey = (search) => withoutParam(search, 'key')
+
+/** A query string (`?…`) without the parameter `name` (however spelled), '' when nothing is left. */
+export function withoutParam (search, name) {
+  const rest = search.slice(1).split('&').filter((p) => paramName(p) !== name)
   return rest.length === 0 ? '' : `?${rest.join('&')}`
 }
 
@@ -99,8 +102,9 @@ export function addVary (reply, names) {
   reply.header('vary', vary === undefined ? names : `${vary}, ${names}`)
 }
 
-export function tileUrl (base, entry, search = '') {
-  const ext = EXTENSIONS[entry.source.format]
+/** A set's tile URL template; `format`: the tiles' (a variant's, 'mlt'), by default the set's own. */
+export function tileUrl (base, entry, search = '', format = entry.source.format) {
+  const ext = EXTENSIONS[format]
   return `${base}/${encodeURIComponent(entry.id)}/{z}/{x}/{y}${ext ? '.' + ext : ''}${search}`
 }
 

@@ -1,7 +1,8 @@
 // GET/HEAD /:set/:z/:x/:y[@2x][.ext] — the hot path: resolve (lib/resolve.js) → pipeline (lib/pipeline.js) → answer
-// (routes/tile-answer.js). For stored tiles the extension is accepted and ignored (the bytes decide the type); sets
-// that render to order (rasters) take it, the scale and their query options as the request. Errors are thrown as their
-// type (lib/errors.js) and answered by the app's error handler.
+// (routes/tile-answer.js). For stored tiles the extension is accepted and ignored (the bytes decide the type), except
+// `.geojson` and `.mlt`, which ask for a variant of a vector tile (lib/variants); sets that render to order (rasters)
+// take it, the scale and their query options as the request. Errors are thrown as their type (lib/errors.js) and
+// answered by the app's error handler.
 import { resolveTile } from '../lib/resolve.js'
 import { GET_HEAD } from './http.js'
 import { tileWriter } from './tile-answer.js'
@@ -20,7 +21,7 @@ export default async function tileRoutes (app) {
   function handler (request, reply) {
     const tile = resolveTile(catalog, request.params, request.query)
     // A read the tile front started and left to this route (see tileFront): joined, not looked up (and counted) again.
-    const record = request.raw.tileRead ?? pipeline.record(tile.entry, tile.z, tile.x, tile.y, tile.query, tile.rendering)
+    const record = request.raw.tileRead ?? pipeline.record(tile.entry, tile.z, tile.x, tile.y, tile.query, tile.rendering, tile.variant)
     if (logLookup) request.tileLookup = pipeline.lastLookup
     if (record instanceof Promise) return record.then((loaded) => writeTile(request.raw, reply.raw, tile.entry, loaded, reply))
     return writeTile(request.raw, reply.raw, tile.entry, record, reply)
@@ -35,10 +36,11 @@ const noop = () => {}
 /**
  * The tile front: the tile route's common case answered before Fastify sees the request. A GET or HEAD of
  * `/set/z/x/y[.ext]` (or `/data/set/…`) with no query string and nothing percent-encoded, whose tile is cached or read
- * synchronously (MBTiles, local PMTiles), is answered here by the same functions the route uses (resolveTile,
- * pipeline.record, the tile writer), so the answer is the route's byte for byte. Anything else goes to Fastify
- * (`false`): other routes, errors (the route meets the same error and its handler answers it), reads still under way
- * (the route joins the same read: the pipeline shares reads in flight), and answers to transcode.
+ * synchronously (MBTiles, local PMTiles; a `.mlt` or `.geojson` variant once cached), is answered here by the same
+ * functions the route uses (resolveTile, pipeline.record, the tile writer), so the answer is the route's byte for
+ * byte. Anything else goes to Fastify (`false`): other routes, errors (the route meets the same error and its handler
+ * answers it), reads still under way (the route joins the same read: the pipeline shares reads in flight; a variant
+ * being made is one), and answers to transcode.
  *
  * Why: Fastify's request and reply objects, routing and hooks cost ~5 µs of the ~23 µs a warm tile took on one core,
  * and with it a warm tile costs what a bare node:http server answering from a Map does (bench/README.md).
@@ -74,7 +76,7 @@ export function tileFront ({ catalog, pipeline, requestStats, isUnderPressure, a
     let tile, record
     try {
       tile = resolveTile(catalog, params, NO_QUERY)
-      record = pipeline.record(tile.entry, tile.z, tile.x, tile.y, tile.query, tile.rendering)
+      record = pipeline.record(tile.entry, tile.z, tile.x, tile.y, tile.query, tile.rendering, tile.variant)
     } catch {
       return false
     }

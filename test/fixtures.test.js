@@ -1,12 +1,12 @@
 // Conformance on the real tilesets in ../shared/fixtures (present in CI; skipped with the reason elsewhere).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFileSync, readdirSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib'
 import Database from 'better-sqlite3'
-import { ResolvedValueCache, tileIdToZxy } from 'pmtiles'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
+import { storedTiles } from './helpers/data.js'
 
 const PBF = 'application/x-protobuf'
 // What each real tileset's tiles are, as documented in fixtures/SOURCES.md: [content type, stored encoding].
@@ -42,41 +42,6 @@ const EXPECTED = {
 const NEGATIVE = ['mbtiles/invalid.mbtiles', 'mbtiles/corrupt.mbtiles', 'pmtiles/invalid.pmtiles', 'pmtiles/invalid_v4.pmtiles',
   'pmtiles/empty.pmtiles', 'pmtiles/protomaps_vector_planet_odbl_z10_without_data.pmtiles']
 
-/** Every stored tile of an MBTiles file as [z, x, y(XYZ), bytes]. */
-function mbtilesTiles (path) {
-  const db = new Database(path, { readonly: true })
-  const rows = db.prepare('SELECT zoom_level z, tile_column x, tile_row y, tile_data d FROM tiles').all()
-  db.close()
-  return rows.map((r) => [r.z, r.x, 2 ** r.z - 1 - r.y, r.d])
-}
-
-/** Every stored tile of a PMTiles archive, walking its directories with the pmtiles library. */
-async function pmtilesTiles (path) {
-  const file = readFileSync(path)
-  const source = { getKey: () => path, getBytes: async (o, l) => ({ data: file.buffer.slice(file.byteOffset + o, file.byteOffset + o + l) }) }
-  const decompress = async (buf, c) => {
-    const b = Buffer.from(buf)
-    const out = c === 2 ? gunzipSync(b) : c === 3 ? brotliDecompressSync(b) : b
-    return out.buffer.slice(out.byteOffset, out.byteOffset + out.length)
-  }
-  const cache = new ResolvedValueCache(100, false, decompress)
-  const header = await cache.getHeader(source)
-  const out = []
-  const walk = async (offset, length) => {
-    for (const e of await cache.getDirectory(source, offset, length, header)) {
-      if (e.runLength === 0) await walk(header.leafDirectoryOffset + e.offset, e.length)
-      else {
-        for (let i = 0; i < e.runLength; i++) {
-          const start = header.tileDataOffset + e.offset
-          out.push([...tileIdToZxy(e.tileId + i), file.subarray(start, start + e.length)])
-        }
-      }
-    }
-  }
-  await walk(header.rootDirectoryOffset, header.rootDirectoryLength)
-  return out
-}
-
 function decodeStored (bytes, encoding) {
   return encoding === 'gzip' ? gunzipSync(bytes) : encoding === 'br' ? brotliDecompressSync(bytes) : bytes
 }
@@ -93,7 +58,7 @@ test('every real tileset answers its tiles with the right Content-Type and encod
     const name = rel.split('/')[1]
     const entry = app.catalog.get(name)
     assert.ok(entry?.source, `${rel} is served`)
-    const tiles = rel.endsWith('.mbtiles') ? mbtilesTiles(join(FIXTURES, rel)) : await pmtilesTiles(join(FIXTURES, rel))
+    const tiles = await storedTiles(join(FIXTURES, rel))
     let checked = 0
     for (const [z, x, y, stored] of spread(tiles, 60)) {
       const url = `/${encodeURIComponent(name)}/${z}/${x}/${y}`
@@ -128,7 +93,7 @@ test('every real tileset answers its tiles with the right Content-Type and encod
 test('trails.mbtiles and trails.pmtiles answer identical bytes for all their tiles', async (t) => {
   if (!needs(t, HAVE_FIXTURES, '../shared/fixtures is not present')) return
   const app = await makeApp(t, { paths: [join(FIXTURES, 'mbtiles', 'trails.mbtiles'), join(FIXTURES, 'pmtiles', 'trails.pmtiles')] })
-  const tiles = mbtilesTiles(join(FIXTURES, 'mbtiles', 'trails.mbtiles'))
+  const tiles = await storedTiles(join(FIXTURES, 'mbtiles', 'trails.mbtiles'))
   assert.equal(tiles.length, 1201)
   for (const [z, x, y] of tiles) {
     const a = await app.inject({ url: `/trails.mbtiles/${z}/${x}/${y}.pbf` })

@@ -8,6 +8,7 @@ import { connect } from 'node:net'
 import { join } from 'node:path'
 import { text } from 'node:stream/consumers'
 import { after, before, test } from 'node:test'
+import pixelmatch from 'pixelmatch'
 import sharp from 'sharp'
 import { FIXTURES, HAVE_FIXTURES, ROOT, makeApp, needs } from './helpers/app.js'
 import { tempDir, writeMbtiles } from './helpers/data.js'
@@ -158,6 +159,29 @@ test('a PMTiles set of lines, drawn and clickable', async (t) => {
   const clicked = await clickFeature(page)
   assert.ok(clicked.popup.includes(clicked.layer), `the popup: ${clicked.popup}`)
   await check()
+})
+
+test('an MVT set drawn from its MLT variant (?encoding=mlt): MLT tiles asked and decoded, the map drawn and clickable', async (t) => {
+  if (!needs(t, browser !== null, NO_CHROMIUM) || !needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  const { base } = await serve(t, { paths: [folderOf(t, ['mbtiles/koh-samui_thailand.mbtiles'])] })
+  const { page, answers, check } = await open(t, base, '/viewer/koh-samui_thailand?encoding=mlt')
+  assert.ok(answers.some((a) => a.url === '/koh-samui_thailand.json?encoding=mlt'), 'the TileJSON asked for MLT')
+  const tiles = answers.filter((a) => /^\/koh-samui_thailand\/\d+\/\d+\/\d+\./.test(a.url))
+  assert.ok(tiles.length > 0 && tiles.every((a) => a.url.endsWith('.mlt')), `only .mlt tiles: ${tiles.map((a) => a.url)}`)
+  assert.ok(tiles.some((a) => a.status === 200), 'made and answered')
+  const shown = await shoot(page, 'vector-mlt', MAP_AREA)
+  assert.ok(shown.colours > 50 && shown.tinted > 1000, `the map is drawn in colour: ${shown.colours} colours, ${shown.tinted} tinted pixels`)
+  const clicked = await clickFeature(page)
+  assert.ok(clicked.popup.includes(clicked.layer), `features decoded from MLT keep their layer and properties: ${clicked.popup}`)
+  // The panel links to the stored tiles, the same view; drawn from them, the map is the same, pixel for pixel.
+  assert.equal(await page.getAttribute('#controls a', 'href'), `${base}/viewer/koh-samui_thailand`)
+  await check()
+  await page.mouse.click(5, 5) // the popup closed
+  const mvt = await open(t, base, '/viewer/koh-samui_thailand')
+  const pixels = async (p) => sharp(await p.screenshot({ clip: MAP_AREA })).ensureAlpha().raw().toBuffer()
+  const [a, b] = [await pixels(page), await pixels(mvt.page)]
+  const differ = pixelmatch(a, b, null, MAP_AREA.width, MAP_AREA.height, { threshold: 0.1 })
+  assert.ok(differ < MAP_AREA.width * MAP_AREA.height * 0.001, `MLT and MVT draw the same map: ${differ} pixels differ`)
 })
 
 test('a raster set with an opacity slider; a COG with its options as controls: colormap, bands, terrain as hillshade', async (t) => {

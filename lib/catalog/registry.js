@@ -11,7 +11,7 @@ import { LIMIT_DEFAULTS } from '../limits.js'
  * set whose id is one of them is served under another id, with a warning.
  */
 export const RESERVED = new Set(['list', 'catalog', 'health', 'ready', 'metrics', 'styles', 'fonts', 'sprites', 'data',
-  'viewer', 'static', 'collections', 'conformance', 'api', 'favicon.ico', 'robots.txt'])
+  'viewer', 'static', 'collections', 'conformance', 'api', 'ogc', 'favicon.ico', 'robots.txt'])
 const MAX_COMPOSITES = 100
 
 export class Registry {

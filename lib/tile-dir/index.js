@@ -79,14 +79,21 @@ async function tileDirPlugin (app, config) {
   // was replaced, or a rendered style's drawn sets changed (a new entry).
   const fresh = (entry, place, key) => !entry.retired && key.startsWith(entry.key) && entryOf(place) === entry
 
-  /** The pipeline's call for each tile it read (not for cache hits): queued for writing when the set is written. */
-  function keep (entry, z, x, y, query, rendering, record, key) {
+  /**
+   * The pipeline's call for each tile it read or made (not for cache hits): queued for writing when the set is written.
+   * A variant goes under its own extension (`<y>.mlt.gz` beside `<y>.pbf.gz`), which nginx serves as it serves stored
+   * MLT; GeoJSON is not written (nginx's tile location does not match `.geojson`: tile-cannon answers it).
+   */
+  function keep (entry, z, x, y, query, rendering, record, key, variant) {
+    if (variant !== undefined && !TILE_EXTENSIONS.includes(variant)) return
+    // A variant made from a tile near the end of its lifetime would get a whole lifetime on disk: not written.
+    if (variant !== undefined && entry.ttlMs !== undefined) return
     let place = entry.tileDirPlace
     if (place === undefined) place = entry.tileDirPlace = tilePlace(entry, config)
     if (place === null || !fresh(entry, place, key)) return
     if (query !== undefined && !isDefaultQuery(entry, query, rendering)) return
     const scale = rendering?.scale ?? 1
-    const path = `${z}/${x}/${y}${scale === 1 ? '' : `@${scale}x`}.${rendering?.format ?? entry.source.format}`
+    const path = `${z}/${x}/${y}${scale === 1 ? '' : `@${scale}x`}.${variant ?? rendering?.format ?? entry.source.format}`
     const revision = revisionOf(entry)
     if (record === ABSENT) {
       directory.write(place, revision, path, entry.missingStatus === 204 ? '.none' : '.404', null)

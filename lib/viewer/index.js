@@ -11,6 +11,7 @@ import fp from 'fastify-plugin'
 import { NotFound, errorHandler, sendError } from '../errors.js'
 import { keyed, tileJsonUrl } from '../urls.js'
 import { isDrawable, isVector } from '../tiletype.js'
+import { tileJsonFormat } from '../resolve.js'
 import { setsOf } from '../style/rewrite.js'
 import { unionBounds } from '../tilemath.js'
 import { GET_HEAD, escapeHtml as escape } from '../../routes/http.js'
@@ -72,13 +73,19 @@ async function viewerPlugin (app, config) {
       if (!isDrawable(entry.source.format)) throw new NotFound(`set '${entry.id}' has ${entry.source.format ?? 'unknown'} tiles, which a map cannot draw`)
       const base = links(request, reply)
       const { source } = entry
+      // ?encoding=mlt: an MVT set drawn from its tiles made into MLT (its TileJSON asked the same way).
+      const vector = isVector(source.format)
+      const format = vector ? tileJsonFormat(entry, request.query) : source.format
+      const asMlt = format === 'mlt' && source.format === 'pbf'
       return html(reply, page(base, keyed(request, `${base}/`), entry.id, {
-        type: isVector(source.format) ? 'vector' : 'raster',
+        type: vector ? 'vector' : 'raster',
         id: entry.id,
         kind: entry.kind,
-        format: source.format ?? null,
-        tilejson: keyed(request, tileJsonUrl(base, entry.id)),
+        format: format ?? null,
+        tilejson: keyed(request, tileJsonUrl(base, entry.id) + (asMlt ? '?encoding=mlt' : '')),
         options: source.options ?? [],
+        // The viewer's switch between a vector set's own tiles and their MLT variant.
+        encodings: source.format === 'pbf' ? { mvt: keyed(request, `${base}/viewer/${encodeURIComponent(entry.id)}`), mlt: keyed(request, `${base}/viewer/${encodeURIComponent(entry.id)}?encoding=mlt`) } : null,
       }))
     },
   })

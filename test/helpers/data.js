@@ -1,12 +1,13 @@
 // Writers for the small real tilesets the tests need: MBTiles through better-sqlite3 and PMTiles v3 by the spec
-// (header, varint directories, optional leaf directories). No fixture files needed.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+// (header, varint directories, optional leaf directories). No fixture files needed. And a reader of every stored
+// tile of either (storedTiles), for the suites and benches that compare answers with what a file holds.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { gzipSync } from 'node:zlib'
+import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib'
 import Database from 'better-sqlite3'
 import vtpbf from 'vt-pbf'
-import { zxyToTileId } from 'pmtiles'
+import { ResolvedValueCache, tileIdToZxy, zxyToTileId } from 'pmtiles'
 
 export function tempDir (t, prefix = 'tile-cannon-') {
   const dir = mkdtempSync(join(tmpdir(), prefix))
@@ -162,4 +163,41 @@ export function writePmtiles (path, { tiles, metadata = {}, tileType = 'mvt', ti
 /** A vector set: gzip MVT tiles for `coords`, written as MBTiles and PMTiles with the same content. */
 export function vectorTiles (coords) {
   return coords.map(([z, x, y]) => ({ z, x, y, data: gzipSync(makeMvt(z, x, y)) }))
+}
+
+/** Every stored tile of an MBTiles file or PMTiles archive as [z, x, y (XYZ), bytes], in the file's order. */
+export async function storedTiles (path) {
+  return path.endsWith('.mbtiles') ? mbtilesTiles(path) : await pmtilesTiles(path)
+}
+
+function mbtilesTiles (path) {
+  const db = new Database(path, { readonly: true })
+  const rows = db.prepare('SELECT zoom_level z, tile_column x, tile_row y, tile_data d FROM tiles ORDER BY z, x, y').all()
+  db.close()
+  return rows.map((r) => [r.z, r.x, 2 ** r.z - 1 - r.y, r.d])
+}
+
+/** Walks a PMTiles archive's directories (leaves too) with the pmtiles library. */
+async function pmtilesTiles (path) {
+  const file = readFileSync(path)
+  const source = { getKey: () => path, getBytes: async (o, l) => ({ data: file.buffer.slice(file.byteOffset + o, file.byteOffset + o + l) }) }
+  const decompress = async (buf, c) => {
+    const b = Buffer.from(buf)
+    const out = c === 2 ? gunzipSync(b) : c === 3 ? brotliDecompressSync(b) : b
+    return out.buffer.slice(out.byteOffset, out.byteOffset + out.length)
+  }
+  const cache = new ResolvedValueCache(100, false, decompress)
+  const header = await cache.getHeader(source)
+  const out = []
+  const walk = async (offset, length) => {
+    for (const e of await cache.getDirectory(source, offset, length, header)) {
+      if (e.runLength === 0) await walk(header.leafDirectoryOffset + e.offset, e.length)
+      else {
+        const start = header.tileDataOffset + e.offset
+        for (let i = 0; i < e.runLength; i++) out.push([...tileIdToZxy(e.tileId + i), file.subarray(start, start + e.length)])
+      }
+    }
+  }
+  await walk(header.rootDirectoryOffset, header.rootDirectoryLength)
+  return out
 }

@@ -149,6 +149,8 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
     comment: row.comment,
     columns: wanted,
     idColumn: pk && wanted.includes(pk) ? pk.name : null,
+    // The single-column primary key of any type: OGC API – Features item ids (lib/features).
+    keyColumn: columns.find((c) => c.pk) ?? null,
     extent: opts.extent ?? options.extent ?? 4096,
     buffer: opts.buffer ?? options.buffer ?? 64,
     limit: opts.limit ?? options.featureLimit ?? null,

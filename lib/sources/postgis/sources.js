@@ -1,7 +1,7 @@
 // The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
 // run per request on the provider's pool as a named prepared statement.
 import { buildTileJson, describedBy } from '../tilejson.js'
-import { functionTileSql, layerFields, statementName, tableTileSql, takesQuery } from './sql.js'
+import { functionTileSql, layerFields, mayBeCurved, statementName, tableTileSql, takesQuery } from './sql.js'
 
 export const kind = 'postgis'
 
@@ -39,14 +39,37 @@ export function tableSource (id, t, bounds, { pool, cacheTtlS }) {
       format: 'pbf',
     }),
     sql,
-    signature: sql, // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles
+    // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles (a new non-integer key: features ids)
+    signature: t.keyColumn && t.keyColumn.name !== t.idColumn ? `${sql}\n-- key ${t.keyColumn.name}` : sql,
     statement: name,
+    features: featuresOf(t, pool),
     async getTile (z, x, y) {
       const res = await pool.query({ name, text: sql, values: [z, x, y] })
       return res.rows[0]?.st_asmvt ?? null
     },
     close () {},
   }
+}
+
+/**
+ * What OGC API – Features (lib/features) needs to query a table itself, read-only, on the set's pool: the sets that
+ * have it are its collections. Identifiers as the catalog names them; quoting is the reader's.
+ */
+function featuresOf (t, pool) {
+  const column = ({ name, type }) => Object.freeze({ name, type })
+  return Object.freeze({
+    pool,
+    schema: t.schema,
+    table: t.table,
+    geom: t.geom,
+    geomType: t.geomType,
+    geography: t.geography,
+    srid: t.srid,
+    storedSrid: t.storedSrid, // 0: SRID-0 geometries declared to be in `srid`
+    curved: mayBeCurved(t.geomType),
+    columns: Object.freeze(t.columns.map(column)),
+    key: t.keyColumn ? column(t.keyColumn) : null, // single-column primary key, or none (a view)
+  })
 }
 
 /** The set of a tile function (a FUNCTIONS_SQL row); its comment may name the format ('mlt') and TileJSON fields. */

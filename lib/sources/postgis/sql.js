@@ -14,6 +14,9 @@ const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
 // Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
 const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'MULTISURFACE'])
 
+/** Whether a column of this geometry type may hold curves (ST_CurveToLine first: MVT and GeoJSON have none). */
+export const mayBeCurved = (geomType) => MAYBE_CURVED.has(String(geomType).toUpperCase())
+
 /** The column name of the drawn geometry in the tile query; a table column of that name is left out of the tile. */
 export const GEOM_ALIAS = 'tc_mvt_geom'
 const WORLD_BOX = 'ST_MakeEnvelope(-20037508.342789244, -20037508.342789244, 20037508.342789244, 20037508.342789244, 3857)::box2d'
@@ -47,7 +50,7 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
   // A geography column is drawn as its geometry (lon/lat) and filtered by its own index with a geography envelope.
   const asGeometry = geography ? `${g}::geometry` : g
   const declared = storedSrid === 0 ? `ST_SetSRID(${asGeometry}, ${srid})` : asGeometry
-  const linear = MAYBE_CURVED.has(String(geomType).toUpperCase()) ? `ST_CurveToLine(${declared})` : declared
+  const linear = mayBeCurved(geomType) ? `ST_CurveToLine(${declared})` : declared
   const inTileSrid = srid === 3857 ? linear : `ST_Transform(${linear}, 3857)`
   const margin = buffer / extent
   const tile = 'ST_TileEnvelope($1::integer, $2::integer, $3::integer)'

@@ -101,12 +101,21 @@ function escapeHtml (s) {
   return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }
 
+// An MVT set's tiles as they are or made into MLT by the server (`?encoding=mlt`): a link to the other, same view.
+function encodingSwitch () {
+  const mlt = view.format === 'mlt'
+  const other = el('a', { href: mlt ? view.encodings.mvt : view.encodings.mlt, textContent: mlt ? 'MVT (stored)' : 'MLT (made by the server)' })
+  other.addEventListener('click', () => { other.href += location.hash })
+  controls.append(el('p', { className: 'control' }, `tiles: ${mlt ? 'MLT' : 'MVT'} · show `, other))
+}
+
 function showVector (tj) {
   const { style, byLayer } = vectorStyle(tj)
   const map = viewer.map = newMap('map', style, { hash: true })
   fit(map, tj)
   watchIdle(map)
   showStatus(map, 512, [tj.minzoom, tj.maxzoom])
+  if (view.encodings) encodingSwitch()
   if (byLayer.size === 0) say('this set lists no vector_layers in its TileJSON: there is nothing to draw by layer')
   legend.append(el('h2', { textContent: 'layers' }))
   for (const [name, { colour, ids }] of byLayer) {

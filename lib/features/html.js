@@ -1,0 +1,81 @@
+// The HTML of the API, for browsers (Accept: text/html, or f=html): each document's links and content, and for
+// features a page that fetches the same URL as GeoJSON and shows it on a MapLibre map (the viewer's copy, served by
+// lib/viewer; none with --no-viewer) above a table of the properties.
+import { escapeHtml as escape } from '../../routes/http.js'
+
+const scriptJson = (value) => JSON.stringify(value).replace(/</g, '\\u003c')
+const STYLE = 'body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em;color:#222}a{color:#06c}table{border-collapse:collapse}' +
+  'td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}pre{background:#f6f6f6;padding:1em;overflow:auto}' +
+  '#map{height:60vh;margin:1em 0;border:1px solid #ccc}'
+
+function page (title, body, head = '') {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escape(title)} · tile-cannon</title><link rel="icon" href="data:,"><style>${STYLE}</style>${head}</head>
+<body><h1>${escape(title)}</h1>${body}</body></html>`
+}
+
+const linkList = (links) => `<ul>${links.filter((l) => l.type !== 'text/html' || l.rel !== 'alternate')
+  .map((l) => `<li><a href="${escape(l.href)}">${escape(l.title ?? l.rel)}</a> <small>(${escape(l.rel)}, ${escape(l.type ?? '')})</small></li>`).join('')}</ul>`
+
+/** A JSON document as a page: its description, links, collections when it lists them, and the rest as JSON. */
+export function documentPage (title, doc) {
+  const { links = [], collections, description, ...rest } = doc
+  let body = description ? `<p>${escape(description)}</p>` : ''
+  body += linkList(links)
+  if (Array.isArray(collections)) {
+    body += `<table><tr><th>collection</th><th>title</th><th>features</th></tr>${collections.map((c) => {
+      const href = (rel, type) => c.links.find((l) => l.rel === rel && l.type === type)?.href ?? ''
+      return `<tr><td><a href="${escape(href('self', 'application/json').replace('f=json', 'f=html'))}">${escape(c.id)}</a></td><td>${escape(c.title ?? '')}</td>` +
+        `<td><a href="${escape(href('items', 'text/html'))}">map</a></td></tr>`
+    }).join('')}</table>`
+  } else if (Object.keys(rest).length > 0) {
+    body += `<pre>${escape(JSON.stringify(rest, null, 2))}</pre>`
+  }
+  return page(title, body)
+}
+
+// The features page's script: the same URL as GeoJSON, drawn and listed; next/prev from the answer's links.
+const FEATURES_SCRIPT = `
+const view = JSON.parse(document.getElementById('view').textContent)
+const maplibregl = view.assets === null ? null : await import(view.assets + '/maplibre-gl.mjs').catch(() => null)
+const status = document.getElementById('status')
+const fc = await fetch(view.json, { headers: { accept: 'application/geo+json' } }).then((r) => r.ok ? r.json() : r.json().then((e) => { throw new Error(e.message) })).catch((err) => { status.textContent = err.message; return null })
+if (fc !== null) {
+  const features = fc.type === 'Feature' ? [fc] : fc.features
+  status.textContent = fc.type === 'Feature' ? '' : \`\${fc.numberReturned} features\${fc.numberMatched === undefined ? '' : ' of ' + fc.numberMatched}\`
+  const nav = document.getElementById('nav')
+  for (const l of fc.links ?? []) if (['next', 'prev', 'collection'].includes(l.rel)) {
+    const a = document.createElement('a')
+    a.href = l.rel === 'collection' ? l.href : l.href.replace(/([?&])f=[^&]*/, '$1f=html')
+    a.textContent = l.rel
+    nav.append(a, ' ')
+  }
+  const keys = [...new Set(features.flatMap((f) => Object.keys(f.properties ?? {})))]
+  const table = document.getElementById('table')
+  const row = (cells, tag) => { const tr = table.insertRow(); for (const c of cells) { const td = document.createElement(tag); td.textContent = c === null || typeof c !== 'object' ? String(c ?? '') : JSON.stringify(c); tr.append(td) } }
+  row(['id', ...keys], 'th')
+  for (const f of features) row([f.id ?? '', ...keys.map((k) => f.properties?.[k])], 'td')
+  if (maplibregl !== null && features.length > 0) {
+    const xs = [], ys = []
+    const walk = (c) => { if (typeof c[0] === 'number') { xs.push(c[0]); ys.push(c[1]) } else c.forEach(walk) }
+    for (const f of features) if (f.geometry) walk(f.geometry.type === 'GeometryCollection' ? f.geometry.geometries.map((g) => g.coordinates) : f.geometry.coordinates)
+    const map = new maplibregl.Map({ container: 'map', style: { version: 8, sources: { f: { type: 'geojson', data: { type: 'FeatureCollection', features } } }, layers: [
+      { id: 'fill', type: 'fill', source: 'f', filter: ['==', ['geometry-type'], 'Polygon'], paint: { 'fill-color': '#06c', 'fill-opacity': 0.3 } },
+      { id: 'line', type: 'line', source: 'f', paint: { 'line-color': '#06c', 'line-width': 2 } },
+      { id: 'point', type: 'circle', source: 'f', filter: ['==', ['geometry-type'], 'Point'], paint: { 'circle-color': '#06c', 'circle-radius': 4 } }] } })
+    if (xs.length) map.fitBounds([[Math.min(...xs), Math.min(...ys)], [Math.max(...xs), Math.max(...ys)]], { padding: 30, maxZoom: 16, duration: 0 })
+  }
+}`
+
+/**
+ * A page of features (or one feature): `json` is the URL of the same answer as GeoJSON (without crs: the map is
+ * CRS84), `assets` the viewer's asset URL base (MapLibre GL JS), or null for a table only.
+ */
+export function featuresPage (title, json, assets) {
+  const head = assets === null ? '' : `<link rel="stylesheet" href="${escape(assets)}/maplibre-gl.css">`
+  const body = `<p id="nav"></p><p id="status">loading…</p>${assets === null ? '' : '<div id="map"></div>'}<table id="table"></table>
+<script type="application/json" id="view">${scriptJson({ json, assets })}</script>
+<script type="module">${FEATURES_SCRIPT}</script>`
+  return page(title, body, head)
+}

@@ -1,0 +1,153 @@
+// The query parameters of /items and /items/{featureId}, read and checked against the collection: every mistake is
+// a 400 saying what is wrong. Unknown parameters are refused (the spec allows ignoring them; a typo such as `limt`
+// silently ignored would return a wrong page). Nothing read here is ever spliced into SQL: columns come back as the
+// catalog's own column objects, values as strings to bind.
+import { BadRequest } from '../errors.js'
+import { chooseCrs } from './crs.js'
+
+const ITEMS = ['limit', 'offset', 'bbox', 'bbox-crs', 'crs', 'properties', 'sortby', 'count', 'f', 'datetime']
+const ITEM = ['crs', 'properties', 'f']
+const ITEMS_SET = new Set(ITEMS)
+const ITEM_SET = new Set(ITEM)
+const MERCATOR_LAT = 85.0511287798 // EPSG:3857 ends here: a CRS84 box past it is clipped for a Mercator table
+const NUMBER = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/
+const INTEGER_TYPES = new Set(['int2', 'int4', 'int8', 'oid'])
+const NUMBER_TYPES = new Set(['float4', 'float8', 'numeric'])
+
+const shown = (s) => JSON.stringify(String(s).slice(0, 100))
+
+/** A parameter given once, or undefined; twice is a 400 (which one would win is anyone's guess). */
+function one (query, name) {
+  const v = query[name]
+  if (Array.isArray(v)) throw new BadRequest(`${name} is given more than once`)
+  return v
+}
+
+function integer (query, name, fallback, min) {
+  const v = one(query, name)
+  if (v === undefined) return fallback
+  if (!/^\d{1,20}$/.test(v) || Number(v) < min) throw new BadRequest(`${name} must be an integer of at least ${min}, not ${shown(v)}`)
+  if (Number(v) > Number.MAX_SAFE_INTEGER && name === 'offset') throw new BadRequest(`offset is at most ${Number.MAX_SAFE_INTEGER}`)
+  return Number(v)
+}
+
+function flag (query, name) {
+  const v = one(query, name)
+  if (v === undefined || v === 'false') return false
+  if (v === 'true') return true
+  throw new BadRequest(`${name} is true or false, not ${shown(v)}`)
+}
+
+function unknown (name, c, allowed) {
+  const queryables = allowed === ITEMS ? `, and the queryables: ${[...c.queryables.keys()].join(', ') || 'none'}` : ''
+  return new BadRequest(`unknown parameter ${shown(name)}: this resource takes ${allowed.filter((p) => p !== 'datetime').join(', ')}${queryables}`)
+}
+
+/** `crs`: the output CRS, CRS84 when not given. */
+const outputCrs = (query, c) => {
+  const v = one(query, 'crs')
+  return v === undefined ? c.crs[0] : chooseCrs(v, c.crs, 'crs')
+}
+
+/** `properties`: the property columns asked for, in table order (one statement whatever the order asked); null: all. */
+function readProperties (query, c) {
+  const v = one(query, 'properties')
+  if (v === undefined) return null
+  const names = new Set(v.split(',').map((s) => s.trim()).filter(Boolean))
+  for (const name of names) {
+    if (!c.propertyNames.has(name)) throw new BadRequest(`properties: no property ${shown(name)}; the properties are ${[...c.propertyNames.keys()].join(', ') || 'none'}`)
+  }
+  return c.properties.filter((p) => names.has(p.name))
+}
+
+/** `sortby`: `col`, `+col` (a `+` arrives as a space) or `-col`, comma-separated, queryable columns only. */
+function readSortby (query, c) {
+  const v = one(query, 'sortby')
+  if (v === undefined) return []
+  const seen = new Set()
+  return v.split(',').map((part) => {
+    const m = /^\s*([+-]?)\s*(.*?)\s*$/.exec(part)
+    const column = c.queryables.get(m[2])
+    if (column === undefined) throw new BadRequest(`sortby: ${shown(m[2])} is not a queryable property: ${[...c.queryables.keys()].join(', ') || 'none'}`)
+    if (seen.has(column.name)) throw new BadRequest(`sortby names ${shown(column.name)} twice`)
+    seen.add(column.name)
+    return { column, desc: m[1] === '-' }
+  })
+}
+
+/**
+ * `bbox` (4 numbers, or 6 with heights, which are ignored) in `bbox-crs` (CRS84 by default), as lon/lat order for
+ * geographic boxes. A CRS84 box whose west edge is east of its east edge crosses the antimeridian: two boxes.
+ * → { srid, values: [x1, y1, x2, y2(, x1', y1', x2', y2')] } or null.
+ */
+function readBbox (query, c) {
+  const v = one(query, 'bbox')
+  const crsName = one(query, 'bbox-crs')
+  if (v === undefined) {
+    if (crsName !== undefined) throw new BadRequest('bbox-crs is given without bbox')
+    return null
+  }
+  const crs = crsName === undefined ? c.crs[0] : chooseCrs(crsName, c.crs, 'bbox-crs')
+  const parts = v.split(',').map((s) => s.trim())
+  if ((parts.length !== 4 && parts.length !== 6) || !parts.every((p) => NUMBER.test(p))) {
+    throw new BadRequest(`bbox is 4 numbers (or 6, with heights) separated by commas, not ${shown(v)}`)
+  }
+  const n = parts.map(Number)
+  let [x1, y1, x2, y2] = n.length === 4 ? n : [n[0], n[1], n[3], n[4]]
+  if (crs.latLon) [x1, y1, x2, y2] = [y1, x1, y2, x2] // EPSG:4326 is minLat,minLon,maxLat,maxLon
+  if (![x1, y1, x2, y2].every(Number.isFinite)) throw new BadRequest('bbox numbers must be finite')
+  const geographic = crs.srid === 4326
+  if (geographic && ![x1, x2].every((x) => x >= -180 && x <= 180)) throw new BadRequest('bbox longitudes are between -180 and 180')
+  if (geographic && ![y1, y2].every((y) => y >= -90 && y <= 90)) throw new BadRequest('bbox latitudes are between -90 and 90')
+  if (y1 > y2) throw new BadRequest('bbox: the lower corner is above the upper one')
+  if (x1 > x2 && !geographic) throw new BadRequest('bbox: the lower corner is east of the upper one')
+  if (geographic && c.d.srid === 3857) [y1, y2] = [y1, y2].map((y) => Math.max(-MERCATOR_LAT, Math.min(MERCATOR_LAT, y)))
+  const values = x1 > x2 ? [x1, y1, 180, y2, -180, y1, x2, y2] : [x1, y1, x2, y2]
+  return { srid: crs.srid, values: values.map(String) }
+}
+
+/**
+ * A filter value as its column takes it: integers and numbers checked here (a 400 naming the column), booleans
+ * normalised; other types are cast by PostgreSQL, which refuses a value that does not fit (a 400 too, see items.js).
+ */
+function filterValue (column, v) {
+  if (INTEGER_TYPES.has(column.type) && !/^[-+]?\d{1,19}$/.test(v)) throw new BadRequest(`${shown(column.name)} is an integer property: ${shown(v)} is not an integer`)
+  if (NUMBER_TYPES.has(column.type) && !NUMBER.test(v)) throw new BadRequest(`${shown(column.name)} is a number property: ${shown(v)} is not a number`)
+  if (column.type === 'bool') {
+    if (!/^(true|false)$/i.test(v)) throw new BadRequest(`${shown(column.name)} is a boolean property: true or false, not ${shown(v)}`)
+    return v.toLowerCase()
+  }
+  return v
+}
+
+/**
+ * /items parameters → { limit, offset, crs, bbox, properties, sortby, filters, count }. `limit` past `maxLimit` is
+ * clamped to it (as the spec allows), not refused. Filters are in column-name order: one statement whatever the URL's.
+ */
+export function readItemsQuery (query, c, { defaultLimit, maxLimit }) {
+  const filters = []
+  for (const name of Object.keys(query)) {
+    if (ITEMS_SET.has(name)) continue
+    const column = c.queryables.get(name)
+    if (column === undefined) throw unknown(name, c, ITEMS)
+    filters.push({ column, value: filterValue(column, one(query, name)) })
+  }
+  filters.sort((a, b) => (a.column.name < b.column.name ? -1 : 1))
+  if (query.datetime !== undefined) throw new BadRequest('datetime is not supported: these collections have no temporal extent')
+  return {
+    limit: Math.min(integer(query, 'limit', Math.min(defaultLimit, maxLimit), 1), maxLimit),
+    offset: integer(query, 'offset', 0, 0),
+    crs: outputCrs(query, c),
+    bbox: readBbox(query, c),
+    properties: readProperties(query, c),
+    sortby: readSortby(query, c),
+    filters,
+    count: flag(query, 'count'),
+  }
+}
+
+/** /items/{featureId} parameters → { crs, properties }. */
+export function readItemQuery (query, c) {
+  for (const name of Object.keys(query)) if (!ITEM_SET.has(name)) throw unknown(name, c, ITEM)
+  return { crs: outputCrs(query, c), properties: readProperties(query, c) }
+}

@@ -1,0 +1,592 @@
+// OGC API – Features over PostGIS (lib/features, routes/features.js) against a real PostgreSQL + PostGIS: the
+// documents checked against the OGC schemas (test/helpers/ogc-features.js), every parameter's answer compared with
+// the same question asked of the database directly, errors, injection, compression, validators, the database going
+// away, and a million features streamed with flat memory.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { request as httpRequest } from 'node:http'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { brotliDecompressSync, gunzipSync } from 'node:zlib'
+import pg from 'pg'
+import { makeApp, needs } from './helpers/app.js'
+import { startTileCannon } from '../bench/servers.js'
+import { tempDir, vectorTiles, pyramid, writeMbtiles } from './helpers/data.js'
+import { assertOgc, assertOpenApi30 } from './helpers/ogc-features.js'
+import { POSTGIS_MISSING, runSql, startPostgis } from './helpers/postgres.js'
+import { collectionOf } from '../lib/features/collection.js'
+import { readItemsQuery } from '../lib/features/params.js'
+import { itemsStatement, itemsValues } from '../lib/features/sql.js'
+
+const CRS84 = 'http://www.opengis.net/def/crs/OGC/1.3/CRS84'
+const EPSG = (code) => `http://www.opengis.net/def/crs/EPSG/0/${code}`
+const PLACES = 2345
+
+let db = null
+before(async () => {
+  db = await startPostgis()
+  if (db === null) return
+  await runSql(db.url, `
+    SELECT setseed(0.42);
+    CREATE TABLE places (id serial PRIMARY KEY, name text, kind text, rank integer, open boolean, day date, tags jsonb, geom geometry(Point, 4326));
+    INSERT INTO places (name, kind, rank, open, day, tags, geom)
+      SELECT 'place ' || i, (ARRAY['cafe', 'shop', 'park'])[1 + i % 3], i % 50, i % 2 = 0, date '2024-01-01' + i % 365,
+             jsonb_build_object('n', i), ST_SetSRID(ST_MakePoint(8 + random(), 47 + random()), 4326)
+      FROM generate_series(1, ${PLACES}) AS i;
+    CREATE INDEX ON places USING gist (geom);
+    CREATE VIEW places_view AS SELECT id, name, geom FROM places WHERE rank < 10;
+    CREATE TABLE swiss_lines (gid integer PRIMARY KEY, name text, geom geometry(LineString, 2056));
+    INSERT INTO swiss_lines SELECT i, 'line ' || i, ST_Transform(ST_SetSRID(ST_MakeLine(ST_MakePoint(8 + random(), 47 + random()),
+      ST_MakePoint(8 + random(), 47 + random())), 4326), 2056) FROM generate_series(1, 300) AS i;
+    CREATE INDEX ON swiss_lines USING gist (geom);
+    CREATE TABLE dateline (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO dateline VALUES (1, 'SRID=4326;POINT(179.5 0)'), (2, 'SRID=4326;POINT(-179.5 1)'), (3, 'SRID=4326;POINT(0 0)'), (4, 'SRID=4326;POINT(179.9 10)');
+    CREATE TABLE geo_places (id integer PRIMARY KEY, name text, geog geography(Point, 4326));
+    INSERT INTO geo_places SELECT i, 'g' || i, ST_SetSRID(ST_MakePoint(8 + random(), 47 + random()), 4326)::geography FROM generate_series(1, 60) AS i;
+    CREATE INDEX ON geo_places USING gist (geog);
+    CREATE TABLE coded (code text PRIMARY KEY, label text, geom geometry(Point, 3857));
+    INSERT INTO coded VALUES ('a-1', 'A', ST_Transform('SRID=4326;POINT(8.5 47.4)'::geometry, 3857)),
+      ('b/2', 'B', ST_Transform('SRID=4326;POINT(8.6 47.3)'::geometry, 3857)), ('O''Brien', 'C', ST_Transform('SRID=4326;POINT(8.4 47.5)'::geometry, 3857));
+    CREATE FUNCTION tile_fn(z integer, x integer, y integer) RETURNS bytea AS $$ SELECT NULL::bytea $$ LANGUAGE sql IMMUTABLE;
+    ANALYZE;
+  `)
+})
+after(async () => { await db?.stop() })
+
+async function query (sql, values) {
+  const c = new pg.Client({ connectionString: db.url })
+  await c.connect()
+  try { return (await c.query(sql, values)).rows } finally { await c.end() }
+}
+const appOf = (t, overrides = {}) => makeApp(t, { paths: [db.url], ...overrides })
+const get = (app, url, headers = {}) => app.inject({ url, headers: { host: 'h', ...headers } })
+const ids = (fc) => fc.features.map((f) => f.id)
+const linkOf = (doc, rel, type) => doc.links.find((l) => l.rel === rel && (type === undefined || l.type === type))
+const local = (href) => href.replace('http://h', '')
+const sortedNumbers = (list) => [...list].sort((a, b) => a - b)
+
+test('landing page, conformance, collections, a collection and queryables are valid OGC API – Features documents; /api is OpenAPI 3.0', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'basemap.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf' } })
+  const app = await appOf(t, { paths: [db.url, dir] })
+
+  const landing = await get(app, '/ogc')
+  assert.equal(landing.statusCode, 200)
+  assert.equal(landing.headers['content-type'], 'application/json')
+  assertOgc('landingPage', landing.json())
+  assert.equal(linkOf(landing.json(), 'service-desc').href, 'http://h/ogc/api')
+  assert.equal(linkOf(landing.json(), 'conformance').href, 'http://h/ogc/conformance')
+  assert.equal(linkOf(landing.json(), 'data').href, 'http://h/ogc/collections')
+  assert.ok(linkOf(landing.json(), 'self'))
+  assert.equal((await get(app, '/ogc/')).statusCode, 200, 'with a trailing slash too')
+
+  const conformance = (await get(app, '/ogc/conformance')).json()
+  assertOgc('confClasses', conformance)
+  for (const c of ['ogcapi-features-1/1.0/conf/core', 'ogcapi-features-1/1.0/conf/geojson', 'ogcapi-features-1/1.0/conf/oas30', 'ogcapi-features-1/1.0/conf/html', 'ogcapi-features-2/1.0/conf/crs']) {
+    assert.ok(conformance.conformsTo.includes(`http://www.opengis.net/spec/${c}`), c)
+  }
+
+  const collections = (await get(app, '/ogc/collections')).json()
+  assertOgc('collections', collections)
+  const byId = new Map(collections.collections.map((c) => [c.id, c]))
+  assert.deepEqual([...byId.keys()].sort(), ['coded', 'dateline', 'geo_places', 'places', 'places_view', 'swiss_lines'], 'tables and views; not the function, not the MBTiles')
+  for (const c of byId.values()) {
+    assert.equal(c.itemType, 'feature')
+    assert.equal(c.extent.spatial.crs, CRS84)
+    assert.equal(c.crs[0], CRS84)
+    assert.ok(c.crs.includes(EPSG(4326)) && c.crs.includes(EPSG(3857)))
+    assert.equal(linkOf(c, 'items', 'application/geo+json').href, `http://h/ogc/collections/${encodeURIComponent(c.id)}/items`)
+    assert.equal(linkOf(c, 'http://www.opengis.net/def/rel/ogc/1.0/queryables').href, `http://h/ogc/collections/${encodeURIComponent(c.id)}/queryables`)
+    assert.ok(linkOf(c, 'self'))
+  }
+  assert.equal(byId.get('places').storageCrs, CRS84)
+  assert.equal(byId.get('swiss_lines').storageCrs, EPSG(2056))
+  assert.ok(byId.get('swiss_lines').crs.includes(EPSG(2056)))
+  const [w, s, e, n] = byId.get('places').extent.spatial.bbox[0]
+  assert.ok(w >= 7.99 && s >= 46.99 && e <= 9.01 && n <= 48.01 && w < e && s < n, `places bbox ${[w, s, e, n]}`)
+
+  const one = await get(app, '/ogc/collections/swiss_lines')
+  assertOgc('collection', one.json())
+  assert.deepEqual(one.json(), byId.get('swiss_lines'), 'the same document as in the list')
+
+  const queryables = await get(app, '/ogc/collections/places/queryables')
+  assert.equal(queryables.headers['content-type'], 'application/schema+json')
+  assertOgc('queryables', queryables.json())
+  const props = queryables.json().properties
+  assert.deepEqual(props.id, { title: 'id', type: 'integer', 'x-ogc-role': 'id' })
+  assert.equal(props.name.type, 'string')
+  assert.equal(props.rank.type, 'integer')
+  assert.equal(props.open.type, 'boolean')
+  assert.deepEqual(props.day, { title: 'day', type: 'string', format: 'date' })
+  assert.equal(props.geometry.format, 'geometry-point')
+  assert.equal(props.tags, undefined, 'jsonb is output, but neither filtered nor sorted by')
+
+  const api = await get(app, '/ogc/api')
+  assert.equal(api.headers['content-type'], 'application/vnd.oai.openapi+json;version=3.0')
+  const doc = api.json()
+  assertOpenApi30(doc, ['/', '/conformance', '/api', '/collections', '/collections/{collectionId}', '/collections/{collectionId}/queryables',
+    '/collections/{collectionId}/items', '/collections/{collectionId}/items/{featureId}'])
+  assert.equal(doc.servers[0].url, 'http://h/ogc')
+  assert.deepEqual(doc.components.parameters.collectionId.schema.enum.sort(), [...byId.keys()].sort())
+  const itemParams = doc.paths['/collections/{collectionId}/items'].get.parameters.map((p) => doc.components.parameters[p.$ref.split('/').pop()].name)
+  for (const p of ['limit', 'offset', 'bbox', 'bbox-crs', 'crs', 'properties', 'sortby', 'count', 'f']) assert.ok(itemParams.includes(p), p)
+
+  for (const url of ['/ogc/collections/tile_fn', '/ogc/collections/tile_fn/items', '/ogc/collections/basemap/items', '/ogc/collections/basemap']) {
+    const res = await get(app, url)
+    assert.equal(res.statusCode, 404, url)
+    assert.match(res.json().message, /is not a collection/, url)
+  }
+})
+
+test('next links page through every row exactly once; prev links go back; numberMatched on the last page or when counted', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  let url = '/ogc/collections/places/items?limit=100'
+  const seen = []
+  const pages = []
+  while (url !== null) {
+    const res = await get(app, url)
+    assert.equal(res.statusCode, 200, url)
+    const fc = res.json()
+    assertOgc('featureCollectionGeoJSON', fc, url)
+    assert.equal(fc.numberReturned, fc.features.length)
+    seen.push(...ids(fc))
+    pages.push(fc)
+    url = linkOf(fc, 'next') ? local(linkOf(fc, 'next').href) : null
+  }
+  assert.equal(pages.length, Math.ceil(PLACES / 100))
+  assert.equal(new Set(seen).size, PLACES, 'no duplicates')
+  assert.deepEqual(seen, Array.from({ length: PLACES }, (_, i) => i + 1), 'every row, in key order')
+  const [first, last] = [pages[0], pages.at(-1)]
+  assert.equal(first.numberMatched, undefined, 'not counted unless asked (or free)')
+  assert.equal(linkOf(first, 'prev'), undefined)
+  assert.equal(last.numberReturned, PLACES % 100)
+  assert.equal(last.numberMatched, PLACES, 'the last page knows the total for free')
+  assert.equal(local(linkOf(last, 'prev').href), '/ogc/collections/places/items?limit=100&offset=2200')
+  assert.equal(linkOf(last, 'collection').href, 'http://h/ogc/collections/places')
+  const prev = (await get(app, local(linkOf(pages[3], 'prev').href))).json()
+  assert.deepEqual(ids(prev), ids(pages[2]))
+
+  const counted = (await get(app, '/ogc/collections/places/items?limit=5&count=true&kind=cafe')).json()
+  const [{ count }] = await query("SELECT count(*)::int FROM places WHERE kind = 'cafe'")
+  assert.equal(counted.numberMatched, count)
+  assert.equal(counted.numberReturned, 5)
+  const beyond = (await get(app, '/ogc/collections/places/items?offset=99999')).json()
+  assert.equal(beyond.numberReturned, 0)
+  assert.equal(beyond.numberMatched, undefined, 'past the end the total is not known for free')
+
+  // A view without a primary key pages in its physical order: every row once all the same on a quiet table.
+  const viewIds = []
+  for (let u = '/ogc/collections/places_view/items?limit=50'; u !== null;) {
+    const fc = (await get(app, u)).json()
+    viewIds.push(...fc.features.map((f) => f.properties.id))
+    assert.ok(fc.features.every((f) => f.id === undefined), 'no id without a primary key')
+    u = linkOf(fc, 'next') ? local(linkOf(fc, 'next').href) : null
+  }
+  const viewRows = await query('SELECT id FROM places_view')
+  assert.deepEqual(sortedNumbers(viewIds), sortedNumbers(viewRows.map((r) => r.id)))
+})
+
+test('bbox finds exactly what ST_Intersects finds, in CRS84, EPSG:4326 (lat,lon), EPSG:3857 and the table\'s own CRS, across the antimeridian and on geography', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const cases = [
+    ['places', 'bbox=8.2,47.2,8.5,47.6', 'ST_Intersects(geom, ST_MakeEnvelope(8.2, 47.2, 8.5, 47.6, 4326))'],
+    ['places', `bbox=47.2,8.2,47.6,8.5&bbox-crs=${encodeURIComponent(EPSG(4326))}`, 'ST_Intersects(geom, ST_MakeEnvelope(8.2, 47.2, 8.5, 47.6, 4326))'],
+    ['places', 'bbox=912000,5977000,950000,6030000&bbox-crs=EPSG:3857', 'ST_Intersects(geom, ST_Transform(ST_MakeEnvelope(912000, 5977000, 950000, 6030000, 3857), 4326))'],
+    ['places', 'bbox=8.2,47.2,0,8.5,47.6,100', 'ST_Intersects(geom, ST_MakeEnvelope(8.2, 47.2, 8.5, 47.6, 4326))'],
+    ['swiss_lines', 'bbox=8.3,47.3,8.6,47.6', 'ST_Intersects(geom, ST_Transform(ST_Segmentize(ST_MakeEnvelope(8.3, 47.3, 8.6, 47.6, 4326), 0.3 / 64), 2056))'],
+    ['swiss_lines', 'bbox=2650000,1200000,2700000,1250000&bbox-crs=EPSG:2056', 'ST_Intersects(geom, ST_MakeEnvelope(2650000, 1200000, 2700000, 1250000, 2056))'],
+    ['dateline', 'bbox=179,-5,-179,5', 'ST_Intersects(geom, ST_MakeEnvelope(179, -5, 180, 5, 4326)) OR ST_Intersects(geom, ST_MakeEnvelope(-180, -5, -179, 5, 4326))'],
+    ['geo_places', 'bbox=8.2,47.2,8.6,47.7', 'ST_Intersects(geog, ST_MakeEnvelope(8.2, 47.2, 8.6, 47.7, 4326)::geography)'],
+    ['coded', 'bbox=8.45,47.35,8.55,47.45', "ST_Intersects(geom, ST_Transform(ST_MakeEnvelope(8.45, 47.35, 8.55, 47.45, 4326), 3857))"],
+  ]
+  for (const [table, params, where] of cases) {
+    const key = table === 'swiss_lines' ? 'gid' : table === 'coded' ? 'code' : 'id'
+    const expected = (await query(`SELECT ${key} AS id FROM ${table} WHERE ${where}`)).map((r) => r.id)
+    const res = await get(app, `/ogc/collections/${table}/items?limit=10000&${params}`)
+    assert.equal(res.statusCode, 200, `${table} ${params}: ${res.body.slice(0, 200)}`)
+    assert.ok(expected.length > 0 || table === 'coded', `${table} ${params}: the case finds something`)
+    assert.deepEqual([...ids(res.json())].sort(), [...expected].sort(), `${table} ${params}`)
+    assert.equal(res.json().numberMatched, expected.length)
+  }
+})
+
+test('one statement per collection and parameter shape; a box goes through the spatial index; orderByKey false drops the ORDER BY', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const c = collectionOf(app.catalog.get('places'))
+  const read = (query) => readItemsQuery(query, c, app.features.options)
+  const a = itemsStatement(c, read({ bbox: '8.2,47.2,8.3,47.3', kind: 'cafe' }), 7)
+  const b = itemsStatement(c, read({ bbox: '8.5,47.5,8.6,47.6', kind: 'park', limit: '5', offset: '10' }), 7)
+  const other = itemsStatement(c, read({ bbox: '8.5,47.5,8.6,47.6', rank: '3' }), 7)
+  assert.equal(a, b, 'other values, the same statement')
+  assert.notEqual(a.name, other.name)
+  assert.match(a.name, /^tc_[0-9a-f]{24}$/)
+  assert.doesNotMatch(a.text, /cafe|8\.2/, 'values are bound, never in the text')
+  const values = itemsValues(read({ bbox: '8.2,47.2,8.3,47.3', kind: 'cafe' }))
+  const plan = (await query(`EXPLAIN ${a.text}`, values)).map((r) => r['QUERY PLAN']).join('\n')
+  assert.match(plan, /Index Cond: \(geom && /, plan)
+  assert.match(a.text, /ORDER BY g\."id" ASC/)
+  assert.doesNotMatch(itemsStatement(c, read({ bbox: '8.2,47.2,8.3,47.3' }), 7, false).text, /ORDER BY/)
+
+  const unordered = await appOf(t, { features: { orderByKey: false } })
+  const box = 'bbox=8.2,47.2,8.5,47.6'
+  const expected = (await query('SELECT id FROM places WHERE ST_Intersects(geom, ST_MakeEnvelope(8.2, 47.2, 8.5, 47.6, 4326))')).map((r) => r.id)
+  assert.deepEqual(sortedNumbers(ids((await get(unordered, `/ogc/collections/places/items?limit=10000&${box}`)).json())), sortedNumbers(expected))
+  assert.equal((await get(unordered, '/ogc/collections/places/items?limit=3&sortby=-id')).json().features[0].id, PLACES, 'sortby still sorts')
+})
+
+test('properties, filters on queryables, sortby, crs (with Content-Crs) and features by id answer what the database holds', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const items = async (q) => {
+    const res = await get(app, `/ogc/collections/places/items?${q.includes('limit=') ? '' : 'limit=10000&'}${q}`)
+    assert.equal(res.statusCode, 200, `${q}: ${res.body.slice(0, 300)}`)
+    return res.json()
+  }
+
+  const chosen = await items('limit=3&properties=rank,name')
+  assert.ok(chosen.features.every((f) => JSON.stringify(Object.keys(f.properties)) === '["name","rank"]'), 'the properties asked for, in table order')
+  assert.ok((await items('limit=3&properties=')).features.every((f) => Object.keys(f.properties).length === 0))
+  const full = (await items('limit=1')).features[0]
+  const [row] = await query('SELECT id, name, kind, rank, open, day::text, tags FROM places WHERE id = 1')
+  assert.deepEqual(full.properties, { name: row.name, kind: row.kind, rank: row.rank, open: row.open, day: row.day, tags: row.tags })
+
+  const filtered = [
+    ['kind=cafe&open=true', "kind = 'cafe' AND open"],
+    ['rank=7', 'rank = 7'],
+    ['day=2024-03-01', "day = '2024-03-01'"],
+    ['name=place%2042', "name = 'place 42'"],
+    ['id=17', 'id = 17'],
+    ['open=FALSE&rank=3&kind=shop', "NOT open AND rank = 3 AND kind = 'shop'"],
+  ]
+  for (const [q, where] of filtered) {
+    const expected = (await query(`SELECT id FROM places WHERE ${where} ORDER BY id`)).map((r) => r.id)
+    assert.ok(expected.length > 0, where)
+    assert.deepEqual(ids(await items(q)), expected, q)
+  }
+
+  const sorts = [['sortby=-rank,name', 'rank DESC, name ASC, id'], ['sortby=%2Bkind,-day', 'kind ASC, day DESC, id'], ['sortby=+kind,-id', 'kind ASC, id DESC'], ['sortby=name', 'name, id']]
+  for (const [q, order] of sorts) {
+    const expected = (await query(`SELECT id FROM places ORDER BY ${order} LIMIT 300`)).map((r) => r.id)
+    assert.deepEqual(ids(await items(`${q}&limit=300`)), expected, q)
+  }
+
+  const mercator = await get(app, '/ogc/collections/places/items?limit=20&crs=EPSG:3857')
+  assert.equal(mercator.headers['content-crs'], `<${EPSG(3857)}>`)
+  const transformed = await query('SELECT id, ST_X(ST_Transform(geom, 3857)) AS x, ST_Y(ST_Transform(geom, 3857)) AS y FROM places WHERE id <= 20 ORDER BY id')
+  mercator.json().features.forEach((f, i) => {
+    assert.equal(f.id, transformed[i].id)
+    assert.ok(Math.abs(f.geometry.coordinates[0] - transformed[i].x) <= 0.005 && Math.abs(f.geometry.coordinates[1] - transformed[i].y) <= 0.005, `feature ${f.id}: metres to 2 decimals`)
+  })
+  const lonLat = (await get(app, '/ogc/collections/places/items?limit=5')).json()
+  assert.equal((await get(app, '/ogc/collections/places/items?limit=5')).headers['content-crs'], `<${CRS84}>`)
+  const latLon = await get(app, `/ogc/collections/places/items?limit=5&crs=${encodeURIComponent(EPSG(4326))}`)
+  assert.equal(latLon.headers['content-crs'], `<${EPSG(4326)}>`)
+  latLon.json().features.forEach((f, i) => assert.deepEqual(f.geometry.coordinates, [...lonLat.features[i].geometry.coordinates].reverse(), 'EPSG:4326 is lat,lon'))
+  const exact = await query('SELECT ST_X(geom) AS x, ST_Y(geom) AS y FROM places WHERE id = 1')
+  assert.deepEqual(lonLat.features[0].geometry.coordinates, [Number(exact[0].x.toFixed(7)), Number(exact[0].y.toFixed(7))], 'degrees to 7 decimals')
+
+  const swiss = await get(app, '/ogc/collections/swiss_lines/items?limit=3&crs=EPSG:2056')
+  assert.equal(swiss.headers['content-crs'], `<${EPSG(2056)}>`)
+  const swissRows = await query('SELECT gid, ST_AsGeoJSON(geom, 2, 0) AS own, ST_AsGeoJSON(ST_Transform(geom, 4326), 7, 0) AS wgs FROM swiss_lines ORDER BY gid LIMIT 3')
+  swiss.json().features.forEach((f, i) => assert.deepEqual(f.geometry, JSON.parse(swissRows[i].own), `line ${f.id} in its own CRS, metres`))
+  const swissWgs = (await get(app, '/ogc/collections/swiss_lines/items?limit=3')).json()
+  swissWgs.features.forEach((f, i) => assert.deepEqual(f.geometry, JSON.parse(swissRows[i].wgs), `line ${f.id} in CRS84`))
+
+  const feature = await get(app, '/ogc/collections/places/items/17')
+  assert.equal(feature.statusCode, 200)
+  assert.equal(feature.headers['content-type'], 'application/geo+json')
+  assertOgc('featureGeoJSON', feature.json())
+  assert.equal(feature.json().id, 17)
+  assert.equal(feature.json().properties.name, 'place 17')
+  assert.equal(linkOf(feature.json(), 'collection').href, 'http://h/ogc/collections/places')
+  assert.equal(linkOf(feature.json(), 'self').href, 'http://h/ogc/collections/places/items/17?f=geojson')
+  const inMercator = await get(app, '/ogc/collections/places/items/17?crs=EPSG:3857&properties=kind&f=json')
+  assert.equal(inMercator.headers['content-type'], 'application/json')
+  assert.deepEqual(Object.keys(inMercator.json().properties), ['kind'])
+  assert.ok(inMercator.json().geometry.coordinates[0] > 800000)
+
+  for (const code of ['a-1', 'b/2', "O'Brien"]) {
+    const res = await get(app, `/ogc/collections/coded/items/${encodeURIComponent(code)}`)
+    assert.equal(res.statusCode, 200, code)
+    assert.equal(res.json().id, code)
+  }
+  const geog = (await get(app, '/ogc/collections/geo_places/items/3')).json()
+  const [g3] = await query('SELECT ST_X(geog::geometry) AS x FROM geo_places WHERE id = 3')
+  assert.equal(geog.geometry.coordinates[0], Number(g3.x.toFixed(7)))
+})
+
+test('unknown collections and features are 404; bad parameters are 400 saying what is wrong; a limit past the maximum is clamped', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t, { features: { maxLimit: 50 } })
+  const notFound = [
+    ['/ogc/collections/nope', /no collection 'nope'/],
+    ['/ogc/collections/nope/items', /no collection/],
+    ['/ogc/collections/nope/queryables', /no collection/],
+    ['/ogc/collections/places/items/999999', /no feature '999999'/],
+    ['/ogc/collections/places/items/abc', /no feature 'abc'/],
+    ['/ogc/collections/places/items/99999999999999999999', /no feature/],
+    ['/ogc/collections/coded/items/zzz', /no feature 'zzz'/],
+    ['/ogc/collections/places_view/items/1', /has no primary key/],
+  ]
+  for (const [url, message] of notFound) {
+    const res = await get(app, url)
+    assert.equal(res.statusCode, 404, url)
+    assert.match(res.headers['content-type'], /^application\/json/)
+    assert.match(res.json().message, message, url)
+  }
+  const bad = [
+    ['limit=0', /limit must be an integer of at least 1/],
+    ['limit=abc', /limit must be an integer/],
+    ['limit=1.5', /limit must be an integer/],
+    ['offset=-1', /offset must be an integer/],
+    ['bbox=1,2,3', /bbox is 4 numbers/],
+    ['bbox=a,b,c,d', /bbox is 4 numbers/],
+    ['bbox=8,47,9,95', /latitudes are between -90 and 90/],
+    ['bbox=8,48,9,47', /lower corner is above/],
+    ['bbox=8,47,9,48&bbox-crs=EPSG:9999', /bbox-crs 'EPSG:9999' is not offered/],
+    ['bbox-crs=EPSG:3857', /bbox-crs is given without bbox/],
+    ['crs=EPSG:2056', /crs 'EPSG:2056' is not offered/],
+    ['properties=name,nope', /no property "nope"/],
+    ['sortby=nope', /sortby: "nope" is not a queryable/],
+    ['sortby=tags', /sortby: "tags" is not a queryable/],
+    ['sortby=name,-name', /names "name" twice/],
+    ['rank=abc', /"rank" is an integer property/],
+    ['open=maybe', /"open" is a boolean property/],
+    ['day=notadate', /a value does not fit its property: invalid input syntax for type date/],
+    ['rank=99999999999', /a value does not fit its property/],
+    ['tags=1', /unknown parameter "tags"/],
+    ['colour=red', /unknown parameter "colour": this resource takes limit, offset, bbox, bbox-crs, crs, properties, sortby, count, f, and the queryables: id, name, kind, rank, open, day/],
+    ['datetime=2024-01-01T00:00:00Z', /datetime is not supported/],
+    ['limit=1&limit=2', /limit is given more than once/],
+    ['f=xml', /f is one of geojson, json, html/],
+    ['count=yes', /count is true or false/],
+  ]
+  for (const [q, message] of bad) {
+    const res = await get(app, `/ogc/collections/places/items?${q}`)
+    assert.equal(res.statusCode, 400, `${q}: ${res.body}`)
+    assert.deepEqual(Object.keys(res.json()).sort(), ['error', 'message', 'statusCode'])
+    assert.match(res.json().message, message, q)
+  }
+  for (const url of ['/ogc/collections/places/items/1?limit=3', '/ogc/collections?limit=3', '/ogc/api?f=html', '/ogc/conformance?f=yaml']) {
+    assert.equal((await get(app, url)).statusCode, 400, url)
+  }
+
+  const clamped = (await get(app, '/ogc/collections/places/items?limit=1000')).json()
+  assert.equal(clamped.numberReturned, 50, 'clamped to features.maxLimit')
+  assert.equal(local(linkOf(clamped, 'next').href), '/ogc/collections/places/items?limit=50&offset=50')
+  assert.equal((await get(app, '/ogc/collections/places/items')).json().numberReturned, 10, 'the default limit')
+})
+
+test('injection through every parameter is refused or harmless: the tables keep every row', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const attacks = ["'; DROP TABLE places; --", '1) OR 1=1 --', '" OR ""="', 'name"; DROP TABLE places; --', '1; SELECT pg_sleep(20)',
+    "') UNION SELECT current_user --", 'geom', '$1', '\\x00', '🙂', 'a\u0000b', '%00', '../../etc/passwd', 'places']
+  const enc = encodeURIComponent
+  for (const a of attacks) {
+    const urls = [
+      `/ogc/collections/${enc(a)}`, `/ogc/collections/${enc(a)}/items`, `/ogc/collections/${enc(a)}/queryables`,
+      `/ogc/collections/places/items/${enc(a)}`, `/ogc/collections/coded/items/${enc(a)}`,
+      ...['properties', 'sortby', 'bbox', 'crs', 'limit', 'offset', 'f', 'count', 'name', 'kind', 'rank', 'day', 'open', 'id'].map((p) => `/ogc/collections/places/items?${p}=${enc(a)}`),
+      `/ogc/collections/places/items?bbox=8,47,9,48&bbox-crs=${enc(a)}`,
+      `/ogc/collections/places/items?${enc(a)}=1`,
+      `/ogc/collections/places/items?sortby=-${enc(a)}`,
+      `/ogc/collections/coded/items?code=${enc(a)}&label=${enc(a)}`,
+      `/ogc/collections/places/items/1?crs=${enc(a)}&properties=${enc(a)}`,
+    ]
+    for (const url of urls) {
+      const started = Date.now()
+      const res = await get(app, url)
+      assert.ok([200, 400, 404].includes(res.statusCode), `${url}: ${res.statusCode} ${res.body.slice(0, 200)}`)
+      assert.ok(Date.now() - started < 10_000, `${url}: no pg_sleep ran`) // an injected pg_sleep(20) would take 20 s
+      if (res.statusCode === 200 && /[?&](name|kind|code)=/.test(url)) assert.equal(res.json().numberReturned, 0, `${url}: a value is a value`)
+      if (res.statusCode !== 200) assert.equal(typeof res.json().message, 'string')
+    }
+  }
+  assert.equal((await query('SELECT count(*)::int AS n FROM places'))[0].n, PLACES)
+  assert.equal((await query('SELECT count(*)::int AS n FROM coded'))[0].n, 3)
+  assert.equal((await get(app, '/ogc/collections/places/items?limit=1')).statusCode, 200, 'still serving')
+})
+
+test('gzip and brotli answers decode to the same JSON; collections have an ETag and answer 304; HTML for browsers', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const url = '/ogc/collections/places/items?limit=500&bbox=8,47,8.7,47.8'
+  const plain = await get(app, url)
+  const gz = await get(app, url, { 'accept-encoding': 'gzip' })
+  const br = await get(app, url, { 'accept-encoding': 'br' })
+  assert.equal(plain.headers['content-encoding'], undefined)
+  assert.equal(gz.headers['content-encoding'], 'gzip')
+  assert.equal(br.headers['content-encoding'], 'br')
+  for (const res of [plain, gz, br]) assert.match(res.headers.vary, /Accept-Encoding/)
+  const strip = (text) => { const doc = JSON.parse(text); delete doc.timeStamp; return doc }
+  assert.deepEqual(strip(gunzipSync(gz.rawPayload)), strip(plain.body))
+  assert.deepEqual(strip(brotliDecompressSync(br.rawPayload)), strip(plain.body))
+  assert.ok(gz.rawPayload.length < plain.rawPayload.length / 3, 'compressed')
+  assert.equal(plain.headers['cache-control'], 'public, max-age=60', 'the set\'s tile lifetime (PostGIS TTL)')
+
+  const collections = await get(app, '/ogc/collections')
+  const etag = collections.headers.etag
+  assert.match(etag, /^"[\w-]+"$/)
+  assert.equal(collections.headers['cache-control'], 'public, max-age=60')
+  const again = await get(app, '/ogc/collections', { 'if-none-match': etag })
+  assert.equal(again.statusCode, 304)
+  assert.equal(again.body, '')
+  assert.equal(again.headers['content-type'], undefined)
+  assert.equal(again.headers.etag, etag)
+  const gzCollections = await get(app, '/ogc/collections', { 'accept-encoding': 'gzip, br' })
+  assert.equal(gzCollections.headers['content-encoding'], 'gzip')
+  assert.notEqual(gzCollections.headers.etag, etag, 'a strong ETag per encoding')
+  assert.deepEqual(JSON.parse(gunzipSync(gzCollections.rawPayload)), collections.json())
+  const gz304 = await get(app, '/ogc/collections', { 'accept-encoding': 'gzip', 'if-none-match': gzCollections.headers.etag })
+  assert.equal(gz304.statusCode, 304)
+  assert.equal(gz304.headers['content-encoding'], undefined)
+  const brApi = await get(app, '/ogc/api', { 'accept-encoding': 'br' })
+  assert.deepEqual(JSON.parse(brotliDecompressSync(brApi.rawPayload)), (await get(app, '/ogc/api')).json())
+
+  const browser = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8'
+  const page = await get(app, '/ogc/collections', { accept: browser })
+  assert.match(page.headers['content-type'], /^text\/html/)
+  assert.match(page.body, /<a href="http:\/\/h\/ogc\/collections\/places\?f=html">places<\/a>/)
+  assert.equal((await get(app, '/ogc/collections', { accept: '*/*' })).headers['content-type'], 'application/json')
+  const map = await get(app, '/ogc/collections/places/items?limit=5&crs=EPSG:3857', { accept: browser })
+  assert.match(map.headers['content-type'], /^text\/html/)
+  assert.match(map.body, /"json":"http:\/\/h\/ogc\/collections\/places\/items\?limit=5&f=geojson"/)
+  assert.match(map.body, /"assets":"http:\/\/h\/viewer\/assets"/)
+  assert.equal((await get(app, '/viewer/assets/maplibre-gl.mjs')).statusCode, 200, 'the page\'s MapLibre is the viewer\'s')
+  assert.equal((await get(app, '/ogc/collections/places/items?f=json&limit=1')).headers['content-type'], 'application/json')
+  assert.equal((await get(app, '/ogc/collections/places/items?limit=1', { accept: 'application/json' })).headers['content-type'], 'application/json')
+  assert.equal((await get(app, '/ogc/collections/places/items/3?f=html')).statusCode, 200)
+  const head = await app.inject({ method: 'HEAD', url: '/ogc/collections/places/items?limit=5', headers: { host: 'h' } })
+  assert.equal(head.statusCode, 200)
+  assert.equal(head.body, '')
+
+  const bare = await appOf(t, { viewer: false })
+  assert.match((await get(bare, '/ogc/collections/places/items?f=html')).body, /"assets":null/, 'without the viewer: a table only')
+})
+
+test('links carry the API key a client was let in with', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t, { apiKeys: ['s3cret'] })
+  assert.equal((await get(app, '/ogc/collections/places/items')).statusCode, 401)
+  const fc = (await get(app, '/ogc/collections/places/items?limit=2&key=s3cret')).json()
+  assert.equal(local(linkOf(fc, 'next').href), '/ogc/collections/places/items?limit=2&offset=2&key=s3cret')
+  const doc = (await get(app, '/ogc/collections', { 'x-api-key': 's3cret' })).json()
+  assert.equal(linkOf(doc.collections[0], 'items', 'application/geo+json').href.endsWith('/items?key=s3cret'), true)
+})
+
+test('the database going away: 503 with Retry-After for features, answers again when it is back', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  if (db.pause === null) return t.skip('DATABASE_URL given: this test needs the throwaway cluster to stop and start it')
+  const app = await appOf(t, { postgres: { connectTimeoutMs: 1000, retryMs: 200 } })
+  assert.equal((await get(app, '/ogc/collections/places/items?limit=1')).statusCode, 200)
+  await db.pause()
+  try {
+    for (const url of ['/ogc/collections/places/items?limit=5', '/ogc/collections/places/items/3', '/ogc/collections/swiss_lines/items?crs=EPSG:2056&count=true']) {
+      const res = await get(app, url)
+      assert.equal(res.statusCode, 503, `${url}: ${res.body}`)
+      assert.ok(Number(res.headers['retry-after']) > 0)
+      assert.match(res.json().message, /could not read/)
+    }
+    assert.equal((await get(app, '/ogc/collections')).statusCode, 200, 'the catalog still knows its collections')
+  } finally {
+    await db.start()
+  }
+  let res
+  for (let i = 0; i < 50; i++) {
+    res = await get(app, '/ogc/collections/places/items?limit=5')
+    if (res.statusCode === 200) break
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  assert.equal(res.statusCode, 200)
+})
+
+/** GETs `url` from a listening server, counting the body's bytes without keeping them; `onBytes(n)` may abort. */
+function download (url, onBytes = () => {}) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, (res) => {
+      let bytes = 0
+      let head = ''
+      let tail = ''
+      res.on('data', (chunk) => {
+        bytes += chunk.length
+        if (head.length < 200) head += chunk.toString('latin1', 0, 200)
+        tail = (tail + chunk.toString('latin1', Math.max(0, chunk.length - 2000))).slice(-2000)
+        if (onBytes(bytes) === false) {
+          req.destroy()
+          resolve({ status: res.statusCode, bytes, aborted: true })
+        }
+      })
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, bytes, head, tail }))
+      res.on('error', reject)
+    })
+    req.on('error', (err) => (err.code === 'ECONNRESET' ? resolve({ aborted: true }) : reject(err)))
+    req.end()
+  })
+}
+
+test('a million features stream with flat memory; a client that goes away ends its query', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `
+    CREATE TABLE million (id integer PRIMARY KEY, name text, v integer, geom geometry(Point, 4326));
+    INSERT INTO million SELECT i, 'point ' || i, i % 1000, ST_SetSRID(ST_MakePoint(-180 + (i % 3600) / 10.0, -80 + (i / 3600) * 0.5), 4326)
+      FROM generate_series(1, 1000000) AS i;
+    ANALYZE million;`)
+  // The server as users run it, in a process of its own: its memory is the server's alone.
+  const config = join(tempDir(t), 'config.json')
+  writeFileSync(config, JSON.stringify({ features: { maxLimit: 1_000_000 }, postgres: { statementTimeoutMs: 60_000, schemas: ['public'] } }))
+  const server = await startTileCannon([db.url], { flags: ['--config', config, '--no-viewer', '--no-metrics'] })
+  t.after(() => server.stop())
+  const base = `${server.base}/ogc/collections/million/items`
+  await download(`${base}?limit=10000`) // warm: the statement prepared, the connection open
+
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${server.child.pid}/status`, 'utf8'))[1]) * 1024
+  const before = rss()
+  let peak = before
+  const sampler = setInterval(() => { peak = Math.max(peak, rss()) }, 20)
+  const started = Date.now()
+  let all
+  try {
+    all = await download(`${base}?limit=1000000`)
+  } finally {
+    clearInterval(sampler)
+  }
+  const seconds = (Date.now() - started) / 1000
+  assert.equal(all.status, 200)
+  assert.ok(all.bytes > 100 * 2 ** 20, `the body is ${(all.bytes / 2 ** 20).toFixed(0)} MiB`)
+  assert.ok(all.head.startsWith('{"type":"FeatureCollection","timeStamp":"'), all.head)
+  assert.match(all.tail, /],"numberReturned":1000000,"numberMatched":1000000,"links":\[.*\]}$/)
+  const growth = (peak - before) / 2 ** 20
+  t.diagnostic(`${(all.bytes / 2 ** 20).toFixed(0)} MiB in ${seconds.toFixed(1)} s; RSS ${(before / 2 ** 20).toFixed(0)} MiB → peak ${(peak / 2 ** 20).toFixed(0)} MiB`)
+  assert.ok(growth < 0.6 * all.bytes / 2 ** 20, `RSS grew ${growth.toFixed(0)} MiB streaming ${(all.bytes / 2 ** 20).toFixed(0)} MiB`)
+
+  // Past the size answered in one piece, the stream is compressed as it goes.
+  for (const coding of ['gzip', 'br']) {
+    const res = await fetch(`${base}?limit=20000`, { headers: { 'accept-encoding': coding } })
+    assert.equal(res.headers.get('content-encoding'), coding)
+    assert.equal(res.headers.get('content-length'), null, 'streamed')
+    const fc = await res.json() // fetch decodes gzip and br
+    assert.equal(fc.numberReturned, 20000)
+    assert.deepEqual(ids(fc), Array.from({ length: 20000 }, (_, i) => i + 1))
+  }
+  const small = await fetch(`${base}?limit=5`)
+  assert.ok(Number(small.headers.get('content-length')) > 0, 'a small page is answered in one piece')
+
+  // Away after 2 MB: the query stops (its connection is closed), the pool serves on.
+  const gone = await download(`${base}?limit=1000000&sortby=-v`, (bytes) => bytes < 2e6)
+  assert.equal(gone.aborted, true)
+  let active
+  for (let i = 0; i < 150; i++) {
+    active = await query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'tile-cannon' AND state = 'active' AND query LIKE '%million%'")
+    if (active[0].n === 0) break
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  assert.equal(active[0].n, 0, 'no query left running for a client that went away')
+  const next = await download(`${base}?limit=3`)
+  assert.equal(next.status, 200)
+  assert.match(next.tail, /"numberReturned":3/)
+})
