@@ -39,10 +39,7 @@ export class TilePipeline {
    * error itself when that is a bug (lib/errors.js readFailure).
    */
   record (entry, z, x, y, query, rendering, variant) {
-    let tail = z + '/' + x + '/' + y
-    if (rendering !== undefined) tail += '@' + rendering.scale + '.' + rendering.format
-    if (variant !== undefined) tail += '.' + variant
-    if (query !== undefined) tail += '?' + canonicalQuery(query)
+    const tail = keyTail(z, x, y, query, rendering, variant)
     const key = entry.key + tail
     const hit = this.cache.get(key)
     if (hit !== undefined) {
@@ -114,7 +111,7 @@ export class TilePipeline {
    * the stored tile it was made from is.
    */
   async variantRead (entry, key, z, x, y, query, variant) {
-    const storedKey = entry.key + z + '/' + x + '/' + y + (query === undefined ? '' : '?' + canonicalQuery(query)) // as record() makes it
+    const storedKey = entry.key + keyTail(z, x, y, query)
     const stored = await this.record(entry, z, x, y, query)
     let bytes = null
     if (stored !== ABSENT) {
@@ -233,6 +230,18 @@ export class TilePipeline {
 const sha1 = crypto.hash
   ? (bytes) => crypto.hash('sha1', bytes, 'base64url')
   : (bytes) => crypto.createHash('sha1').update(bytes).digest('base64url')
+
+/**
+ * What follows a set's prefix in a tile's cache key (and its shared-cache key): z/x/y, then what makes one answer for
+ * the tile another (scale and format, a variant, the options in a canonical order).
+ */
+function keyTail (z, x, y, query, rendering, variant) {
+  let tail = z + '/' + x + '/' + y
+  if (rendering !== undefined) tail += '@' + rendering.scale + '.' + rendering.format
+  if (variant !== undefined) tail += '.' + variant
+  if (query !== undefined) tail += '?' + canonicalQuery(query)
+  return tail
+}
 
 export const canonicalQuery = (query) => JSON.stringify(Object.keys(query).sort().map((k) => [k, query[k]]))
 

@@ -14,6 +14,9 @@ export const CONTENT_TYPES = {
   bin: 'application/octet-stream',
 }
 
+/** Formats whose name is also the extension of their tiles' URLs (TileJSON links, the tile directory's files). */
+export const TILE_EXTENSIONS = ['pbf', 'mlt', 'png', 'jpg', 'webp', 'gif', 'avif', 'json']
+
 // Formats a client may want compressed; images are never compressed again.
 const COMPRESSIBLE = new Set(['pbf', 'mlt', 'json', 'bin'])
 export const isCompressible = (format) => COMPRESSIBLE.has(format)

@@ -4,8 +4,8 @@
 // not listed is never written into an answer (its links name the first listed host instead). With API keys
 // (lib/access.js), links carry the key the client gave (`keyed`).
 import proxyAddr from '@fastify/proxy-addr'
+import { TILE_EXTENSIONS } from './tiletype.js'
 
-const EXTENSIONS = { pbf: 'pbf', mlt: 'mlt', png: 'png', jpg: 'jpg', webp: 'webp', gif: 'gif', avif: 'avif', json: 'json' }
 const HOST = /^[A-Za-z0-9.\-:[\]_]+$/
 const PREFIX = /^(\/[A-Za-z0-9._~\-%]+)*\/?$/
 
@@ -104,8 +104,8 @@ export function addVary (reply, names) {
 
 /** A set's tile URL template; `format`: the tiles' (a variant's, 'mlt'), by default the set's own. */
 export function tileUrl (base, entry, search = '', format = entry.source.format) {
-  const ext = EXTENSIONS[format]
-  return `${base}/${encodeURIComponent(entry.id)}/{z}/{x}/{y}${ext ? '.' + ext : ''}${search}`
+  const ext = TILE_EXTENSIONS.includes(format) ? '.' + format : ''
+  return `${base}/${encodeURIComponent(entry.id)}/{z}/{x}/{y}${ext}${search}`
 }
 
 export const tileJsonUrl = (base, id) => `${base}/${encodeURIComponent(id)}.json`

@@ -52,8 +52,11 @@ export default async function featureRoutes (app) {
     })
     reply.header('content-type', format === 'html' ? 'text/html; charset=utf-8' : type)
     addVary(reply, 'Accept, Accept-Encoding')
-    if (answer.coding !== 'identity') reply.header('content-encoding', answer.coding)
-    return reply.send(answer.bytes)
+    const send = ({ bytes, coding }) => {
+      if (coding !== 'identity') reply.header('content-encoding', coding)
+      return reply.send(bytes)
+    }
+    return answer instanceof Promise ? answer.then(send) : send(answer)
   }
 
   const route = (url, handler, options = {}) => app.route({ method: GET_HEAD, url, ...options, handler })

@@ -3,10 +3,10 @@
 // they share, `app.features`: the options, the small documents made once per catalog state (and host, key, format,
 // coding), and which SRIDs are in degrees. Collections query their set's own pool (the source's `features`
 // descriptor, lib/sources/postgis/sources.js): this plugin opens no connection of its own.
-import { gzipSync, brotliCompressSync, constants } from 'node:zlib'
 import fp from 'fastify-plugin'
 import featureRoutes from '../../routes/features.js'
 import { KNOWN_GEOGRAPHIC } from './crs.js'
+import { transcode } from '../encoding.js'
 
 const MAX_DOCS = 1000 // cached answers: hosts × documents × formats × codings; past it, the cache starts over
 const SMALL = 1024 // bytes under which a document is not worth compressing
@@ -31,7 +31,8 @@ export class FeatureService {
 
   /**
    * A small answer made once per catalog state: `make()` → text, kept as the bytes of `coding` → { bytes, coding }
-   * (coding 'identity' when too small to be worth it). Throws what `make` throws, caching nothing.
+   * (coding 'identity' when too small to be worth it), or a promise of it while a large one is being compressed.
+   * Throws what `make` throws, caching nothing.
    */
   cached (key, coding, make) {
     const state = this.catalogState()
@@ -44,8 +45,20 @@ export class FeatureService {
     if (answer === undefined) {
       const text = Buffer.from(make())
       if (text.length < SMALL || coding === 'identity') answer = { bytes: text, coding: 'identity' }
-      else if (coding === 'gzip') answer = { bytes: gzipSync(text), coding }
-      else answer = { bytes: brotliCompressSync(text, { params: { [constants.BROTLI_PARAM_QUALITY]: 9 } }), coding }
+      else {
+        // Compressed as tiles are (lib/encoding.js): inline when small, on libuv's pool when not, so that a long
+        // collection list asked under ever new Host headers cannot hold the event loop.
+        const bytes = transcode(text, 'identity', coding)
+        if (!(bytes instanceof Promise)) answer = { bytes, coding }
+        else {
+          const made = bytes.then((b) => {
+            const done = { bytes: b, coding }
+            if (this.docs.get(k) === made) this.docs.set(k, done)
+            return done
+          })
+          answer = made
+        }
+      }
       if (this.docs.size >= MAX_DOCS) this.docs.clear()
       this.docs.set(k, answer)
     }

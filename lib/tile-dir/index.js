@@ -9,7 +9,7 @@ import { dataRevision } from '../catalog/registry.js'
 import { acceptMask } from '../encoding.js'
 import { ABSENT, canonicalQuery } from '../pipeline.js'
 import { TileDirectory } from './directory.js'
-import { TILE_EXTENSIONS } from './nginx.js'
+import { TILE_EXTENSIONS } from '../tiletype.js'
 
 export const TILE_DIR_DEFAULTS = { maxMB: 10240, kinds: ['postgis', 'cog', 'render'] }
 const GZIP = acceptMask('gzip')

@@ -5,9 +5,7 @@
 // Why not `try_files $uri @tile_cannon`, the classic form: try_files looks for the file as named, and vector tiles are
 // on disk gzip-compressed only (<y>.pbf.gz), which only gzip_static finds. So the static module answers, and its 404
 // (no file) is handed to tile-cannon with `error_page 404 = @tile_cannon`: the same fallback, one lookup.
-import { CONTENT_TYPES } from '../tiletype.js'
-
-export const TILE_EXTENSIONS = ['pbf', 'mlt', 'png', 'jpg', 'webp', 'gif', 'avif', 'json']
+import { CONTENT_TYPES, TILE_EXTENSIONS } from '../tiletype.js'
 // The body tile-cannon sends for a tile a raster set does not have (routes/tile-answer.js).
 const NO_TILE = '{"statusCode":404,"error":"Not Found","message":"no tile at these coordinates"}'
 
