@@ -3,22 +3,17 @@
 import * as threads from 'node:worker_threads'
 import { move, workerData } from 'piscina'
 import sharp from 'sharp'
-import { getDecoder } from 'geotiff'
 import { LRUCache } from 'lru-cache'
 import { openDataset, describeDataset, RasterError } from './dataset.js'
 import { Unavailable } from '../errors.js'
-import { sourceGrid, fullGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
+import { locate, valuesAt } from './sample.js'
 import { gatherNearest, lookupFor } from './direct.js'
-import { tileExtent } from '../tilemath.js'
 import { toPixels, encode } from './render.js'
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
 sharp.cache(false)
 
-const BLOCK_CACHE_BYTES = workerData?.blockCacheBytes ?? 64 * 2 ** 20
 const REMOTE = { s3: workerData?.s3 } // remote COGs: the object storage settings (config.s3)
-// Decoded blocks of every dataset this worker has open, bounded by bytes.
-const blocks = new LRUCache({ maxSize: BLOCK_CACHE_BYTES, sizeCalculation: (b) => b.bytes })
 // Open datasets; one idle for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a
 // path that was re-opened (a replaced file), half a minute later so that reads under way finish.
 const latest = new Map() // path or URL → key of the newest dataset
@@ -117,30 +112,17 @@ async function tile (task) {
 
 async function render ({ src, z, x, y, format, options }, n, scratch) {
   const ds = await dataset(src)
-  // A remote file found changed by an earlier read: no tile from its blocks decoded before (they may be all it needs).
-  if (ds.reader?.stale) throw ds.reader.stale
-  const extent = tileExtent(z, x, y)
-  const grid = sourceGrid(ds, extent, n, scratch)
-  const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(grid))
-  const resampling = ds.palette && options.palette ? 'nearest' : options.resampling // indices do not interpolate
-  const spread = resampling === 'nearest' ? [1, 1] : sampleScale(level, grid)
-  const win = windowOf(level, grid, resampling, Math.max(...spread))
-  if (win === null) return null
-  // A safety net for odd projections (near a pole, say): no tile may make a worker hold more than 16 Mpx of one level.
-  if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new RasterError('this tile would need too large a part of the raster')
-  const table = await blockTable(ds, level, win)
+  const at = await locate(ds, z, x, y, n, options, scratch)
+  if (at === null) return null
   const { colour, opacity } = scratch
-  const lut = resampling === 'nearest' ? lookupFor(ds, options) : null
+  const lut = at.resampling === 'nearest' ? lookupFor(ds, options) : null
   if (lut !== null) { // integer samples, nearest: straight from the blocks (direct.js)
-    if (!gatherNearest(level, table, grid, lut, options.nodata, colour, opacity)) return null
+    if (!gatherNearest(at.level, at.table, at.grid, lut, options.nodata, colour, opacity)) return null
     return transferable(await encode(colour, opacity, n, lut.channels, format, false))
   }
-  const window = readWindow(level, table, win, options.bidx, options.nodata)
-  if (window === null) return null
-  const { values, alpha } = scratch
-  const nb = options.bidx.length
-  resample(level, win, window.bands, window.density, resampling === 'nearest' && grid.separable ? grid : fullGrid(grid), resampling, values, alpha, spread)
-  const channels = toPixels(values, alpha, n * n, nb, {
+  const tile = valuesAt(at, options, scratch)
+  if (tile === null) return null
+  const channels = toPixels(tile.values, tile.alpha, n * n, tile.nb, {
     rescale: options.rescale,
     colormap: options.colormap,
     palette: options.palette ? ds.palette : null,
@@ -148,178 +130,4 @@ async function render ({ src, z, x, y, format, options }, n, scratch) {
   }, colour, opacity)
   if (!opacity.some((a) => a > 0)) return null
   return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null))
-}
-
-/** The decoded blocks of `level` under window [x0, y0, x1, y1), row by row: { bx0, by0, nbx, blocks }. */
-async function blockTable (ds, level, [x0, y0, x1, y1]) {
-  const { tileWidth: tw, tileHeight: th } = level
-  const bx0 = Math.floor(x0 / tw); const bx1 = Math.floor((x1 - 1) / tw)
-  const by0 = Math.floor(y0 / th); const by1 = Math.floor((y1 - 1) / th)
-  const pending = []
-  for (let by = by0; by <= by1; by++) for (let bx = bx0; bx <= bx1; bx++) pending.push(block(ds, level, bx, by))
-  return { bx0, by0, nbx: bx1 - bx0 + 1, blocks: await Promise.all(pending) }
-}
-
-/**
- * The window of `level` as Float32 bands (the `samples` asked for) and a density (0..255) per pixel from the alpha
- * band, the internal mask and nodata. Null when every pixel of it is transparent (sparse files, nodata areas).
- * Blocks hold samples and density ready-made, so assembling a window is row copies (per pixel for interleaved
- * samples).
- */
-function readWindow (level, table, win, samples, nodataOption) {
-  const [x0, y0, x1, y1] = win
-  const w = x1 - x0
-  const h = y1 - y0
-  const { tileWidth: tw, tileHeight: th } = level
-  const bands = samples.map(() => new Float32Array(w * h))
-  const density = new Uint8Array(w * h)
-  table.blocks.forEach((b, i) => {
-    const bx = table.bx0 + (i % table.nbx); const by = table.by0 + Math.floor(i / table.nbx)
-    const bx0 = bx * tw; const by0 = by * th
-    const cx0 = Math.max(x0, bx0); const cx1 = Math.min(x1, bx0 + tw, level.width)
-    const cy0 = Math.max(y0, by0); const cy1 = Math.min(y1, by0 + th, level.height)
-    if (cx0 >= cx1) return
-    for (let r = cy0; r < cy1; r++) {
-      const from = (r - by0) * tw + (cx0 - bx0)
-      const to = (r - y0) * w + (cx0 - x0)
-      for (let s = 0; s < samples.length; s++) {
-        const { data, stride, start } = b.samples[samples[s]]
-        if (stride === 1) bands[s].set(data.subarray(from, from + cx1 - cx0), to)
-        else for (let p = from, q = to; p < from + cx1 - cx0; p++, q++) bands[s][q] = data[p * stride + start]
-      }
-      if (b.density === null) density.fill(255, to, to + cx1 - cx0)
-      else density.set(b.density.subarray(from, from + cx1 - cx0), to)
-    }
-  })
-  if (nodataOption !== null && nodataOption !== undefined) applyNodata(bands, density, nodataOption === 'nan' ? NaN : nodataOption)
-  return density.some((d) => d > 0) ? { bands, density } : null
-}
-
-/** A nodata value given in the request: pixels where every band holds it become transparent. */
-function applyNodata (bands, density, nodata) {
-  if (Number.isNaN(nodata)) return // NaN is transparent anyway
-  const nd = Math.fround(nodata)
-  for (let p = 0; p < density.length; p++) {
-    let all = true
-    for (let s = 0; s < bands.length && all; s++) if (bands[s][p] !== nd) all = false
-    if (all) density[p] = 0
-  }
-}
-
-const ARRAYS = { uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, int8: Int8Array, int16: Int16Array, int32: Int32Array, float32: Float32Array, float64: Float64Array }
-
-/** geotiff.js's decoder for a level, made once (the library would make one per read). */
-function decoderOf (image) {
-  if (image.decoder === undefined) {
-    const fd = image.fileDirectory
-    image.decoder = (async () => {
-      const compression = fd.getValue('Compression') ?? 1
-      const parameters = {
-        tileWidth: image.getTileWidth(),
-        tileHeight: image.getTileHeight(),
-        planarConfiguration: image.planarConfiguration,
-        bitsPerSample: await fd.loadValue('BitsPerSample'),
-        predictor: (await fd.loadValue('Predictor')) || 1,
-        samplesPerPixel: image.getSamplesPerPixel(),
-      }
-      if (compression === 7) parameters.JPEGTables = await fd.loadValue('JPEGTables')
-      return getDecoder(compression, parameters)
-    })()
-  }
-  return image.decoder
-}
-
-/**
- * Decoded samples of one block, in this machine's byte order: per sample { data, stride, start }, the value of pixel
- * p being data[p * stride + start]. Pixel-interleaved blocks stay as decoded (one array, stride = samples per
- * pixel): a tile of an 8-bit RGB file is then row copies of them (direct.js).
- */
-async function samplesOf (image, bx, by, samples, type) {
-  const decoder = await decoderOf(image)
-  const Array_ = ARRAYS[type]
-  const size = Array_.BYTES_PER_ELEMENT
-  const view = (data) => {
-    if (!image.littleEndian && size > 1) swapBytes(new Uint8Array(data), size)
-    return new Array_(data)
-  }
-  if (image.planarConfiguration === 2) {
-    const planes = await Promise.all(Array.from({ length: samples }, (_, s) => image.getTileOrStrip(bx, by, s, decoder).then((t) => view(t.data))))
-    return planes.map((data) => ({ data, stride: 1, start: 0 }))
-  }
-  const data = view((await image.getTileOrStrip(bx, by, 0, decoder)).data)
-  return Array.from({ length: samples }, (_, s) => ({ data, stride: samples, start: s }))
-}
-
-function swapBytes (bytes, size) {
-  for (let i = 0; i < bytes.length; i += size) {
-    for (let a = i, b = i + size - 1; a < b; a++, b--) { const t = bytes[a]; bytes[a] = bytes[b]; bytes[b] = t }
-  }
-}
-
-/**
- * A decoded block of a level: every sample's plane (tileWidth × tileHeight) and its density (0..255, null when all
- * opaque) from the alpha band, the internal mask, the file's nodata and NaN. Cached per worker, by bytes.
- */
-function block (ds, level, bx, by) {
-  const key = `${ds.key}|${level.index}/${bx}/${by}`
-  const hit = blocks.get(key)
-  if (hit !== undefined) return hit.promise ?? Promise.resolve(hit)
-  const promise = (async () => {
-    const [samples, mask] = await Promise.all([
-      samplesOf(level.image, bx, by, ds.bands, ds.dtype),
-      level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : null,
-    ])
-    if (ds.photometric === 6) ycbcrToRgb(samples, level.tileWidth * level.tileHeight)
-    const pixels = level.tileWidth * level.tileHeight
-    const density = densityOf(ds, samples, mask, pixels)
-    const arrays = new Set(samples.map((s) => s.data))
-    const bytes = [...arrays].reduce((sum, a) => sum + a.byteLength, 0) + (density ? density.byteLength : 0)
-    const decoded = { samples, density, bytes }
-    blocks.set(key, decoded)
-    return decoded
-  })()
-  blocks.set(key, { promise, bytes: 64 })
-  promise.catch(() => blocks.delete(key))
-  return promise
-}
-
-function densityOf (ds, samples, mask, n) {
-  if (ds.alphaBand < 0 && mask === null && ds.nodata === null && ds.sampleFormat !== 3) return null // nothing can hide a pixel
-  const density = new Uint8Array(n).fill(255)
-  let opaque = true
-  const colour = samples.filter((_, s) => s !== ds.alphaBand)
-  const float = ds.sampleFormat === 3
-  const hasNodata = ds.nodata !== null && !Number.isNaN(ds.nodata)
-  const nd = ds.nodata
-  const ndf = Math.fround(ds.nodata)
-  const alpha = ds.alphaBand >= 0 ? samples[ds.alphaBand] : null
-  const alphaScale = 255 / (2 ** ds.bits - 1)
-  for (let p = 0; p < n; p++) {
-    let d = 255
-    if (alpha !== null) d = Math.round(alpha.data[p * alpha.stride + alpha.start] * alphaScale)
-    if (mask !== null && mask[p] === 0) d = 0
-    if (d !== 0 && (hasNodata || float)) {
-      let all = hasNodata
-      for (let s = 0; s < colour.length; s++) {
-        const v = colour[s].data[p * colour[s].stride + colour[s].start]
-        if (v !== v) { all = true; break } // eslint-disable-line no-self-compare
-        if (all && v !== nd && Math.fround(v) !== ndf) all = false
-      }
-      if (all) d = 0
-    }
-    if (d !== 255) { density[p] = d; opaque = false }
-  }
-  return opaque ? null : density
-}
-
-/** JPEG-in-TIFF stored as YCbCr: geotiff.js hands back raw YCbCr; libjpeg (GDAL) would give RGB. Converted in place. */
-function ycbcrToRgb ([y, cb, cr], n) {
-  const clamp = (v) => (v < 0 ? 0 : v > 255 ? 255 : Math.round(v))
-  for (let p = 0; p < n; p++) {
-    const i = p * y.stride + y.start; const j = p * cb.stride + cb.start; const k = p * cr.stride + cr.start
-    const l = y.data[i]; const b = cb.data[j] - 128; const r = cr.data[k] - 128
-    y.data[i] = clamp(l + 1.402 * r)
-    cb.data[j] = clamp(l - 0.344136 * b - 0.714136 * r)
-    cr.data[k] = clamp(l + 1.772 * b)
-  }
 }

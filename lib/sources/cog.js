@@ -2,9 +2,9 @@
 // validates options and checks that a tile touches the raster; reading, reprojecting and encoding run in the raster
 // worker pool (lib/raster/), so the event loop never decodes a pixel.
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
+import { resolveOptions, describeOptions } from '../raster/options.js'
 import { RangeReader } from '../remote/reader.js'
 import { buildTileJson } from './tilejson.js'
-import { COLORMAPS as RAMPS } from '../raster/colormaps.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -18,93 +18,7 @@ export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?
 
 const FORMATS = ['png', 'webp', 'jpg']
 const FORMAT_ALIASES = { jpeg: 'jpg' }
-const RESAMPLING = ['nearest', 'bilinear', 'cubic']
-const ENCODINGS = ['terrarium', 'mapbox']
-const COLORMAPS = new Set(Object.keys(RAMPS).flatMap((n) => [n, n + '_r'])) // `_r`: reversed
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
-
-/** An option error: 400 with its message (lib/errors.js BadRequest). */
-
-// A plain decimal number: Number() would also take '', ' ', '0x10' and 'Infinity', and JSON (the cache key) turns
-// Infinity into null, the same key as no value at all.
-const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i
-const number = (s) => (NUMBER.test(s) && Number.isFinite(Number(s)) ? Number(s) : NaN)
-const list = (value) => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).flatMap((v) => String(v).split(',')))
-const single = (query, name) => {
-  const value = query[name]
-  if (Array.isArray(value)) throw new OptionError(`${name} is given more than once`)
-  return value === undefined || value === '' ? undefined : String(value)
-}
-
-/**
- * titiler-style query options → what the workers need, with the defaults filled in (also the cache key, so equal
- * requests share a tile however they were spelled). `file` is the file's description (/meta).
- */
-export function resolveOptions (file, query, rendering) {
-  const bidxList = list(query.bidx)
-  let bidx
-  if (bidxList.length > 0) {
-    bidx = bidxList.map((s) => {
-      const b = number(s)
-      if (!Number.isInteger(b) || b < 1 || b > file.bands) throw new OptionError(`bidx ${s} is not a band of this file (1-${file.bands})`)
-      return b - 1
-    })
-    if (bidx.length !== 1 && bidx.length !== 3) throw new OptionError('bidx takes 1 band (grey or colormap) or 3 (RGB)')
-  } else {
-    const colour = file.alpha ? file.bands - 1 : file.bands
-    bidx = colour >= 3 ? [0, 1, 2] : [0]
-  }
-
-  const resampling = single(query, 'resampling') ?? 'nearest'
-  if (!RESAMPLING.includes(resampling)) throw new OptionError(`resampling must be one of ${RESAMPLING.join(', ')}`)
-
-  const encoding = single(query, 'encoding') ?? null
-  if (encoding !== null && !ENCODINGS.includes(encoding)) throw new OptionError(`encoding must be ${ENCODINGS.join(' or ')}`)
-  if (encoding !== null && bidx.length !== 1) throw new OptionError('encoding=' + encoding + ' needs a single band')
-  if (encoding !== null && rendering?.format === 'jpg') throw new OptionError(`encoding=${encoding} needs a lossless format (.png or .webp): JPEG would corrupt the heights`)
-
-  const colormap = single(query, 'colormap_name') ?? null
-  if (colormap !== null) {
-    if (!COLORMAPS.has(colormap)) throw new OptionError(`unknown colormap_name '${colormap}'`)
-    if (bidx.length !== 1) throw new OptionError('colormap_name needs a single band')
-    if (encoding !== null) throw new OptionError('colormap_name and encoding cannot be combined')
-  }
-
-  let nodata = null
-  const nodataText = single(query, 'nodata')
-  if (nodataText !== undefined) {
-    nodata = nodataText.toLowerCase() === 'nan' ? 'nan' : number(nodataText) // a string: JSON (the cache key) has no NaN
-    if (Number.isNaN(nodata)) throw new OptionError('nodata must be a finite number or nan')
-  }
-
-  let rescale = null
-  const ranges = query.rescale === undefined ? [] : Array.isArray(query.rescale) ? query.rescale : [query.rescale]
-  if (ranges.length > 0) {
-    if (encoding !== null) throw new OptionError('rescale and encoding cannot be combined')
-    rescale = ranges.map((r) => {
-      const pair = String(r).split(',').map((s) => number(s.trim()))
-      if (pair.length !== 2 || !pair.every(Number.isFinite) || pair[0] >= pair[1]) throw new OptionError(`rescale '${r}' is not min,max with min < max`)
-      return pair
-    })
-    if (rescale.length === 1) rescale = bidx.map(() => rescale[0])
-    if (rescale.length !== bidx.length) throw new OptionError(`rescale needs one min,max or one per band (${bidx.length})`)
-  }
-  const palette = file.palette && bidx.length === 1 && colormap === null && rescale === null && encoding === null
-  if (rescale === null && encoding === null && !palette && file.statistics) rescale = bidx.map((b) => file.statistics[`b${b + 1}`])
-  return { bidx, resampling, encoding, colormap, nodata, rescale, palette }
-}
-
-/** The options resolveOptions takes, for clients (the viewer's controls), with the defaults this file gets. */
-function describeOptions (file, defaults) {
-  const written = (v) => (v === null || v === undefined ? undefined : String(v))
-  return [
-    { name: 'bidx', type: 'bands', count: file.bands, default: defaults.bidx.map((b) => b + 1).join(',') },
-    { name: 'rescale', type: 'range', default: written(defaults.rescale?.[0]) },
-    { name: 'colormap_name', type: 'choice', values: [...COLORMAPS].sort(), default: written(defaults.colormap) },
-    { name: 'encoding', type: 'choice', values: ENCODINGS, dem: true },
-    { name: 'resampling', type: 'choice', values: RESAMPLING, default: defaults.resampling },
-  ]
-}
 
 const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 

@@ -1,0 +1,55 @@
+// A Web Mercator tile of one dataset as resampled values: where the tile falls in the file (grid, level, window,
+// blocks), then the bands the rendering reads, resampled to the tile's pixels. The worker turns the values into
+// pixels (render.js); a mosaic combines several datasets' values first. Runs in the raster workers.
+import { sourceGrid, fullGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
+import { blockTable, readWindow } from './blocks.js'
+import { RasterError } from './errors.js'
+import { tileExtent } from '../tilemath.js'
+
+/**
+ * Where tile z/x/y (n × n pixels) falls in `ds`: { grid, level, resampling, spread, win, table }, the window's
+ * decoded blocks read; null where the tile reaches no pixel of the file.
+ */
+export async function locate (ds, z, x, y, n, options, scratch) {
+  // A remote file found changed by an earlier read: no tile from its blocks decoded before (they may be all it needs).
+  if (ds.reader?.stale) throw ds.reader.stale
+  const extent = tileExtent(z, x, y)
+  const grid = sourceGrid(ds, extent, n, scratch)
+  const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(grid))
+  const resampling = ds.palette && options.palette ? 'nearest' : options.resampling // indices do not interpolate
+  const spread = resampling === 'nearest' ? [1, 1] : sampleScale(level, grid)
+  const win = windowOf(level, grid, resampling, Math.max(...spread))
+  if (win === null) return null
+  // A safety net for odd projections (near a pole, say): no tile may make a worker hold more than 16 Mpx of one level.
+  if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new RasterError('this tile would need too large a part of the raster')
+  const table = await blockTable(ds, level, win)
+  return { grid, level, resampling, spread, win, table, n }
+}
+
+/**
+ * The located tile's values: { values (n² × nb, interleaved, Float32), alpha (n², 0..1), nb }, the bands
+ * `options.bidx` resampled; null where every pixel is transparent. The arrays are the scratch's, valid until its next
+ * use.
+ */
+export function valuesAt (at, options, scratch) {
+  const { level, table, win, grid, resampling, spread, n } = at
+  const window = readWindow(level, table, win, options.bidx, options.nodata)
+  if (window === null) return null
+  const nb = options.bidx.length
+  const values = scratchValues(scratch, n * n * nb)
+  const { alpha } = scratch
+  resample(level, win, window.bands, window.density, resampling === 'nearest' && grid.separable ? grid : fullGrid(grid), resampling, values, alpha, spread)
+  return { values, alpha, nb }
+}
+
+/** Tile z/x/y of `ds` as values (see valuesAt), or null. */
+export async function tileValues (ds, z, x, y, n, options, scratch) {
+  const at = await locate(ds, z, x, y, n, options, scratch)
+  return at === null ? null : valuesAt(at, options, scratch)
+}
+
+/** The scratch's values array, grown to hold `length` values. */
+function scratchValues (scratch, length) {
+  if (scratch.values.length < length) scratch.values = new Float32Array(length)
+  return scratch.values.subarray(0, length)
+}
