@@ -11,10 +11,10 @@ const MAX_TABLES = 32
 
 /**
  * Lookup tables for a rendering of this dataset, or null where the direct path does not apply (floats, 32-bit
- * integers, terrain encodings). `tables[c][value + offset]` is output channel c's byte.
+ * integers, terrain encodings, band math). `tables[c][value + offset]` is output channel c's byte.
  */
 export function lookupFor (ds, o) {
-  if (o.encoding || (ds.sampleFormat !== 1 && ds.sampleFormat !== 2) || ds.bits > 16) return null
+  if (o.encoding || o.expression || (ds.sampleFormat !== 1 && ds.sampleFormat !== 2) || ds.bits > 16) return null
   const key = `${ds.key}|${JSON.stringify(o)}`
   let lut = tables.get(key)
   if (lut !== undefined) return lut

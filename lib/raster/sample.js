@@ -4,6 +4,7 @@
 import { sourceGrid, fullGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
 import { blockTable, readWindow } from './blocks.js'
 import { RasterError } from './errors.js'
+import { applyExpression } from './expression.js'
 import { tileExtent } from '../tilemath.js'
 
 /**
@@ -28,8 +29,8 @@ export async function locate (ds, z, x, y, n, options, scratch) {
 
 /**
  * The located tile's values: { values (n² × nb, interleaved, Float32), alpha (n², 0..1), nb }, the bands
- * `options.bidx` resampled; null where every pixel is transparent. The arrays are the scratch's, valid until its next
- * use.
+ * `options.bidx` resampled, then through the band math of `options.expression` if any (nb is then its number of
+ * outputs); null where every pixel is transparent. The arrays are the scratch's, valid until its next use.
  */
 export function valuesAt (at, options, scratch) {
   const { level, table, win, grid, resampling, spread, n } = at
@@ -39,7 +40,7 @@ export function valuesAt (at, options, scratch) {
   const values = scratchValues(scratch, n * n * nb)
   const { alpha } = scratch
   resample(level, win, window.bands, window.density, resampling === 'nearest' && grid.separable ? grid : fullGrid(grid), resampling, values, alpha, spread)
-  return { values, alpha, nb }
+  return applyExpression({ values, alpha, nb }, options, scratch)
 }
 
 /** Tile z/x/y of `ds` as values (see valuesAt), or null. */
