@@ -233,7 +233,7 @@ const schema = {
       additionalProperties: false,
       properties: {
         redis: { type: ['string', 'null'], pattern: '^rediss?://' }, // off when not set
-        kinds: { type: 'array', items: { type: 'string', minLength: 1 } }, // source kinds kept there (default postgis, cog, render)
+        kinds: { type: 'array', items: { type: 'string', minLength: 1 } }, // source kinds kept there (default postgis, cog, mosaic, render)
         ttlS: { type: 'number', exclusiveMinimum: 0 }, // at most this long (default 86400; a set's shorter lifetime wins)
         maxEntryKB: { type: 'number', exclusiveMinimum: 0 }, // larger tiles are not shared (default 512)
         timeoutMs: { type: 'integer', minimum: 1 }, // a lookup slower than this is a miss (default 50)
@@ -246,7 +246,7 @@ const schema = {
       properties: {
         dir: { type: ['string', 'null'], minLength: 1 }, // off when not set
         maxMB: { type: 'number', exclusiveMinimum: 0 }, // bound on its bytes, oldest tiles removed first (default 10240)
-        kinds: { type: 'array', items: { type: 'string', minLength: 1 } }, // source kinds written (default postgis, cog, render)
+        kinds: { type: 'array', items: { type: 'string', minLength: 1 } }, // source kinds written (default postgis, cog, mosaic, render)
       },
     },
     sets: {
@@ -263,6 +263,9 @@ const schema = {
           overzoom: { type: 'integer', minimum: 0, maximum: 30 }, // rasters: zoom levels served past maxzoom
           cacheTtlS: { type: 'number', minimum: 0 }, // lifetime of this set's cached tiles (0: not cached)
           tileDir: { type: 'boolean' }, // written to the tile directory (default: when its kind is in tileDir.kinds)
+          mosaic: { type: 'boolean' }, // a folder: one set of the COGs directly in it (lib/sources/mosaic.js)
+          // a STAC set: the assets stacked as bands when the request names none (default: visual, else the first COG)
+          assets: { type: 'array', items: { type: 'string', minLength: 1 }, minItems: 1, maxItems: 16, uniqueItems: true },
         },
       },
     },

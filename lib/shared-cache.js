@@ -20,7 +20,7 @@ const HEADER = 9
 async function sharedCache (app, config) {
   const options = config.cache ?? {}
   if (!options.redis) return
-  const kinds = new Set(options.kinds ?? ['postgis', 'cog', 'render'])
+  const kinds = new Set(options.kinds ?? ['postgis', 'cog', 'mosaic', 'render'])
   const maxTtlMs = (options.ttlS ?? 86_400) * 1000
   const maxBytes = (options.maxEntryKB ?? 512) * 1024
   const prefix = options.prefix ?? 'tc:'

@@ -194,7 +194,7 @@ test('a raster set with an opacity slider; a COG with its options as controls: c
 
   const cog = await open(t, base, '/viewer/cog')
   const names = await cog.page.$$eval('#controls [name]', (els) => els.map((e) => e.name))
-  assert.deepEqual(names, ['bidx', 'rescale', 'colormap_name', 'encoding', 'resampling'], 'the COG options as controls')
+  assert.deepEqual(names, ['bidx', 'expression', 'rescale', 'colormap_name', 'encoding', 'resampling'], 'the COG options as controls')
   const grey = await shoot(cog.page, 'cog-grey', MAP_AREA)
   await cog.page.evaluate(() => { window.viewer.idle = false })
   await cog.page.selectOption('select[name=colormap_name]', 'viridis')

@@ -1,9 +1,11 @@
 // What the configuration names, as specs the catalog opens: { path | url, kind } and configured sets { id, … }. Folders
-// are listed (not recursed into); a file no kind serves is logged and skipped. A bucket prefix (s3://bucket/prefix/)
-// is listed like a folder.
+// are listed (not recursed into); a file no kind serves is logged and skipped, as is one whose kind does not claim it
+// (a .json that is not a mosaic: a style, a TileJSON). A bucket prefix (s3://bucket/prefix/) is listed like a folder.
+// A configured folder with `mosaic: true` is one set.
+import { statSync } from 'node:fs'
 import { readdir, stat } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
-import { FALLBACK, GROUP_KINDS, fileKindsText, kindForFile, kindForUrl } from '../sources/index.js'
+import { dirname, join, resolve } from 'node:path'
+import { FALLBACK, GROUP_KINDS, KINDS, fileKindsText, kindForFile, kindForUrl } from '../sources/index.js'
 import { isS3Url } from '../remote/s3.js'
 import { listRemotePrefix } from '../remote/reader.js'
 
@@ -11,6 +13,45 @@ export const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s)
 
 /** The spec of one URL or file path (its kind undefined when none serves it). */
 export const specOf = (item) => (isUrl(item) ? { url: item, kind: kindForUrl(item) } : { path: item, kind: kindForFile(item) })
+
+/** The kind that opens a configured folder as one set (`mosaic: true`). */
+const FOLDER_KIND = KINDS.find((k) => k.opensFolders)
+
+/** The spec of a file or folder path, as the set `id` is configured: a folder with `mosaic: true` is one set. */
+export const pathSpec = (config, path, id) => (config.sets[id]?.mosaic && FOLDER_KIND ? { path, kind: FOLDER_KIND } : specOf(path))
+
+/**
+ * Does the kind of a file take it? A kind that shares its extension with other documents (.json) says so by reading
+ * it (`claims`); one not taken is skipped like a file of no kind (logged at debug, once per file).
+ */
+export async function claimed (spec, log) {
+  if (!spec.kind?.claims) return true
+  if (await spec.kind.claims(spec.path)) return true
+  if (!unclaimed.has(spec.path)) {
+    if (unclaimed.size > 10_000) unclaimed.clear()
+    unclaimed.add(spec.path)
+    log?.debug({ path: spec.path }, `not a ${spec.kind.title} file: skipped`)
+  }
+  return false
+}
+const unclaimed = new Set()
+
+/**
+ * The folders local files may be read from by a set that names other files (a mosaic's parts): the served folders,
+ * and the folder of each served or configured file.
+ */
+export function dataFolders (config) {
+  const folders = new Set()
+  const items = [...config.paths, ...Object.values(config.sets).map((s) => s.path).filter(Boolean)]
+  for (const item of items) {
+    if (isUrl(item)) continue
+    const path = resolve(item)
+    let folder = dirname(path)
+    try { if (statSync(path).isDirectory()) folder = path } catch {}
+    folders.add(folder)
+  }
+  return [...folders]
+}
 
 /** An s3:// URL naming a prefix, served like a folder: a bucket, a key ending in '/', or one with no extension. */
 export const isPrefixUrl = (item) => isS3Url(item) && /^s3:\/\/[^/]+(\/([^?#]*\/)?[^./?#]*)?$/i.test(item)
@@ -31,7 +72,7 @@ export async function discoverSpecs (config, log, unlisted = []) {
   const has = (spec) => specs.some((s) => (spec.path ? s.path === spec.path : s.url === spec.url))
   for (const [id, options] of Object.entries(config.sets)) {
     if (options.url) specs.push({ ...specOf(options.url), id })
-    else if (options.path) specs.push({ ...specOf(resolve(options.path)), id })
+    else if (options.path) specs.push({ ...pathSpec(config, resolve(options.path), id), id })
   }
   for (const [index, item] of config.paths.entries()) {
     if (isPrefixUrl(item)) {
@@ -59,9 +100,9 @@ export async function discoverSpecs (config, log, unlisted = []) {
     if (info.isDirectory()) {
       for (const name of (await readdir(path)).sort()) {
         const spec = specOf(join(path, name))
-        if (spec.kind && !has(spec)) specs.push(spec)
+        if (spec.kind && !has(spec) && await claimed(spec, log)) specs.push(spec)
       }
-    } else if (kindForFile(path)) {
+    } else if (kindForFile(path) && await claimed(specOf(path), log)) {
       if (!has({ path })) specs.push(specOf(path))
     } else {
       log.error({ path: item }, `not a tileset file (${fileKindsText()}): skipped`)

@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { contractProblems } from '../sources/contract.js'
 import { Registry } from './registry.js'
-import { discoverSpecs, specOf } from './discover.js'
+import { dataFolders, discoverSpecs, pathSpec } from './discover.js'
 import { FileWatcher, isWriting } from './watch.js'
 import { Groups } from './groups.js'
 import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
@@ -23,12 +23,13 @@ export class Catalog {
       s3: config.s3, // object storage settings (remote sources, lib/remote)
       remote: { ...REMOTE_DEFAULTS, ...config.remote },
       replaced: (id, source) => this.remote.replaced(id, source), // a remote source's object changed: re-open it
+      dataFolders: () => dataFolders(config), // where a set naming other files (a mosaic's parts) may read them
       ...services,
     }
     this.registry = new Registry({ config, log, cache })
     this.groups = new Groups({ config, log, registry: this.registry, context: this.context })
-    this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id) => this.openSpec(specOf(path), id) })
-    this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id) })
+    this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id) => this.openSpec(pathSpec(config, path, id), id) })
+    this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id), reopenFile: (path) => this.files.refresh(path, { force: true }) })
     this.loaded = false
     this.closed = false
   }
@@ -72,7 +73,7 @@ export class Catalog {
     const ours = spec.path && this.registry.byPath.get(spec.path)?.source
     if (!kind) {
       reason = 'no source kind serves this URL'
-    } else if (file !== null && !file.isFile()) {
+    } else if (file !== null && !file.isFile() && !(file.isDirectory() && kind.opensFolders)) {
       reason = 'not a regular file'
     } else if (spec.path && !ours && isWriting(spec.path)) {
       reason = 'still being written (a -journal or -wal file is beside it)'

@@ -8,11 +8,12 @@ export const REMOTE_DEFAULTS = { retryMs: 10_000, revalidateMs: 60_000 }
 
 export class RemoteSets {
   /** `open(spec, id)`: (re-)opens a set and registers it (the catalog's openSpec). */
-  constructor ({ config, log, registry, open }) {
+  constructor ({ config, log, registry, open, reopenFile }) {
     this.config = config
     this.log = log
     this.registry = registry
     this.open = open
+    this.reopenFile = reopenFile // (path): re-opens a set of a local file whose remote parts changed (a mosaic)
     this.retryMs = config.remote?.retryMs ?? REMOTE_DEFAULTS.retryMs
     this.timers = new Set()
     this.reopening = new Set() // ids being re-opened because their object changed
@@ -38,13 +39,18 @@ export class RemoteSets {
     })
   }
 
-  /** A source says its remote object changed: its set is re-opened (once, however often it is told). */
+  /**
+   * A source says its remote object changed: its set is re-opened (once, however often it is told). A set of a local
+   * file may read remote objects too (a mosaic's parts): it is re-opened as a changed file is.
+   */
   replaced (id, source) {
     const entry = this.registry.entries.get(id)
-    if (this.closed || entry?.source !== source || entry.url === null || this.reopening.has(id)) return
+    const local = entry?.url === null && entry.path !== null && this.reopenFile !== undefined
+    if (this.closed || entry?.source !== source || (entry.url === null && !local) || this.reopening.has(id)) return
     this.reopening.add(id)
     this.log.warn({ set: id }, 'remote object changed: re-opening the set')
-    this.open(specOf(entry.url), id)
+    const reopened = local ? this.reopenFile(entry.path) : this.open(specOf(entry.url), id)
+    reopened
       .catch((err) => this.log.error({ set: id, err: err.message }, 're-opening failed'))
       .finally(() => this.reopening.delete(id))
   }

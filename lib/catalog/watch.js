@@ -1,11 +1,12 @@
 // Files change while served: a new file is opened, a replaced one re-opened (reads under way on the old handle finish
 // first), a deleted one dropped. Bursts of events are debounced, a file still being written is left until it stops,
-// and a source that can go faster once its file has stopped changing (`settle`) is told when that is.
+// and a source that can go faster once its file has stopped changing (`settle`) is told when that is. A folder served
+// as one set (`mosaic: true`) is re-opened when a file in it changes.
 import { statSync, watch } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { KINDS, kindForFile } from '../sources/index.js'
-import { isUrl } from './discover.js'
+import { claimed, isUrl, specOf } from './discover.js'
 
 const sameFile = (a, b) => a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino
 export const isWriting = (path) => kindForFile(path)?.writing?.(path) ?? false
@@ -38,10 +39,18 @@ export class FileWatcher {
     try {
       info = await stat(path)
     } catch {}
-    if (info === null || !info.isFile()) {
+    // A folder that is one set (a mosaic of its files): re-opened, whatever changed in it (its own stat may not say).
+    const folderSet = known !== undefined && info?.isDirectory() === true
+    if (info === null || (!info.isFile() && !folderSet)) {
       if (known) this.registry.remove(known)
       return
     }
+    if (folderSet) {
+      await this.open(path, known.id)
+      return
+    }
+    // A new file of a kind that shares its extension with other documents (.json): only one the kind claims.
+    if (!known && !(await claimed(specOf(path), this.log))) return
     if (known && !force && known.file && sameFile(known.file, info) && known.source !== null) return
     // SQLite keeps readers consistent while another process writes in place; re-read when it is done.
     if (known && known.source !== null && !force && isWriting(path)) return
@@ -81,10 +90,12 @@ export class FileWatcher {
     entry.settleTimer.unref()
   }
 
-  /** Watches the served folders (and the folders of served files) for changes. */
+  /** Watches the served folders (and the folders of served files, and folders served as one set) for changes. */
   watch () {
     const folders = new Map() // folder → names to watch (null: every tileset file)
-    const configured = Object.values(this.config.sets).filter((s) => s.path).map((s) => s.path)
+    const sets = Object.values(this.config.sets).filter((s) => s.path)
+    const mosaics = new Set(sets.filter((s) => s.mosaic && isFolder(resolve(s.path))).map((s) => resolve(s.path)))
+    const configured = sets.map((s) => s.path).filter((p) => !mosaics.has(resolve(p)))
     for (const item of [...this.config.paths, ...configured]) {
       if (isUrl(item)) continue
       const path = resolve(item)
@@ -95,12 +106,15 @@ export class FileWatcher {
         folders.set(dirname(path), names)
       }
     }
-    for (const [folder, names] of folders) {
+    for (const folder of new Set([...folders.keys(), ...mosaics])) {
+      const names = folders.get(folder) // undefined: only a folder served as one set
       try {
         const watcher = watch(folder, { persistent: false }, (event, filename) => {
           if (!filename) return
           const target = tilesetName(filename)
-          if (!kindForFile(target) || (names && !names.has(target))) return
+          if (!kindForFile(target)) return
+          if (mosaics.has(folder)) this.schedule(folder)
+          if (names === undefined || (names && !names.has(target))) return
           this.schedule(join(folder, target))
         })
         watcher.on('error', (err) => this.log.warn({ err: err.message }, 'watching a folder failed'))

@@ -5,7 +5,7 @@ import { resolveSet } from '../resolve.js'
 import { NotFound } from '../errors.js'
 
 /** Kinds that make each tile on request (a database query, a raster warp, a render): fewer reads at once suit them. */
-const MAKING_KINDS = new Set(['postgis', 'cog', 'render'])
+const MAKING_KINDS = new Set(['postgis', 'cog', 'mosaic', 'render'])
 
 /**
  * `id` → { id, kind, source, lookup, makes }: `lookup.get()` is what resolveTile asks for the entry (a set's entry by

@@ -20,48 +20,75 @@ export async function blockTable (ds, level, [x0, y0, x1, y1]) {
 
 /**
  * The window of `level` as Float32 bands (the `samples` asked for) and a density (0..255) per pixel from the alpha
- * band, the internal mask and nodata. Null when every pixel of it is transparent (sparse files, nodata areas).
- * Blocks hold samples and density ready-made, so assembling a window is row copies (per pixel for interleaved
- * samples).
+ * band, the internal mask and nodata: { bands, density, opaque } (opaque: every density is 255, so resampling may skip
+ * it). Null when every pixel of it is transparent (sparse files, nodata areas). Blocks hold samples and density
+ * ready-made, so assembling a window is row copies (per pixel for interleaved samples). With `scratch`, the arrays are
+ * its own, reused from tile to tile (valid until its next use); without, new ones.
  */
-export function readWindow (level, table, win, samples, nodataOption) {
+export function readWindow (level, table, win, samples, nodataOption, scratch) {
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
   const { tileWidth: tw, tileHeight: th } = level
-  const bands = samples.map(() => new Float32Array(w * h))
-  const density = new Uint8Array(w * h)
-  table.blocks.forEach((b, i) => {
-    const bx = table.bx0 + (i % table.nbx); const by = table.by0 + Math.floor(i / table.nbx)
-    const bx0 = bx * tw; const by0 = by * th
-    const cx0 = Math.max(x0, bx0); const cx1 = Math.min(x1, bx0 + tw, level.width)
-    const cy0 = Math.max(y0, by0); const cy1 = Math.min(y1, by0 + th, level.height)
-    if (cx0 >= cx1) return
+  const size = w * h
+  let bands, density
+  if (scratch === undefined) {
+    bands = samples.map(() => new Float32Array(size))
+    density = new Uint8Array(size)
+  } else {
+    // Kept up to 1 Mpx (4 MiB a band: a 512 px tile read at 2:1); a window may be 16 Mpx, the odd tile's, not kept.
+    const keep = size <= 2 ** 20
+    const spare = (scratch.windowBands ??= [])
+    bands = samples.map((_, s) => {
+      if (spare[s]?.length >= size) return spare[s].subarray(0, size)
+      const band = new Float32Array(size)
+      if (keep) spare[s] = band
+      return band
+    })
+    density = scratch.windowDensity?.length >= size ? scratch.windowDensity.subarray(0, size) : new Uint8Array(size)
+    if (keep && density.buffer !== scratch.windowDensity?.buffer) scratch.windowDensity = density
+  }
+  let opaque = true
+  const { blocks, bx0, by0, nbx } = table
+  for (let i = 0; i < blocks.length; i++) {
+    const b = blocks[i]
+    const bx = bx0 + (i % nbx); const by = by0 + Math.floor(i / nbx)
+    const left = bx * tw; const top = by * th
+    const cx0 = Math.max(x0, left); const cx1 = Math.min(x1, left + tw, level.width)
+    const cy0 = Math.max(y0, top); const cy1 = Math.min(y1, top + th, level.height)
+    if (cx0 >= cx1) continue
+    if (b.density !== null) opaque = false
+    const len = cx1 - cx0
     for (let r = cy0; r < cy1; r++) {
-      const from = (r - by0) * tw + (cx0 - bx0)
+      const from = (r - top) * tw + (cx0 - left)
       const to = (r - y0) * w + (cx0 - x0)
       for (let s = 0; s < samples.length; s++) {
         const { data, stride, start } = b.samples[samples[s]]
-        if (stride === 1) bands[s].set(data.subarray(from, from + cx1 - cx0), to)
-        else for (let p = from, q = to; p < from + cx1 - cx0; p++, q++) bands[s][q] = data[p * stride + start]
+        const band = bands[s]
+        if (stride === 1) band.set(data.subarray(from, from + len), to)
+        else for (let p = from * stride + start, q = to, end = to + len; q < end; p += stride, q++) band[q] = data[p]
       }
-      if (b.density === null) density.fill(255, to, to + cx1 - cx0)
-      else density.set(b.density.subarray(from, from + cx1 - cx0), to)
+      if (b.density === null) density.fill(255, to, to + len)
+      else density.set(b.density.subarray(from, from + len), to)
     }
-  })
-  if (nodataOption !== null && nodataOption !== undefined) applyNodata(bands, density, nodataOption === 'nan' ? NaN : nodataOption)
-  return density.some((d) => d > 0) ? { bands, density } : null
+  }
+  if (nodataOption !== null && nodataOption !== undefined && applyNodata(bands, density, nodataOption === 'nan' ? NaN : nodataOption)) opaque = false
+  if (opaque) return { bands, density, opaque }
+  for (let p = 0; p < size; p++) if (density[p] !== 0) return { bands, density, opaque }
+  return null
 }
 
-/** A nodata value given in the request: pixels where every band holds it become transparent. */
+/** A nodata value given in the request: pixels where every band holds it become transparent. Returns whether any did. */
 function applyNodata (bands, density, nodata) {
-  if (Number.isNaN(nodata)) return // NaN is transparent anyway
+  if (Number.isNaN(nodata)) return false // NaN is transparent anyway
   const nd = Math.fround(nodata)
+  let hit = false
   for (let p = 0; p < density.length; p++) {
     let all = true
     for (let s = 0; s < bands.length && all; s++) if (bands[s][p] !== nd) all = false
-    if (all) density[p] = 0
+    if (all) { density[p] = 0; hit = true }
   }
+  return hit
 }
 
 const ARRAYS = { uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, int8: Int8Array, int16: Int16Array, int32: Int32Array, float32: Float32Array, float64: Float64Array }

@@ -3,6 +3,7 @@
 // requests share a tile however they were spelled.
 import { BadRequest as OptionError } from '../errors.js'
 import { COLORMAPS as RAMPS } from './colormaps.js'
+import { ExpressionError, parseExpression } from './expression.js'
 
 const RESAMPLING = ['nearest', 'bilinear', 'cubic']
 const ENCODINGS = ['terrarium', 'mapbox']
@@ -19,14 +20,47 @@ const single = (query, name) => {
   return value === undefined || value === '' ? undefined : String(value)
 }
 
+// Parsed band math by the text as given (or the error it makes), so a map's hundreds of tiles with the same
+// expression parse it once. Bounded: the oldest goes first.
+const expressions = new Map()
+const MAX_EXPRESSIONS = 256
+
+/** `text` parsed (see parseExpression), or throws OptionError with what is wrong and where. */
+function expressionOf (text) {
+  let parsed = expressions.get(text)
+  if (parsed === undefined) {
+    try {
+      parsed = parseExpression(text)
+    } catch (err) {
+      if (!(err instanceof ExpressionError)) throw err
+      parsed = { error: `expression: ${err.message}` }
+    }
+    if (expressions.size >= MAX_EXPRESSIONS) expressions.delete(expressions.keys().next().value)
+    expressions.set(text, parsed)
+  }
+  if (parsed.error !== undefined) throw new OptionError(parsed.error)
+  return parsed
+}
+
 /**
  * titiler-style query options → what the workers need, with the defaults filled in (also the cache key, so equal
  * requests share a tile however they were spelled). `file` is the file's description (/meta).
  */
 export function resolveOptions (file, query, rendering) {
   const bidxList = list(query.bidx)
+  const expressionText = single(query, 'expression')
   let bidx
-  if (bidxList.length > 0) {
+  let expression = null
+  if (expressionText !== undefined) {
+    if (bidxList.length > 0) throw new OptionError('bidx and expression cannot be combined: the expression names the bands it reads (b1, b2, …)')
+    const parsed = expressionOf(expressionText)
+    const outside = parsed.references.find((r) => r.band >= file.bands)
+    if (outside !== undefined) throw new OptionError(`expression: ${outside.text} at position ${outside.position} is not a band of this file (${file.bands === 1 ? 'b1 only' : `b1-b${file.bands}`})`)
+    if (parsed.outputs !== 1 && parsed.outputs !== 3) throw new OptionError(`expression gives ${parsed.outputs} outputs: it takes 1 (grey or colormap) or 3 (RGB), separated by ';'`)
+    // The bands read, which valuesAt resamples; the canonical text is the cache key's and is compiled by the workers.
+    bidx = [...parsed.bands] // a copy: the parsed result is shared by every request with this text
+    expression = { text: parsed.text, outputs: parsed.outputs }
+  } else if (bidxList.length > 0) {
     bidx = bidxList.map((s) => {
       const b = number(s)
       if (!Number.isInteger(b) || b < 1 || b > file.bands) throw new OptionError(`bidx ${s} is not a band of this file (1-${file.bands})`)
@@ -43,13 +77,16 @@ export function resolveOptions (file, query, rendering) {
 
   const encoding = single(query, 'encoding') ?? null
   if (encoding !== null && !ENCODINGS.includes(encoding)) throw new OptionError(`encoding must be ${ENCODINGS.join(' or ')}`)
-  if (encoding !== null && bidx.length !== 1) throw new OptionError('encoding=' + encoding + ' needs a single band')
+  // What is shown: the bands, or the expression's outputs.
+  const shown = expression === null ? bidx.length : expression.outputs
+  const oneShown = expression === null ? 'a single band' : 'an expression with one output'
+  if (encoding !== null && shown !== 1) throw new OptionError('encoding=' + encoding + ' needs ' + oneShown)
   if (encoding !== null && rendering?.format === 'jpg') throw new OptionError(`encoding=${encoding} needs a lossless format (.png or .webp): JPEG would corrupt the heights`)
 
   const colormap = single(query, 'colormap_name') ?? null
   if (colormap !== null) {
     if (!COLORMAPS.has(colormap)) throw new OptionError(`unknown colormap_name '${colormap}'`)
-    if (bidx.length !== 1) throw new OptionError('colormap_name needs a single band')
+    if (shown !== 1) throw new OptionError('colormap_name needs ' + oneShown)
     if (encoding !== null) throw new OptionError('colormap_name and encoding cannot be combined')
   }
 
@@ -69,12 +106,16 @@ export function resolveOptions (file, query, rendering) {
       if (pair.length !== 2 || !pair.every(Number.isFinite) || pair[0] >= pair[1]) throw new OptionError(`rescale '${r}' is not min,max with min < max`)
       return pair
     })
-    if (rescale.length === 1) rescale = bidx.map(() => rescale[0])
-    if (rescale.length !== bidx.length) throw new OptionError(`rescale needs one min,max or one per band (${bidx.length})`)
+    if (rescale.length === 1) rescale = Array.from({ length: shown }, () => rescale[0])
+    if (rescale.length !== shown) throw new OptionError(`rescale needs one min,max or one per ${expression === null ? 'band' : 'output'} (${shown})`)
+  }
+  if (expression !== null) {
+    // New values: no default stretch from the file's statistics (they describe the bands), and no palette.
+    return { bidx, resampling, encoding, colormap, nodata, rescale, palette: false, expression: expression.text }
   }
   const palette = file.palette && bidx.length === 1 && colormap === null && rescale === null && encoding === null
   if (rescale === null && encoding === null && !palette && file.statistics) rescale = bidx.map((b) => file.statistics[`b${b + 1}`])
-  return { bidx, resampling, encoding, colormap, nodata, rescale, palette }
+  return { bidx, resampling, encoding, colormap, nodata, rescale, palette, expression: null }
 }
 
 /** The options resolveOptions takes, for clients (the viewer's controls), with the defaults this file gets. */
@@ -82,6 +123,7 @@ export function describeOptions (file, defaults) {
   const written = (v) => (v === null || v === undefined ? undefined : String(v))
   return [
     { name: 'bidx', type: 'bands', count: file.bands, default: defaults.bidx.map((b) => b + 1).join(',') },
+    { name: 'expression', type: 'text', example: file.bands >= 2 ? '(b2-b1)/(b2+b1)' : 'sqrt(b1)' },
     { name: 'rescale', type: 'range', default: written(defaults.rescale?.[0]) },
     { name: 'colormap_name', type: 'choice', values: [...COLORMAPS].sort(), default: written(defaults.colormap) },
     { name: 'encoding', type: 'choice', values: ENCODINGS, dem: true },

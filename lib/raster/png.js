@@ -21,6 +21,7 @@ const crc32 = zlib.crc32 ?? ((bytes) => {
 
 // Scratch for the filtered rows, grown as needed; a worker encodes one tile at a time (encoding is synchronous).
 let filtered = new Int32Array(0)
+let scanlines = Buffer.alloc(0) // the filtered rows with their filter bytes, deflate's input
 
 /** A PNG of `pixels`: `width` × `height`, `channels` (1-4) interleaved 8-bit samples per pixel. */
 export function encodePng (pixels, width, height, channels) {
@@ -28,7 +29,8 @@ export function encodePng (pixels, width, height, channels) {
   const size = stride * height
   const words = Math.ceil(size / 4)
   if (filtered.length < words) filtered = new Int32Array(words)
-  const bytes = new Uint8Array(filtered.buffer, 0, size)
+  const words32 = filtered // a local: the loop below would reload the module's binding at every word
+  const bytes = new Uint8Array(words32.buffer, 0, size)
   // Up filter: each byte minus the one above (the first row as it is). Four bytes at a time (SWAR, no borrow
   // between bytes) where rows are word-aligned, which they are for 256 and 512 px tiles.
   bytes.set(pixels.subarray(0, stride))
@@ -37,12 +39,13 @@ export function encodePng (pixels, width, height, channels) {
     const H = 0x80808080 | 0
     for (let i = stride >> 2, j = 0; i < size >> 2; i++, j++) {
       const a = src[i]; const b = src[j]
-      filtered[i] = ((a | H) - (b & ~H)) ^ ((a ^ ~b) & H)
+      words32[i] = ((a | H) - (b & ~H)) ^ ((a ^ ~b) & H)
     }
   } else {
     for (let i = stride; i < size; i++) bytes[i] = pixels[i] - pixels[i - stride]
   }
-  const raw = Buffer.allocUnsafe(size + height)
+  if (scanlines.length < size + height) scanlines = Buffer.allocUnsafe(size + height)
+  const raw = scanlines.subarray(0, size + height)
   for (let y = 0, from = 0, to = 0; y < height; y++, from += stride, to += stride + 1) {
     raw[to] = y === 0 ? 0 : 2 // filter type: none for the first row, up after
     raw.set(bytes.subarray(from, from + stride), to + 1)

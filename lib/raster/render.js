@@ -23,71 +23,131 @@ export function colormap (name) {
 }
 
 
-const clampByte = (v) => (v <= 0 ? 0 : v >= 255 ? 255 : Math.round(v))
+/**
+ * A value as a byte: clamped to 0..255 and rounded half up, exactly as Math.round rounds. Math.round branches on the
+ * fraction, which real data makes random (mispredicted half the time): adding ½ and truncating is branch-free and the
+ * same for every value from ½ up (below ½, where a sum could round up, it is 0 anyway). Measured 2-3× faster over a
+ * 256 px tile of real heights.
+ */
+export const clampByte = (v) => (v < 0.5 ? 0 : v >= 255 ? 255 : (v + 0.5) | 0) // NaN: 0, as Math.round's NaN stores
+
+/** Math.round of v, for the terrain encodings' non-negative results: below ½, 0 (see clampByte). */
+export const roundUp = (v) => (v < 0.5 ? 0 : Math.floor(v + 0.5))
 
 /** 8-bit colour channels of a tile: 1 (grey) for a single band shown as it is or rescaled, else 3 (RGB). */
 export const colourChannels = (nb, o) => (nb === 1 && !o.colormap && !o.palette && !o.encoding ? 1 : 3)
 
 /**
+ * A band's linear stretch to 0..255 as [offset, factor] (byte = (value - offset) × factor, clamped and rounded): the
+ * rescale's min and 255 / (max - min), or [0, 1] without one. Shared with the direct path (direct.js), so both give
+ * the same bytes.
+ */
+export const stretchOf = (rescale, b) => {
+  if (!rescale) return [0, 1]
+  const [min, max] = rescale[b]
+  return [min, max > min ? 255 / (max - min) : 0]
+}
+
+/**
  * 8-bit pixels from the resampled `values` (count × nb, interleaved) and `alpha` (0..1): `colour` (count × channels,
- * see colourChannels) and `opacity` (count, 0..255). Transparent pixels stay 0.
+ * see colourChannels) and `opacity` (count, 0..255). Transparent pixels are 0. Returns the number of channels.
  * `o`: { rescale: [[min, max], …] per band or null, colormap, palette, encoding ('terrarium' | 'mapbox' | null) }.
+ * One loop per kind of output (grey, colormap, palette, terrain, RGB), each over typed arrays with its constants
+ * hoisted: the former single loop that chose per pixel cost 1.1 ms a 256 px grey tile, these 0.1-0.2 ms.
  */
 export function toPixels (values, alpha, count, nb, o, colour, opacity) {
-  const ramp = o.colormap ? colormap(o.colormap) : null
-  const { palette, rescale, encoding } = o
-  const scale = rescale ? rescale.map(([min, max]) => [min, max > min ? 255 / (max - min) : 0]) : null
-  const entries = palette ? palette.length / 3 : 0
   const cc = colourChannels(nb, o)
-  colour.fill(0, 0, count * cc)
-  opacity.fill(0, 0, count)
-  if (nb === 3 && !encoding) { // the common RGB case, kept branch-free
-    const [m0, f0] = scale ? scale[0] : [0, 1]; const [m1, f1] = scale ? scale[1] : [0, 1]; const [m2, f2] = scale ? scale[2] : [0, 1]
-    for (let k = 0, v = 0; k < count; k++, v += 3) {
-      const a = alpha[k]
-      if (a === 0) continue
-      colour[v] = clampByte((values[v] - m0) * f0)
-      colour[v + 1] = clampByte((values[v + 1] - m1) * f1)
-      colour[v + 2] = clampByte((values[v + 2] - m2) * f2)
-      opacity[k] = clampByte(a * 255)
-    }
-    return cc
+  const { encoding, palette, rescale } = o
+  if (encoding === 'terrarium') terrariumPixels(values, alpha, count, nb, colour, opacity)
+  else if (encoding === 'mapbox') mapboxPixels(values, alpha, count, nb, colour, opacity)
+  else if (palette && nb === 1) palettePixels(values, alpha, count, palette, colour, opacity)
+  else if (nb === 1) {
+    const [m, f] = stretchOf(rescale, 0)
+    if (o.colormap) rampPixels(values, alpha, count, m, f, colormap(o.colormap), colour, opacity)
+    else greyPixels(values, alpha, count, m, f, colour, opacity)
   }
-  for (let k = 0; k < count; k++) {
-    const q = k * cc
-    const a = alpha[k]
-    if (a === 0) continue // already 0
-    const v0 = values[k * nb]
-    if (encoding === 'mapbox') {
-      const v = Math.max(0, Math.min(16777215, Math.round((v0 + 10000) * 10)))
-      colour[q] = v >> 16; colour[q + 1] = (v >> 8) & 255; colour[q + 2] = v & 255
-    } else if (encoding === 'terrarium') {
-      const v = Math.max(0, Math.min(65535.996, v0 + 32768))
-      const whole = Math.floor(v)
-      colour[q] = whole >> 8; colour[q + 1] = whole & 255; colour[q + 2] = Math.floor((v - whole) * 256)
-    } else if (palette && nb === 1) {
-      const i = Math.max(0, Math.min(entries - 1, Math.round(v0)))
-      colour[q] = palette[i] >> 8; colour[q + 1] = palette[entries + i] >> 8; colour[q + 2] = palette[2 * entries + i] >> 8
-    } else if (nb === 1) {
-      const g = scale ? clampByte((v0 - scale[0][0]) * scale[0][1]) : clampByte(v0)
-      if (ramp) {
-        colour[q] = ramp[g * 3]; colour[q + 1] = ramp[g * 3 + 1]; colour[q + 2] = ramp[g * 3 + 2]
-      } else {
-        colour[q] = g
-      }
-    } else {
-      for (let b = 0; b < 3; b++) {
-        const v = values[k * nb + b]
-        colour[q + b] = scale ? clampByte((v - scale[b][0]) * scale[b][1]) : clampByte(v)
-      }
-    }
-    opacity[k] = encoding ? 255 : clampByte(a * 255)
-  }
+  else if (nb === 3) rgbPixels(values, alpha, count, [0, 1, 2].map((b) => stretchOf(rescale, b)), colour, opacity)
+  else otherPixels(values, alpha, count, nb, rescale, colour, opacity)
   return cc
 }
 
+function greyPixels (values, alpha, count, m, f, colour, opacity) {
+  for (let k = 0; k < count; k++) {
+    const a = alpha[k]
+    if (a === 0) { colour[k] = 0; opacity[k] = 0; continue }
+    colour[k] = clampByte((values[k] - m) * f)
+    opacity[k] = clampByte(a * 255)
+  }
+}
+
+function rampPixels (values, alpha, count, m, f, ramp, colour, opacity) {
+  for (let k = 0, q = 0; k < count; k++, q += 3) {
+    const a = alpha[k]
+    if (a === 0) { colour[q] = 0; colour[q + 1] = 0; colour[q + 2] = 0; opacity[k] = 0; continue }
+    const r = clampByte((values[k] - m) * f) * 3
+    colour[q] = ramp[r]; colour[q + 1] = ramp[r + 1]; colour[q + 2] = ramp[r + 2]
+    opacity[k] = clampByte(a * 255)
+  }
+}
+
+function rgbPixels (values, alpha, count, [[m0, f0], [m1, f1], [m2, f2]], colour, opacity) {
+  for (let k = 0, v = 0; k < count; k++, v += 3) {
+    const a = alpha[k]
+    if (a === 0) { colour[v] = 0; colour[v + 1] = 0; colour[v + 2] = 0; opacity[k] = 0; continue }
+    colour[v] = clampByte((values[v] - m0) * f0)
+    colour[v + 1] = clampByte((values[v + 1] - m1) * f1)
+    colour[v + 2] = clampByte((values[v + 2] - m2) * f2)
+    opacity[k] = clampByte(a * 255)
+  }
+}
+
+// Terrain-RGB: heights in metres, lossless (terrarium to 1/256 m, mapbox to 0.1 m); a visible pixel is opaque.
+function terrariumPixels (values, alpha, count, nb, colour, opacity) {
+  for (let k = 0, q = 0; k < count; k++, q += 3) {
+    if (alpha[k] === 0) { colour[q] = 0; colour[q + 1] = 0; colour[q + 2] = 0; opacity[k] = 0; continue }
+    const v = Math.max(0, Math.min(65535.996, values[k * nb] + 32768))
+    const whole = Math.floor(v)
+    colour[q] = whole >> 8; colour[q + 1] = whole & 255; colour[q + 2] = Math.floor((v - whole) * 256)
+    opacity[k] = 255
+  }
+}
+
+function mapboxPixels (values, alpha, count, nb, colour, opacity) {
+  for (let k = 0, q = 0; k < count; k++, q += 3) {
+    if (alpha[k] === 0) { colour[q] = 0; colour[q + 1] = 0; colour[q + 2] = 0; opacity[k] = 0; continue }
+    const v = Math.min(16777215, roundUp((values[k * nb] + 10000) * 10))
+    colour[q] = v >> 16; colour[q + 1] = (v >> 8) & 255; colour[q + 2] = v & 255
+    opacity[k] = 255
+  }
+}
+
+/** A paletted band: each value's colour table entry (16-bit components, as TIFF stores them). */
+function palettePixels (values, alpha, count, palette, colour, opacity) {
+  const entries = palette.length / 3
+  for (let k = 0, q = 0; k < count; k++, q += 3) {
+    const a = alpha[k]
+    if (a === 0) { colour[q] = 0; colour[q + 1] = 0; colour[q + 2] = 0; opacity[k] = 0; continue }
+    const i = Math.max(0, Math.min(entries - 1, Math.round(values[k])))
+    colour[q] = palette[i] >> 8; colour[q + 1] = palette[entries + i] >> 8; colour[q + 2] = palette[2 * entries + i] >> 8
+    opacity[k] = clampByte(a * 255)
+  }
+}
+
+/** Any other number of bands (band math's outputs): the first three as RGB. */
+function otherPixels (values, alpha, count, nb, rescale, colour, opacity) {
+  const scale = [0, 1, 2].map((b) => stretchOf(rescale && rescale.length > b ? rescale : null, b))
+  for (let k = 0, q = 0; k < count; k++, q += 3) {
+    const a = alpha[k]
+    colour[q] = 0; colour[q + 1] = 0; colour[q + 2] = 0; opacity[k] = 0
+    if (a === 0) continue
+    for (let b = 0; b < 3; b++) colour[q + b] = clampByte((values[k * nb + b] - scale[b][0]) * scale[b][1])
+    opacity[k] = clampByte(a * 255)
+  }
+}
+
 // Interleaving scratch (colour + opacity), grown as needed; encoding takes it synchronously.
-let interleaved = new Uint8Array(0)
+let interleaved = new Int32Array(0) // Int32, not Uint32: stores of the (signed) words need no conversion, measured 1.4× faster
+const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1
 
 /**
  * Encodes a tile from `colour` (n² × channels) and `opacity` (n², 0..255). Opaque tiles drop the alpha channel
@@ -96,18 +156,11 @@ let interleaved = new Uint8Array(0)
  */
 export async function encode (colour, opacity, n, channels, format, lossless) {
   const count = n * n
-  let opaque = true
-  for (let k = 0; k < count; k++) if (opacity[k] !== 255) { opaque = false; break }
   let pixels = colour.subarray(0, count * channels)
   let total = channels
-  if (!opaque && format !== 'jpg') {
+  if (format !== 'jpg' && !allOpaque(opacity, count)) {
     total = channels + 1
-    if (interleaved.length < count * total) interleaved = new Uint8Array(count * total)
-    pixels = interleaved.subarray(0, count * total)
-    for (let k = 0, q = 0, c = 0; k < count; k++) {
-      for (let s = 0; s < channels; s++) pixels[q++] = colour[c++]
-      pixels[q++] = opacity[k]
-    }
+    pixels = interleave(colour, opacity, count, channels)
   }
   if (format === 'png') return encodePng(pixels, n, n, total)
   // A copy: sharp reads its input on its own thread, while this worker may reuse the scratch for the next tile.
@@ -115,4 +168,40 @@ export async function encode (colour, opacity, n, channels, format, lossless) {
   if (format === 'webp') image = image.webp(lossless ? { lossless: true, effort: 1 } : { quality: 85, effort: 1 })
   else image = image.jpeg({ quality: 85 })
   return image.toBuffer()
+}
+
+/** Whether every one of the `count` opacities is 255: four at a time where aligned. */
+function allOpaque (opacity, count) {
+  let k = 0
+  if (opacity.byteOffset % 4 === 0) {
+    const words = new Int32Array(opacity.buffer, opacity.byteOffset, count >> 2)
+    for (; k < words.length; k++) if (words[k] !== -1) return false
+    k <<= 2
+  }
+  for (; k < count; k++) if (opacity[k] !== 255) return false
+  return true
+}
+
+/**
+ * Colour and opacity as one array of pixels with alpha (grey + alpha or RGBA), in the module's scratch: a pixel a
+ * 16 or 32-bit word where the machine is little-endian (a 256 px RGBA tile in 0.1 ms, a byte at a time 0.3 ms).
+ */
+function interleave (colour, opacity, count, channels) {
+  const total = channels + 1
+  const words = Math.ceil((count * total) / 4)
+  if (interleaved.length < words) interleaved = new Int32Array(words)
+  const quads = interleaved // a local: the loops below would reload the module's binding at every pixel
+  const pixels = new Uint8Array(quads.buffer, 0, count * total)
+  if (LITTLE_ENDIAN && channels === 3) {
+    for (let k = 0, q = 0; k < count; k++, q += 3) quads[k] = colour[q] | (colour[q + 1] << 8) | (colour[q + 2] << 16) | (opacity[k] << 24)
+  } else if (LITTLE_ENDIAN && channels === 1) {
+    const pairs = new Uint16Array(quads.buffer, 0, count)
+    for (let k = 0; k < count; k++) pairs[k] = colour[k] | (opacity[k] << 8)
+  } else {
+    for (let k = 0, q = 0, c = 0; k < count; k++) {
+      for (let s = 0; s < channels; s++) pixels[q++] = colour[c++]
+      pixels[q++] = opacity[k]
+    }
+  }
+  return pixels
 }

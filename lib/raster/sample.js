@@ -1,7 +1,7 @@
 // A Web Mercator tile of one dataset as resampled values: where the tile falls in the file (grid, level, window,
 // blocks), then the bands the rendering reads, resampled to the tile's pixels. The worker turns the values into
 // pixels (render.js); a mosaic combines several datasets' values first. Runs in the raster workers.
-import { sourceGrid, fullGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
+import { sourceGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
 import { blockTable, readWindow } from './blocks.js'
 import { RasterError } from './errors.js'
 import { applyExpression } from './expression.js'
@@ -34,12 +34,12 @@ export async function locate (ds, z, x, y, n, options, scratch) {
  */
 export function valuesAt (at, options, scratch) {
   const { level, table, win, grid, resampling, spread, n } = at
-  const window = readWindow(level, table, win, options.bidx, options.nodata)
+  const window = readWindow(level, table, win, options.bidx, options.nodata, scratch)
   if (window === null) return null
   const nb = options.bidx.length
   const values = scratchValues(scratch, n * n * nb)
   const { alpha } = scratch
-  resample(level, win, window.bands, window.density, resampling === 'nearest' && grid.separable ? grid : fullGrid(grid), resampling, values, alpha, spread)
+  resample(level, win, window.bands, window.opaque ? null : window.density, grid, resampling, values, alpha, spread, scratch)
   return applyExpression({ values, alpha, nb }, options, scratch)
 }
 

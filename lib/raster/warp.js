@@ -190,7 +190,6 @@ export function chooseLevel (ds, outputResolution, tileRatio) {
 
 const KERNEL_RADIUS = { nearest: 0, bilinear: 1, cubic: 2 }
 
-
 /** The window [x0, y0, x1, y1) of `level` the output pixels reach (with the kernel's margin), or null if none. */
 export function windowOf (level, grid, resampling, spread = 1) {
   const [minC, maxC, minR, maxR] = gridBounds(grid)
@@ -215,15 +214,6 @@ function range (values) {
   return [min, max]
 }
 
-// Keys' cubic convolution, a = -0.5 (GDAL's "cubic"), and the triangle (bilinear).
-const cubic = (t) => {
-  const x = Math.abs(t)
-  if (x <= 1) return (1.5 * x - 2.5) * x * x + 1
-  if (x < 2) return ((-0.5 * x + 2.5) * x - 4) * x + 2
-  return 0
-}
-const triangle = (t) => Math.max(0, 1 - Math.abs(t))
-
 /** Source pixels per output pixel along each axis, measured across the tile (1 or more: kernels stretch, never shrink). */
 export function sampleScale (level, grid) {
   const [px, py] = pixelSteps(grid)
@@ -237,91 +227,48 @@ export function sampleScale (level, grid) {
 
 /**
  * Samples the window for every output pixel. `bands` are Float32Arrays over the window, `density` the window's
- * validity (0 transparent … 255 opaque, from alpha, mask and nodata). Writes `values` (n² × bands, interleaved) and
- * `alpha` (n², 0..1). Transparent source pixels do not contribute: weights are renormalised over the valid ones.
- * When reducing, the bilinear and cubic kernels widen by the reduction (as gdalwarp's do), so detail averages
- * instead of aliasing.
+ * validity (0 transparent … 255 opaque, from alpha, mask and nodata), or null when every pixel of it is opaque. Writes
+ * `values` (n² × bands, interleaved) and `alpha` (n², 0..1). Transparent source pixels do not contribute: weights are
+ * renormalised over the valid ones, and where the pixel under an output centre is transparent, so is the output
+ * (gdalwarp skips it: data does not bleed into nodata areas). When reducing, the bilinear and cubic kernels widen by
+ * the reduction (`scale`, as gdalwarp's do), so detail averages instead of aliasing. `grid`: separable (a Mercator
+ * file), a node grid (sourceGrid) or a full one (fullGrid). `scratch`: an object whose arrays are reused from tile to
+ * tile (grown as needed).
+ * Keys' cubic convolution (a = -0.5, GDAL's "cubic") and the triangle (bilinear) are written out where the weights
+ * are made: once per output column and once per output row for a separable grid (then a horizontal pass over the
+ * source rows the tile reads and a vertical one, each a few taps per value), once per pixel and axis otherwise.
  */
-export function resample (level, win, bands, density, grid, resampling, values, alpha, scale = [1, 1]) {
-  if (grid.separable && resampling === 'nearest') return nearestSeparable(level, win, bands, density, grid, values, alpha)
-  const { cols, rows } = grid
-  const count = grid.n * grid.n
-  const [x0, y0, x1, y1] = win
-  const w = x1 - x0
-  const h = y1 - y0
-  const nb = bands.length
-  const { fx, fy } = level
-  const acc = new Float64Array(nb)
-  const kernel = resampling === 'cubic' ? cubic : triangle
-  const radius = resampling === 'cubic' ? 2 : 1
-  const [sx, sy] = scale
-  const wx = new Float64Array(Math.ceil(radius * sx) * 2 + 2)
-  for (let k = 0; k < count; k++) {
-    const c = cols[k] / fx - x0
-    const r = rows[k] / fy - y0
-    alpha[k] = 0
-    if (!(c >= -1 && r >= -1 && c <= w + 1 && r <= h + 1)) continue
-    if (resampling === 'nearest') {
-      // A centre exactly on a pixel edge (every other pixel, at 2:1) takes the next pixel, as GDAL's floor(x + ε) does.
-      const ic = Math.floor(c + 1e-6); const ir = Math.floor(r + 1e-6)
-      if (ic < 0 || ir < 0 || ic >= w || ir >= h) continue
-      const p = ir * w + ic
-      const d = density[p]
-      if (d === 0) continue
-      alpha[k] = d / 255
-      for (let b = 0; b < nb; b++) values[k * nb + b] = bands[b][p]
-      continue
-    }
-    // Outside the raster proper (not just the window), nothing.
-    const sc = c + x0; const sr = r + y0
-    if (sc < 0 || sr < 0 || sc > level.width || sr > level.height) continue
-    // Where the pixel under the centre is transparent, so is the output (gdalwarp skips it): data does not bleed
-    // into nodata areas.
-    const nc = Math.floor(c); const nr = Math.floor(r)
-    if (nc >= 0 && nr >= 0 && nc < w && nr < h && density[nr * w + nc] === 0) continue
-    const cc = c - 0.5; const rr = r - 0.5 // pixel centres sit at .5
-    const px0 = Math.max(0, Math.floor(cc - radius * sx) + 1); const px1 = Math.min(w - 1, Math.ceil(cc + radius * sx) - 1)
-    const py0 = Math.max(0, Math.floor(rr - radius * sy) + 1); const py1 = Math.min(h - 1, Math.ceil(rr + radius * sy) - 1)
-    for (let px = px0; px <= px1; px++) wx[px - px0] = kernel((px - cc) / sx)
-    let wsum = 0; let vsum = 0; let dsum = 0
-    acc.fill(0)
-    for (let py = py0; py <= py1; py++) {
-      const wy = kernel((py - rr) / sy)
-      if (wy === 0) continue
-      for (let px = px0, p = py * w + px0; px <= px1; px++, p++) {
-        const weight = wx[px - px0] * wy
-        if (weight === 0) continue
-        wsum += weight
-        const d = density[p]
-        if (d === 0) continue
-        // Values average over the valid pixels by kernel weight alone (as GDAL does); alpha averages the density.
-        vsum += weight
-        dsum += weight * d / 255
-        for (let b = 0; b < nb; b++) acc[b] += weight * bands[b][p]
-      }
-    }
-    if (vsum <= 1e-5 || wsum <= 0) continue
-    alpha[k] = Math.min(1, Math.max(0, dsum / wsum))
-    for (let b = 0; b < nb; b++) values[k * nb + b] = acc[b] / vsum
-  }
+export function resample (level, win, bands, density, grid, resampling, values, alpha, scale = [1, 1], scratch = {}) {
+  const s = (scratch.warp ??= {})
+  if (resampling === 'nearest') {
+    if (grid.separable) nearestSeparable(level, win, bands, density, grid, values, alpha, s)
+    else nearestRows(level, win, bands, density, grid, values, alpha, s)
+  } else if (grid.separable) convolveSeparable(level, win, bands, density, grid, resampling === 'cubic', values, alpha, scale, s)
+  else convolveRows(level, win, bands, density, grid, resampling === 'cubic', values, alpha, scale, s)
+}
+
+/** `s[name]`, a `Type` of at least `length` elements, grown when short: per-tile arrays without per-tile allocation. */
+function grown (s, name, Type, length) {
+  const a = s[name]
+  return a !== undefined && a.length >= length ? a : (s[name] = new Type(length))
 }
 
 /**
  * Nearest neighbour when columns depend only on x and rows only on y (a Web Mercator file): the source index of each
- * output column and row is computed once, not per pixel. The hot path of web-optimized COGs, measured at about twice
- * the speed of the general loop.
+ * output column and row is computed once, not per pixel.
  */
-function nearestSeparable (level, win, bands, density, { cols, rows, n }, values, alpha) {
+function nearestSeparable (level, win, bands, density, { cols, rows, n }, values, alpha, s) {
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
   const nb = bands.length
-  const colIndex = new Int32Array(n)
+  const colIndex = grown(s, 'colIndex', Int32Array, n)
+  // A centre exactly on a pixel edge (every other pixel, at 2:1) takes the next pixel, as GDAL's floor(x + ε) does.
   for (let i = 0; i < n; i++) {
     const c = Math.floor(cols[i] / level.fx - x0 + 1e-6)
     colIndex[i] = c >= 0 && c < w ? c : -1
   }
-  const b0 = bands[0]; const b1 = bands[nb > 1 ? 1 : 0]; const b2 = bands[nb > 2 ? 2 : 0]
+  const b0 = bands[0]
   for (let j = 0, k = 0; j < n; j++) {
     const r = Math.floor(rows[j] / level.fy - y0 + 1e-6)
     if (r < 0 || r >= h) {
@@ -332,12 +279,417 @@ function nearestSeparable (level, win, bands, density, { cols, rows, n }, values
     const offset = r * w
     for (let i = 0; i < n; i++, k++) {
       const c = colIndex[i]
-      const d = c < 0 ? 0 : density[offset + c]
+      const d = c < 0 ? 0 : density === null ? 255 : density[offset + c]
       if (d === 0) { alpha[k] = 0; continue }
       const p = offset + c
       alpha[k] = d / 255
       if (nb === 1) values[k] = b0[p]
-      else { const v = k * 3; values[v] = b0[p]; values[v + 1] = b1[p]; values[v + 2] = b2[p] }
+      else for (let b = 0; b < nb; b++) values[k * nb + b] = bands[b][p]
+    }
+  }
+}
+
+/**
+ * Nearest neighbour on any other grid: each pixel's own source pixel, the grid's coordinates a row at a time.
+ * (Multiplying by the level's inverse reduction rather than dividing: 2× faster, and the same pixels, the ε aside.)
+ */
+function nearestRows (level, win, bands, density, grid, values, alpha, s) {
+  const { n } = grid
+  const [x0, y0, x1, y1] = win
+  const w = x1 - x0
+  const h = y1 - y0
+  const nb = bands.length
+  const band0 = bands[0]
+  const ifx = 1 / level.fx; const ify = 1 / level.fy
+  const lineCols = grown(s, 'lineCols', Float64Array, n)
+  const lineRows = grown(s, 'lineRows', Float64Array, n)
+  const full = grid.full === true ? grid : grid.full // every pixel's coordinates, when already made (fullGrid)
+  for (let j = 0, k = 0; j < n; j++) {
+    let cols = lineCols; let rows = lineRows; let o = 0
+    if (full !== undefined) { cols = full.cols; rows = full.rows; o = j * n } else gridRow(grid, j, lineCols, lineRows)
+    for (let i = 0; i < n; i++, k++) {
+      // A centre exactly on a pixel edge (every other pixel, at 2:1) takes the next pixel, as GDAL's floor(x + ε) does.
+      const ic = Math.floor(cols[o + i] * ifx - x0 + 1e-6); const ir = Math.floor(rows[o + i] * ify - y0 + 1e-6)
+      if (!(ic >= 0 && ir >= 0 && ic < w && ir < h)) { alpha[k] = 0; continue } // NaN too
+      const p = ir * w + ic
+      const d = density === null ? 255 : density[p]
+      alpha[k] = d / 255
+      if (d === 0) continue
+      if (nb === 1) values[k] = band0[p]
+      else for (let b = 0; b < nb; b++) values[k * nb + b] = bands[b][p]
+    }
+  }
+}
+
+/**
+ * The kernel taps of each output column (or row) of a separable grid, along one axis, into `t`: window pixels
+ * start[i] … start[i] + count[i] - 1, their weights weight[i × most + …] normalised to sum 1, sum[i] the raw weights'
+ * sum (the renormalisation thresholds are on raw sums), centre[i] the window pixel under the output centre (-1: none).
+ * count[i] 0: that column gets nothing (outside the raster, or no weight). `coords`: full-resolution source
+ * coordinates, `f` the level's reduction, `origin` and `size` the window along this axis, `limit` the level's size.
+ */
+function axisTaps (t, coords, n, f, origin, size, limit, radius, scale, cubic) {
+  const most = Math.ceil(radius * scale) * 2 + 2
+  const start = (t.start = t.start?.length >= n ? t.start : new Int32Array(n))
+  const count = (t.count = t.count?.length >= n ? t.count : new Int32Array(n))
+  const centre = (t.centre = t.centre?.length >= n ? t.centre : new Int32Array(n))
+  const sum = (t.sum = t.sum?.length >= n ? t.sum : new Float64Array(n))
+  const weight = (t.weight = t.weight?.length >= n * most ? t.weight : new Float64Array(n * most))
+  const normals = (t.normal = t.normal?.length >= n ? t.normal : new Float64Array(n)) // the normalised weights' sum (1, rounded)
+  t.most = most
+  const reach = radius * scale
+  for (let i = 0; i < n; i++) {
+    count[i] = 0
+    const c = coords[i] / f - origin
+    // Outside the window's margin, or outside the raster proper (not just the window): nothing.
+    if (!(c >= -1 && c <= size + 1)) continue
+    if (c + origin < 0 || c + origin > limit) continue
+    const nc = Math.floor(c)
+    centre[i] = nc >= 0 && nc < size ? nc : -1
+    const cc = c - 0.5 // pixel centres sit at .5
+    const p0 = Math.max(0, Math.floor(cc - reach) + 1)
+    const p1 = Math.min(size - 1, Math.ceil(cc + reach) - 1)
+    let total = 0
+    for (let p = p0, q = i * most; p <= p1; p++, q++) {
+      const x = Math.abs((p - cc) / scale)
+      const wt = cubic
+        ? (x <= 1 ? (1.5 * x - 2.5) * x * x + 1 : x < 2 ? ((-0.5 * x + 2.5) * x - 4) * x + 2 : 0)
+        : (x < 1 ? 1 - x : 0)
+      weight[q] = wt
+      total += wt
+    }
+    if (p1 < p0 || total === 0) continue
+    let normal = 0
+    for (let p = p0, q = i * most; p <= p1; p++, q++) normal += (weight[q] /= total)
+    normals[i] = normal
+    start[i] = p0
+    count[i] = p1 - p0 + 1
+    sum[i] = total
+  }
+  return t
+}
+
+/**
+ * Bilinear or cubic on a separable grid, in two passes: each source row the tile reads is filtered along x once (into
+ * a ring of as many rows as the vertical kernel has taps), then each output row sums the ring rows its taps name. With
+ * a density, three sums travel together (values over the valid pixels, their weight, and the density), which keeps
+ * the result that of the 2-D loop (convolveRows) up to float rounding; where every tap row is opaque, only the values
+ * travel. Measured 3.5× (bilinear at 1:1) to 11× (cubic at 1.5:1, 49 taps a pixel in 2-D, 14 here) faster than the
+ * former per-pixel loop on a 256 px tile.
+ */
+function convolveSeparable (level, win, bands, density, grid, cubic, values, alpha, [sx, sy], s) {
+  const { n } = grid
+  const [x0, y0, x1, y1] = win
+  const w = x1 - x0
+  const h = y1 - y0
+  const nb = bands.length
+  const radius = cubic ? 2 : 1
+  const X = axisTaps((s.tapsX ??= {}), grid.cols, n, level.fx, x0, w, level.width, radius, sx, cubic)
+  const Y = axisTaps((s.tapsY ??= {}), grid.rows, n, level.fy, y0, h, level.height, radius, sy, cubic)
+  const { count: xc, sum: xsum, centre: xcentre } = X
+  const lines = nb + (density === null ? 0 : 2) // per ring row: each band's sums, then the valid weight and density
+  const span = lines * n
+  const slots = Y.most
+  const ring = grown(s, 'ring', Float64Array, slots * span)
+  const ringRow = grown(s, 'ringRow', Int32Array, slots).fill(-1, 0, slots)
+  const acc = grown(s, 'acc', Float64Array, span)
+  const slotOpaque = grown(s, 'slotOpaque', Uint8Array, slots) // whether the window row in a slot is all opaque
+  const transparentRows = density === null ? null : transparentRowsOf(density, w, h, s)
+  let everyColumn = true // every output column has taps, their raw sums at least leastXsum
+  let leastXsum = Infinity
+  for (let i = 0; i < n; i++) {
+    if (xc[i] === 0) everyColumn = false
+    else if (xsum[i] < leastXsum) leastXsum = xsum[i]
+  }
+  for (let j = 0, k = 0; j < n; j++, k += n) {
+    const cnt = Y.count[j]
+    if (cnt === 0) { alpha.fill(0, k, k + n); continue }
+    // Down the taps: the ring rows, weighted, summed into acc (each a plain pass over the row's sums). Where every
+    // tap row is opaque (a tile with a nodata area elsewhere), only the values' sums, and no density on them.
+    let opaque = true
+    for (let t = 0, r = Y.start[j]; t < cnt; t++, r++) {
+      const slot = r % slots
+      if (ringRow[slot] !== r) {
+        const rowOpaque = transparentRows === null || transparentRows[r + 1] === transparentRows[r]
+        filterRow(bands, rowOpaque ? null : density, r * w, X, n, ring, slot * span)
+        ringRow[slot] = r
+        slotOpaque[slot] = rowOpaque ? 1 : 0
+      }
+      if (slotOpaque[slot] === 0) opaque = false
+    }
+    const used = opaque ? nb * n : span
+    for (let t = 0, r = Y.start[j], wq = j * Y.most; t < cnt; t++, r++) {
+      const base = (r % slots) * span
+      const wy = Y.weight[wq + t]
+      if (!opaque && slotOpaque[r % slots] === 1) { // an opaque row among others: its valid weight and density, as sums
+        for (let e = 0; e < nb * n; e++) acc[e] = (t === 0 ? 0 : acc[e]) + wy * ring[base + e]
+        for (let i = 0, e = nb * n; i < n; i++, e++) acc[e] = (t === 0 ? 0 : acc[e]) + wy * X.normal[i]
+        for (let i = 0, e = (nb + 1) * n; i < n; i++, e++) acc[e] = (t === 0 ? 0 : acc[e]) + wy * 255 * X.normal[i]
+        continue
+      }
+      if (t === 0) for (let e = 0; e < used; e++) acc[e] = wy * ring[base + e]
+      else for (let e = 0; e < used; e++) acc[e] += wy * ring[base + e]
+    }
+    const ysum = Y.sum[j]
+    if (opaque) {
+      if (nb === 1 && everyColumn && ysum > 0 && leastXsum * ysum > 1e-5) { // the common case: no test per pixel
+        alpha.fill(1, k, k + n)
+        for (let i = 0; i < n; i++) values[k + i] = acc[i]
+        continue
+      }
+      for (let i = 0; i < n; i++) {
+        const q = k + i
+        // The 2-D loop's thresholds, on raw weights: valid weight > 1e-5 (here all of it) and total weight > 0.
+        if (xc[i] === 0 || !(xsum[i] * ysum > 1e-5)) { alpha[q] = 0; continue }
+        alpha[q] = 1
+        for (let b = 0; b < nb; b++) values[q * nb + b] = acc[b * n + i]
+      }
+      continue
+    }
+    const crow = Y.centre[j]
+    const centreRow = crow >= 0 ? crow * w : -1
+    const validAt = nb * n; const densAt = validAt + n
+    for (let i = 0; i < n; i++) {
+      const q = k + i
+      alpha[q] = 0
+      if (xc[i] === 0) continue
+      const cc = xcentre[i]
+      if (centreRow >= 0 && cc >= 0 && density[centreRow + cc] === 0) continue
+      const wsum = xsum[i] * ysum
+      const valid = acc[validAt + i]
+      if (!(valid * wsum > 1e-5) || !(wsum > 0)) continue
+      // Values average over the valid pixels by kernel weight alone (as GDAL does); alpha averages the density.
+      const a = acc[densAt + i] / 255
+      alpha[q] = a < 0 ? 0 : a > 1 ? 1 : a
+      if (nb === 1) values[q] = acc[i] / valid
+      else for (let b = 0; b < nb; b++) values[q * nb + b] = acc[b * n + i] / valid
+    }
+  }
+}
+
+/**
+ * Window rows with a transparent pixel, counted from the top: opaque(r0, r1) = transparentRows[r1 + 1] ===
+ * transparentRows[r0] when rows r0…r1 are all opaque (density 255). In the scratch.
+ */
+function transparentRowsOf (density, w, h, s) {
+  const counts = grown(s, 'transparentRows', Int32Array, h + 1)
+  counts[0] = 0
+  for (let r = 0; r < h; r++) {
+    let opaque = 1
+    for (let p = r * w, end = p + w; p < end; p++) if (density[p] !== 255) { opaque = 0; break }
+    counts[r + 1] = counts[r] + 1 - opaque
+  }
+  return counts
+}
+
+/**
+ * One source row (window row offset `row`) filtered along x for every output column (taps X) into the ring at `base`:
+ * per band the weighted sum of the valid pixels, then (with a density) the valid pixels' weight and the density's.
+ * The taps of a column are written out for 1 to 4 of them (bilinear to 2:1, cubic at 1:1).
+ */
+function filterRow (bands, density, row, X, n, ring, base) {
+  const { start: xs, count: xc, weight: xw, most: xm } = X
+  const nb = bands.length
+  if (density !== null) {
+    for (let i = 0, wq = 0; i < n; i++, wq += xm) {
+      const cnt = xc[i]
+      let valid = 0; let dens = 0
+      for (let t = 0, p = row + xs[i]; t < cnt; t++, p++) {
+        const d = density[p]
+        if (d === 0) continue
+        const wt = xw[wq + t]
+        valid += wt
+        dens += wt * d
+      }
+      ring[base + nb * n + i] = valid
+      ring[base + (nb + 1) * n + i] = dens
+    }
+  }
+  for (let b = 0; b < nb; b++) {
+    const band = bands[b]
+    const out = base + b * n
+    if (density !== null) {
+      for (let i = 0, wq = 0; i < n; i++, wq += xm) {
+        const cnt = xc[i]
+        let a = 0
+        for (let t = 0, p = row + xs[i]; t < cnt; t++, p++) if (density[p] !== 0) a += xw[wq + t] * band[p]
+        ring[out + i] = a
+      }
+      continue
+    }
+    for (let i = 0, wq = 0; i < n; i++, wq += xm) {
+      const p = row + xs[i]
+      switch (xc[i]) {
+        case 0: ring[out + i] = 0; break
+        case 1: ring[out + i] = xw[wq] * band[p]; break
+        case 2: ring[out + i] = xw[wq] * band[p] + xw[wq + 1] * band[p + 1]; break
+        case 3: ring[out + i] = xw[wq] * band[p] + xw[wq + 1] * band[p + 1] + xw[wq + 2] * band[p + 2]; break
+        case 4: ring[out + i] = xw[wq] * band[p] + xw[wq + 1] * band[p + 1] + xw[wq + 2] * band[p + 2] + xw[wq + 3] * band[p + 3]; break
+        default: {
+          let a = 0
+          for (let t = 0, cnt = xc[i]; t < cnt; t++) a += xw[wq + t] * band[p + t]
+          ring[out + i] = a
+        }
+      }
+    }
+  }
+}
+
+/** Whether the 4 × 4 window pixels from p (rows w apart) are all opaque. */
+function opaque4x4 (density, p, w) {
+  let all = 255
+  for (let q = p, y = 0; y < 4; y++, q += w) all &= density[q] & density[q + 1] & density[q + 2] & density[q + 3]
+  return all === 255
+}
+
+/** Keys' cubic convolution kernel at distance x ≥ 0 (a = -0.5, GDAL's "cubic"); small enough that V8 inlines it. */
+const keys = (x) => (x <= 1 ? (1.5 * x - 2.5) * x * x + 1 : x < 2 ? ((-0.5 * x + 2.5) * x - 4) * x + 2 : 0)
+
+/**
+ * Bilinear or cubic on any other grid: each pixel's own taps, the kernel written out, the grid's coordinates a row at a
+ * time; arrays reused, one band summed in locals, up to 4 taps a row unrolled, and at 1:1 (no reduction, the usual
+ * case past maxzoom) the 2 or 4 taps each way written out. Measured 2.7× (cubic at 1.5:1) to 5.6× (cubic at 1:1)
+ * faster than the former loop with a kernel function per weight, per-pixel grids and per-band accumulators.
+ */
+function convolveRows (level, win, bands, density, grid, cubic, values, alpha, [sx, sy], s) {
+  const { n } = grid
+  const [x0, y0, x1, y1] = win
+  const w = x1 - x0
+  const h = y1 - y0
+  const nb = bands.length
+  const band0 = bands[0]
+  const { width, height } = level
+  // Inverses, multiplied rather than divided by at every pixel and tap (divisions were a third of the time).
+  const ifx = 1 / level.fx; const ify = 1 / level.fy; const isx = 1 / sx; const isy = 1 / sy
+  const radius = cubic ? 2 : 1
+  const rx = radius * sx; const ry = radius * sy
+  const unit = sx === 1 && sy === 1 // no reduction: a fixed number of taps
+  const taps = cubic ? 4 : 2; const first = cubic ? 1 : 0 // from the pixel left of (above) the centre, less first
+  const wx = grown(s, 'wx', Float64Array, Math.ceil(rx) * 2 + 2)
+  const wy = grown(s, 'wy', Float64Array, Math.ceil(ry) * 2 + 2)
+  const acc = grown(s, 'bandAcc', Float64Array, nb)
+  const lineCols = grown(s, 'lineCols', Float64Array, n)
+  const lineRows = grown(s, 'lineRows', Float64Array, n)
+  const full = grid.full === true ? grid : grid.full // every pixel's coordinates, when already made (fullGrid)
+  // A pixel whose taps all lie in opaque window rows is summed as where everything is opaque.
+  const transparentRows = density === null ? null : transparentRowsOf(density, w, h, s)
+  for (let j = 0, k = 0; j < n; j++) {
+    let cols = lineCols; let rows = lineRows; let o = 0
+    if (full !== undefined) { cols = full.cols; rows = full.rows; o = j * n } else gridRow(grid, j, lineCols, lineRows)
+    for (let i = 0; i < n; i++, k++) {
+      alpha[k] = 0
+      const c = cols[o + i] * ifx - x0
+      const r = rows[o + i] * ify - y0
+      if (!(c >= -1 && r >= -1 && c <= w + 1 && r <= h + 1)) continue
+      // Outside the raster proper (not just the window), nothing.
+      const sc = c + x0; const sr = r + y0
+      if (sc < 0 || sr < 0 || sc > width || sr > height) continue
+      const cc = c - 0.5; const rr = r - 0.5 // pixel centres sit at .5
+      if (unit) {
+        // At up to 1:1, inside the window, on opaque pixels (whole rows of them, or bilinear's four): the taps written
+        // out (2 or 4 each way), weighed exactly as the loops below weigh them (a zero weight at an integer centre adds
+        // nothing). 3× faster than the loops.
+        const fc = Math.floor(cc) - first; const fr = Math.floor(rr) - first
+        const p = fr * w + fc
+        if (fc >= 0 && fr >= 0 && fc + taps <= w && fr + taps <= h && (density === null || transparentRows[fr + taps] === transparentRows[fr] ||
+          (cubic ? opaque4x4(density, p, w) : (density[p] & density[p + 1] & density[p + w] & density[p + w + 1]) === 255))) {
+          if (cubic) {
+            const u0 = Math.abs(fc - cc); const u1 = Math.abs(fc + 1 - cc); const u2 = Math.abs(fc + 2 - cc); const u3 = Math.abs(fc + 3 - cc)
+            const v0 = Math.abs(fr - rr); const v1 = Math.abs(fr + 1 - rr); const v2 = Math.abs(fr + 2 - rr); const v3 = Math.abs(fr + 3 - rr)
+            const x0w = keys(u0); const x1w = keys(u1); const x2w = keys(u2); const x3w = keys(u3)
+            const y0w = keys(v0); const y1w = keys(v1); const y2w = keys(v2); const y3w = keys(v3)
+            const wsum = (x0w + x1w + x2w + x3w) * (y0w + y1w + y2w + y3w)
+            if (!(wsum > 1e-5)) continue
+            for (let b = 0; b < nb; b++) {
+              const band = bands[b]
+              let a = 0
+              for (let q = p, y = 0; y < 4; y++, q += w) {
+                const wv = y === 0 ? y0w : y === 1 ? y1w : y === 2 ? y2w : y3w
+                a += wv * (x0w * band[q] + x1w * band[q + 1] + x2w * band[q + 2] + x3w * band[q + 3])
+              }
+              values[k * nb + b] = a / wsum
+            }
+          } else {
+            const x0w = 1 - Math.abs(fc - cc); const x1w = 1 - Math.abs(fc + 1 - cc)
+            const y0w = 1 - Math.abs(fr - rr); const y1w = 1 - Math.abs(fr + 1 - rr)
+            const wsum = (x0w + x1w) * (y0w + y1w)
+            for (let b = 0; b < nb; b++) {
+              const band = bands[b]
+              const a = y0w * (x0w * band[p] + x1w * band[p + 1]) + y1w * (x0w * band[p + w] + x1w * band[p + w + 1])
+              values[k * nb + b] = a / wsum
+            }
+          }
+          alpha[k] = 1
+          continue
+        }
+      }
+      const px0 = Math.max(0, Math.floor(cc - rx) + 1); const px1 = Math.min(w - 1, Math.ceil(cc + rx) - 1)
+      const py0 = Math.max(0, Math.floor(rr - ry) + 1); const py1 = Math.min(h - 1, Math.ceil(rr + ry) - 1)
+      const tx = px1 - px0 + 1; const ty = py1 - py0 + 1
+      if (tx <= 0 || ty <= 0) continue
+      const opaque = density === null || (transparentRows[py1 + 1] === transparentRows[py0] && Math.floor(r) >= py0 && Math.floor(r) <= py1)
+      if (!opaque) {
+        const nc = Math.floor(c); const nr = Math.floor(r)
+        if (nc >= 0 && nr >= 0 && nc < w && nr < h && density[nr * w + nc] === 0) continue
+      }
+      let sumX = 0
+      for (let t = 0; t < tx; t++) {
+        const x = Math.abs((px0 + t - cc) * isx)
+        const wt = cubic ? (x <= 1 ? (1.5 * x - 2.5) * x * x + 1 : x < 2 ? ((-0.5 * x + 2.5) * x - 4) * x + 2 : 0) : (x < 1 ? 1 - x : 0)
+        wx[t] = wt
+        sumX += wt
+      }
+      let sumY = 0
+      for (let t = 0; t < ty; t++) {
+        const x = Math.abs((py0 + t - rr) * isy)
+        const wt = cubic ? (x <= 1 ? (1.5 * x - 2.5) * x * x + 1 : x < 2 ? ((-0.5 * x + 2.5) * x - 4) * x + 2 : 0) : (x < 1 ? 1 - x : 0)
+        wy[t] = wt
+        sumY += wt
+      }
+      const wsum = sumX * sumY
+      if (opaque) {
+        // Every pixel valid: the weighted mean. (The thresholds: valid weight > 1e-5, here all of it, and total > 0.)
+        if (!(wsum > 1e-5)) continue
+        const w0 = wx[0]; const w1 = wx[1]; const w2 = wx[2]; const w3 = wx[3]
+        for (let b = 0; b < nb; b++) {
+          const band = bands[b]
+          let a = 0
+          for (let u = 0, q = py0 * w + px0; u < ty; u++, q += w) {
+            let line
+            if (tx === 2) line = w0 * band[q] + w1 * band[q + 1]
+            else if (tx === 3) line = w0 * band[q] + w1 * band[q + 1] + w2 * band[q + 2]
+            else if (tx === 4) line = w0 * band[q] + w1 * band[q + 1] + w2 * band[q + 2] + w3 * band[q + 3]
+            else { line = 0; for (let t = 0; t < tx; t++) line += wx[t] * band[q + t] }
+            a += wy[u] * line
+          }
+          values[k * nb + b] = a / wsum
+        }
+        alpha[k] = 1
+        continue
+      }
+      // Values average over the valid pixels by kernel weight alone (as GDAL does); alpha averages the density.
+      let valid = 0; let dens = 0; let a0 = 0
+      if (nb > 1) for (let b = 0; b < nb; b++) acc[b] = 0
+      for (let u = 0, row = py0 * w + px0; u < ty; u++, row += w) {
+        const wv = wy[u]
+        if (wv === 0) continue
+        for (let t = 0; t < tx; t++) {
+          const p = row + t
+          const d = density[p]
+          if (d === 0) continue
+          const weight = wx[t] * wv
+          if (weight === 0) continue
+          valid += weight
+          dens += weight * d
+          if (nb === 1) a0 += weight * band0[p]
+          else for (let b = 0; b < nb; b++) acc[b] += weight * bands[b][p]
+        }
+      }
+      if (!(valid > 1e-5) || !(wsum > 0)) continue
+      const a = dens / 255 / wsum
+      alpha[k] = a < 0 ? 0 : a > 1 ? 1 : a
+      if (nb === 1) values[k] = a0 / valid
+      else for (let b = 0; b < nb; b++) values[k * nb + b] = acc[b] / valid
     }
   }
 }

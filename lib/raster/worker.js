@@ -7,8 +7,9 @@ import { LRUCache } from 'lru-cache'
 import { openDataset, describeDataset, RasterError } from './dataset.js'
 import { Unavailable } from '../errors.js'
 import { locate, valuesAt } from './sample.js'
-import { gatherNearest, lookupFor } from './direct.js'
+import { converterFor, gatherNearest, lookupFor } from './direct.js'
 import { toPixels, encode } from './render.js'
+import { mosaicPixels } from './mosaic.js'
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
 sharp.cache(false)
@@ -17,8 +18,9 @@ const REMOTE = { s3: workerData?.s3 } // remote COGs: the object storage setting
 // Open datasets; one idle for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a
 // path that was re-opened (a replaced file), half a minute later so that reads under way finish.
 const latest = new Map() // path or URL → key of the newest dataset
+// 256: a mosaic's tile may read a few dozen parts, and its neighbours mostly the same ones.
 const datasets = new LRUCache({
-  max: 64,
+  max: 256,
   ttl: 10 * 60_000,
   updateAgeOnGet: true,
   ttlAutopurge: true,
@@ -43,6 +45,7 @@ export default async function run (task) {
   try {
     if (task.op === 'describe') return await describe(task.src)
     if (task.op === 'tile') return await tile(task)
+    if (task.op === 'mosaic') return await mosaic(task)
     if (task.op === 'empty') {
       const n = 256 * task.scale
       return transferable(await encode(new Uint8Array(n * n), new Uint8Array(n * n), n, 1, task.format, false))
@@ -115,19 +118,47 @@ async function render ({ src, z, x, y, format, options }, n, scratch) {
   const at = await locate(ds, z, x, y, n, options, scratch)
   if (at === null) return null
   const { colour, opacity } = scratch
-  const lut = at.resampling === 'nearest' ? lookupFor(ds, options) : null
-  if (lut !== null) { // integer samples, nearest: straight from the blocks (direct.js)
-    if (!gatherNearest(at.level, at.table, at.grid, lut, options.nodata, colour, opacity)) return null
-    return transferable(await encode(colour, opacity, n, lut.channels, format, false))
-  }
+  const channels = pixelsAt(ds, at, options, scratch, colour, opacity)
+  if (channels === 0) return null
+  return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null))
+}
+
+/**
+ * A located tile of `ds` drawn into `colour` and `opacity`: integer samples with nearest straight from the blocks
+ * (direct.js), anything else as values through toPixels. The colour channels, or 0 when no pixel is visible. A COG's
+ * tile and each part of a mosaic's `first` are drawn here.
+ */
+function pixelsAt (ds, at, options, scratch, colour, opacity) {
+  // Integers: lookup tables; floats and 32-bit integers: a converter (not for band math, which needs the values).
+  const lut = at.resampling === 'nearest' ? lookupFor(ds, options) ?? converterFor(ds, options) : null
+  if (lut !== null) return gatherNearest(at.level, at.table, at.grid, lut, options.nodata, colour, opacity) ? lut.channels : 0
   const tile = valuesAt(at, options, scratch)
-  if (tile === null) return null
+  if (tile === null) return 0
+  return drawValues(tile, at.n, options, ds.palette, colour, opacity)
+}
+
+/** Values ({ values, alpha, nb }) drawn into `colour` and `opacity`: the channels, or 0 when no pixel is visible. */
+function drawValues (tile, n, options, palette, colour, opacity) {
   const channels = toPixels(tile.values, tile.alpha, n * n, tile.nb, {
     rescale: options.rescale,
     colormap: options.colormap,
-    palette: options.palette ? ds.palette : null,
+    palette: options.palette ? palette : null,
     encoding: options.encoding,
   }, colour, opacity)
-  if (!opacity.some((a) => a > 0)) return null
-  return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null))
+  return opacity.some((a) => a > 0) ? channels : 0
+}
+
+const MOSAIC_ENGINE = { dataset, scratchFor, pixelsAt, drawValues }
+
+/** A mosaic's tile: its parts read and combined (mosaic.js), encoded as a COG's tile is; null where none has data. */
+async function mosaic (task) {
+  const n = 256 * task.scale
+  const out = scratchFor(n)
+  try {
+    const channels = await mosaicPixels(task, n, out, MOSAIC_ENGINE)
+    if (channels === 0) return null
+    return transferable(await encode(out.colour, out.opacity, n, channels, task.format, task.options.encoding !== null))
+  } finally {
+    if (spare.length < 4) spare.push(out)
+  }
 }

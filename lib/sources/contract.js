@@ -18,6 +18,9 @@
  * @property {(name: string) => string|null} [companionOf]  the tileset file a changed file name belongs to (an
  *   SQLite `-wal` beside an `.mbtiles`), so the watcher re-checks it (default: none)
  * @property {boolean} [fallback]           opened as the demo when nothing else is served
+ * @property {(path: string) => Promise<boolean>} [claims]  for an extension other documents share (.json): is this
+ *   file one of its own? One not claimed is skipped like a file no kind serves (default: every file with its extensions)
+ * @property {boolean} [opensFolders]       opens a folder as one set (a configured set's `mosaic: true`)
  */
 
 /**
@@ -74,10 +77,12 @@
 /**
  * @typedef {object} QueryOption
  * @property {string} name                 the query parameter ('colormap_name')
- * @property {'bands'|'range'|'choice'} type  band numbers 1…count ('1' or '1,2,3'), 'min,max', or one of `values`
+ * @property {'bands'|'range'|'choice'|'text'} type  band numbers 1…count ('1' or '1,2,3'), 'min,max', one of `values`,
+ *   or free text (band math)
  * @property {number} [count]              bands: how many the data has
  * @property {string[]} [values]           choice: the values taken
  * @property {string} [default]            what applies when it is not given, as it would be written
+ * @property {string} [example]            text: a value to show as a hint
  * @property {boolean} [dem]               choice: the values are terrain encodings of heights (raster-dem)
  */
 

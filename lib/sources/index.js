@@ -4,12 +4,13 @@ import { extname } from 'node:path'
 import * as mbtiles from './mbtiles.js'
 import * as pmtiles from './pmtiles.js'
 import * as cog from './cog.js'
+import * as mosaic from './mosaic.js'
 import * as postgis from './postgis/index.js'
 import * as geojson from './geojson.js'
 import * as demo from './demo.js'
 
 /** @type {import('./contract.js').SourceKind[]} */
-export const KINDS = [mbtiles, pmtiles, cog, postgis, geojson, demo]
+export const KINDS = [mbtiles, pmtiles, cog, mosaic, postgis, geojson, demo]
 
 export const FILE_EXTENSIONS = KINDS.flatMap((k) => k.extensions ?? [])
 export const GROUP_KINDS = KINDS.filter((k) => k.openGroup)

@@ -11,7 +11,7 @@ import { ABSENT, canonicalQuery } from '../pipeline.js'
 import { TileDirectory } from './directory.js'
 import { TILE_EXTENSIONS } from '../tiletype.js'
 
-export const TILE_DIR_DEFAULTS = { maxMB: 10240, kinds: ['postgis', 'cog', 'render'] }
+export const TILE_DIR_DEFAULTS = { maxMB: 10240, kinds: ['postgis', 'cog', 'mosaic', 'render'] }
 const GZIP = acceptMask('gzip')
 const IDENTITY = acceptMask('')
 

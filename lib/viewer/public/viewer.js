@@ -206,7 +206,7 @@ function showRaster (tj) {
       input = el('select', { name: option.name }, el('option', { value: '', textContent: `default (${option.default})` }),
         ...choices.filter((c) => c !== option.default).map((v) => el('option', { value: v, textContent: v })))
     } else {
-      input = el('input', { name: option.name, type: 'text', placeholder: option.default ?? 'min,max', size: 14 })
+      input = el('input', { name: option.name, type: 'text', placeholder: option.default ?? option.example ?? 'min,max', size: 14 })
     }
     input.addEventListener('change', () => { values[option.name] = input.value; draw() })
     controls.append(el('label', { className: 'control' }, `${option.name} `, input))

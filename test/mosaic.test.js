@@ -1,0 +1,611 @@
+// Mosaics (MosaicJSON, a STAC ItemCollection, a configured folder of COGs) against real references: `first` against
+// gdalbuildvrt + gdalwarp of the same parts, the other pixel selections against numpy over each part's own gdalwarp
+// tile. The data is made here with GDAL's python bindings: five overlapping COGs on one Web Mercator grid (z12 pixels,
+// by Vienna), each with values of its own (RGB with a nodata hole in part 1, a Float32 band, and each RGB band as a
+// COG of its own for STAC's assets). Then what is never read (parts outside a tile, parts under an opaque one), the
+// 400s, TileJSON, discovery beside other .json files, parts outside the data folders, and re-opening on change.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { createServer } from 'node:http'
+import { once } from 'node:events'
+import { join, relative } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import sharp from 'sharp'
+import { fromFile } from 'geotiff'
+import { makeApp, needs } from './helpers/app.js'
+import { rangeServer } from './helpers/http.js'
+import { tileExtent } from '../lib/tilemath.js'
+
+const GDAL_ENV = { ...process.env, GDAL_PAM_ENABLED: 'NO' } // no .aux.xml beside any file
+const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0 && spawnSync('gdalbuildvrt', ['--version']).status === 0
+// The python that has GDAL's bindings and numpy (a pyenv python3 on PATH may have neither).
+const PYTHON = ['python3', '/usr/bin/python3'].find((p) => spawnSync(p, ['-c', 'import numpy, osgeo.gdal']).status === 0)
+const NO_GDAL = 'gdal-bin (gdalwarp, gdalbuildvrt) is not installed'
+const NO_NUMPY = 'python3 with numpy and GDAL\'s bindings (python3-numpy, python3-gdal) is not installed'
+const READY = HAVE_GDAL && PYTHON !== undefined
+const missing = (t) => !needs(t, HAVE_GDAL, NO_GDAL) || !needs(t, PYTHON !== undefined, NO_NUMPY)
+
+// The grid: z12 pixels, its corner on the corner of z12 tile 2234/1420; parts at pixel offsets within 1024 × 1024
+// (4 × 4 tiles of z12), overlapping, part 1 with a nodata hole where part 2 lies under it.
+const X0 = 2234
+const Y0 = 1420
+const PARTS = [[0, 0, 640, 512], [384, 128, 640, 640], [128, 384, 512, 512], [512, 512, 512, 512], [768, 0, 256, 256]]
+const HOLE = [420, 150, 500, 230]
+
+const GENERATE = `
+import sys, json, os
+import numpy as np
+from osgeo import gdal, osr
+gdal.UseExceptions()
+out, parts, hole, x0, y0 = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+R = 2 * 20037508.342789244 / 256 / 4096
+X = -20037508.342789244 + x0 * 256 * R
+Y = 20037508.342789244 - y0 * 256 * R
+srs = osr.SpatialReference(); srs.ImportFromEPSG(3857)
+def write(path, geo, arrays, dtype, nodata):
+    h, w = arrays[0].shape
+    mem = gdal.GetDriverByName('MEM').Create('', w, h, len(arrays), dtype)
+    mem.SetGeoTransform(geo)
+    mem.SetProjection(srs.ExportToWkt())
+    for b, a in enumerate(arrays):
+        mem.GetRasterBand(b + 1).WriteArray(a)
+        mem.GetRasterBand(b + 1).SetNoDataValue(nodata)
+    gdal.Translate(path, mem, format='COG', creationOptions=['BLOCKSIZE=256', 'COMPRESS=DEFLATE', 'OVERVIEW_RESAMPLING=NEAREST', 'OVERVIEW_COUNT=2'])
+for d in ['rgb', 'float', 'bands']:
+    os.makedirs(os.path.join(out, d), exist_ok=True)
+for i, (ox, oy, w, h) in enumerate(parts, start=1):
+    geo = (X + ox * R, R, 0, Y - oy * R, 0, -R)
+    x = np.arange(ox, ox + w)[None, :].repeat(h, 0)
+    y = np.arange(oy, oy + h)[:, None].repeat(w, 1)
+    r = (20 + (x * 3 + 40 * i) % 200).astype(np.uint8)
+    g = (20 + (y * 2 + 50 * i) % 200).astype(np.uint8)
+    b = np.full((h, w), 20 + 30 * i, np.uint8)
+    f = (100 * i + 30 * np.sin((x + 7 * i) / 17.0) + 0.05 * y).astype(np.float32)
+    if i == 1:
+        inside = (x >= hole[0]) & (x < hole[2]) & (y >= hole[1]) & (y < hole[3])
+        r[inside] = 0; g[inside] = 0; b[inside] = 0; f[inside] = -9999
+    write(os.path.join(out, 'rgb', f'part{i}.tif'), geo, [r, g, b], gdal.GDT_Byte, 0)
+    write(os.path.join(out, 'float', f'part{i}.tif'), geo, [f], gdal.GDT_Float32, -9999)
+    for k, a in enumerate([r, g, b], start=1):
+        write(os.path.join(out, 'bands', f'part{i}_b{k}.tif'), geo, [a], gdal.GDT_Byte, 0)
+`
+
+// numpy over the parts' tiles (band 1, and alpha last), for each [out, files] of the JSON argument: each method as
+// Float32 in out-<method>.f32, NaN where no part has data.
+const STATISTICS = `
+import sys, json
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+for out, files in json.loads(sys.argv[1]):
+    values, masks = [], []
+    for f in files:
+        ds = gdal.Open(f)
+        values.append(ds.GetRasterBand(1).ReadAsArray().astype(np.float64))
+        masks.append(ds.GetRasterBand(ds.RasterCount).ReadAsArray() == 0)
+    a = np.ma.masked_array(np.stack(values), mask=np.stack(masks))
+    count = a.count(axis=0)
+    results = {'mean': a.mean(axis=0), 'median': np.ma.median(a, axis=0), 'stdev': a.std(axis=0),
+               'highest': a.max(axis=0), 'lowest': a.min(axis=0), 'count': np.ma.masked_equal(count, 0)}
+    for name, r in results.items():
+        np.ma.filled(np.ma.asarray(r).astype(np.float64), np.nan).astype(np.float32).tofile(out + '-' + name + '.f32')
+`
+
+const HALF = 20037508.342789244
+/** The tiles of zoom z a Mercator box overlaps (not merely touches). */
+function tilesOver ([minX, minY, maxX, maxY], z) {
+  const size = (2 * HALF) / 2 ** z
+  const tiles = []
+  for (let x = Math.floor((minX + HALF) / size); x < Math.ceil((maxX + HALF) / size); x++) {
+    for (let y = Math.floor((HALF - maxY) / size); y < Math.ceil((HALF - minY) / size); y++) tiles.push([x, y])
+  }
+  return tiles
+}
+const quadkey = (z, x, y) => Array.from({ length: z }, (_, i) => String(((x >> (z - 1 - i)) & 1) + 2 * ((y >> (z - 1 - i)) & 1))).join('')
+const R12 = (2 * HALF) / 256 / 4096
+/** Part i's extent in Mercator metres and in WGS84. */
+function partBox ([ox, oy, w, h]) {
+  const minX = -HALF + X0 * 256 * R12 + ox * R12
+  const maxY = HALF - Y0 * 256 * R12 - oy * R12
+  return [minX, maxY - h * R12, minX + w * R12, maxY]
+}
+const lon = (x) => (x / HALF) * 180
+const lat = (y) => (Math.atan(Math.sinh(y / 6378137)) * 180) / Math.PI
+const lonLatBox = ([minX, minY, maxX, maxY]) => [lon(minX), lat(minY), lon(maxX), lat(maxY)]
+
+/** A MosaicJSON of `refs` (part i's asset string, in priority order) indexed at quadkey zoom `qz`. */
+function mosaicJson (refs, { minzoom = 8, maxzoom = 12, qz = 11, boxes = PARTS.map(partBox), name } = {}) {
+  const tiles = {}
+  refs.forEach((ref, i) => {
+    if (ref === null) return
+    for (const [x, y] of tilesOver(boxes[i], qz)) (tiles[quadkey(qz, x, y)] ??= []).push(ref)
+  })
+  const b = boxes.map(lonLatBox)
+  const bounds = [Math.min(...b.map((v) => v[0])), Math.min(...b.map((v) => v[1])), Math.max(...b.map((v) => v[2])), Math.max(...b.map((v) => v[3]))]
+  return { mosaicjson: '0.0.3', name, version: '1.0.0', minzoom, maxzoom, quadkey_zoom: qz, bounds, tiles }
+}
+
+const COG_TYPE = 'image/tiff; application=geotiff; profile=cloud-optimized'
+/** A STAC ItemCollection: one item per part, assets `visual` (RGB) and b1…b3, hrefs relative to `base`. */
+function stacItems (dir, base, count = PARTS.length) {
+  const href = (path) => './' + relative(base, path)
+  return {
+    type: 'FeatureCollection',
+    features: PARTS.slice(0, count).map((part, k) => {
+      const i = k + 1
+      const [w, s, e, n] = lonLatBox(partBox(part))
+      return {
+        type: 'Feature',
+        stac_version: '1.0.0',
+        id: `part${i}`,
+        bbox: [w, s, e, n],
+        geometry: { type: 'Polygon', coordinates: [[[w, s], [e, s], [e, n], [w, n], [w, s]]] },
+        properties: { datetime: '2024-01-01T00:00:00Z' },
+        links: [],
+        assets: {
+          thumbnail: { href: href(join(dir, 'rgb', `part${i}.tif`)) + '.png', type: 'image/png', roles: ['thumbnail'] },
+          b1: { href: href(join(dir, 'bands', `part${i}_b1.tif`)), type: COG_TYPE, roles: ['data'] },
+          b2: { href: href(join(dir, 'bands', `part${i}_b2.tif`)), type: COG_TYPE, roles: ['data'] },
+          b3: { href: href(join(dir, 'bands', `part${i}_b3.tif`)), type: COG_TYPE, roles: ['data'] },
+          visual: { href: href(join(dir, 'rgb', `part${i}.tif`)), type: COG_TYPE, roles: ['visual'] },
+        },
+      }
+    }),
+  }
+}
+
+let DATA = null // the generated parts, shared by the tests (made once)
+before(() => {
+  if (!READY) return
+  DATA = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-'))
+  execFileSync(PYTHON, ['-c', GENERATE, DATA, JSON.stringify(PARTS), JSON.stringify(HOLE), String(X0), String(Y0)], { env: GDAL_ENV })
+})
+after(() => { if (DATA !== null) rmSync(DATA, { recursive: true, force: true }) })
+
+const rgbParts = (dir) => PARTS.map((_, k) => join(dir, 'rgb', `part${k + 1}.tif`))
+const floatParts = (dir) => PARTS.map((_, k) => join(dir, 'float', `part${k + 1}.tif`))
+
+const made = new Map() // references already made (a file's tile, a VRT), by what they are of
+const memo = (key, make) => made.get(key) ?? made.set(key, make()).get(key)
+const unique = () => Math.random().toString(36).slice(2)
+
+/** GDAL's tile of `file`: one array per band, then alpha (0/255); made once per file and tile. */
+function gdalTile (dir, file, z, x, y, size = 256) {
+  return memo(`${file} ${z}/${x}/${y} ${size}`, async () => {
+    const out = join(dir, `ref-${unique()}.tif`)
+    execFileSync('gdalwarp', ['-q', '-overwrite', '-t_srs', 'EPSG:3857', '-te', ...tileExtent(z, x, y).map(String),
+      '-ts', String(size), String(size), '-r', 'near', '-dstalpha', file, out], { env: GDAL_ENV })
+    return { file: out, bands: await (await fromFile(out)).getImage().then((image) => image.readRasters()) }
+  })
+}
+
+/**
+ * `first` of the parts by GDAL: a VRT of them in reverse (in a VRT the later source wins), warped to the tile. With
+ * overviews made as the parts' own are (nearest, ×2 and ×4): a mosaic's tile reads each part's overviews, as gdalwarp
+ * reads a single file's.
+ */
+function firstVrt (dir, parts) {
+  return memo(parts.join(' '), () => {
+    const vrt = join(dir, `first-${unique()}.vrt`)
+    execFileSync('gdalbuildvrt', ['-q', vrt, ...[...parts].reverse()], { env: GDAL_ENV })
+    execFileSync('gdaladdo', ['-q', '-r', 'nearest', vrt, '2', '4'], { env: GDAL_ENV })
+    return vrt
+  })
+}
+
+/** Our tile through the whole HTTP path as RGBA, or null (with the answer) when not 200. */
+async function ourTile (app, url) {
+  const res = await app.inject(url)
+  if (res.statusCode !== 200) return { res, rgba: null }
+  const { data, info } = await sharp(res.rawPayload).toColourspace('srgb').ensureAlpha().raw().toBuffer({ resolveWithObject: true })
+  assert.equal(info.channels, 4)
+  return { res, rgba: data }
+}
+
+/** Pixels where our RGBA and GDAL's bands (in `order`, 0-based) differ: transparency, or any channel. */
+function differences (rgba, ref, order = [0, 1, 2]) {
+  const alpha = ref[ref.length - 1]
+  let differ = 0; let opaque = 0
+  for (let k = 0; k < alpha.length; k++) {
+    const ours = rgba[k * 4 + 3] > 0
+    if (ours !== (alpha[k] > 0)) { differ++; continue }
+    if (!ours) continue
+    opaque++
+    if (order.some((b, c) => ref[b][k] !== rgba[k * 4 + c])) differ++
+  }
+  return { differ, opaque }
+}
+
+/** Our mosaic's `first` against GDAL's, pixel for pixel, at tiles [z, x, y] (at least half of each opaque). */
+async function checkFirst (app, url, dir, parts, tiles, { query = '', order, size = 256 } = {}) {
+  const vrt = firstVrt(dir, parts)
+  for (const [z, x, y] of tiles) {
+    const suffix = size === 512 ? '@2x' : ''
+    const { res, rgba } = await ourTile(app, `${url}/${z}/${x}/${y}${suffix}.png${query}`)
+    assert.equal(res.statusCode, 200, `${url} ${z}/${x}/${y}: ${res.body}`)
+    const { bands } = await gdalTile(dir, vrt, z, x, y, size)
+    const { differ, opaque } = differences(rgba, bands, order)
+    assert.ok(opaque > size * size / 10, `${url} ${z}/${x}/${y}: only ${opaque} opaque pixels`)
+    assert.equal(differ, 0, `${url} ${z}/${x}/${y}${query}: ${differ} pixels differ from gdalbuildvrt + gdalwarp`)
+  }
+}
+
+// z12 tiles over the parts (x, y from the grid's corner): (1,0) has part 1's hole over part 2, (1,1) three parts with
+// part 1 opaque over all of it, (2,2) parts 2, 3 and 4; then the z11 and z10 tiles over them (overviews).
+/** The tile of zoom z over the grid's corner, moved by dx, dy tiles. */
+const over = (z, dx = 0, dy = 0) => [z, Math.floor(X0 / 2 ** (12 - z)) + dx, Math.floor(Y0 / 2 ** (12 - z)) + dy]
+const Z12 = [over(12, 1, 0), over(12, 1, 1), over(12, 2, 2)]
+const COARSER = [over(11), over(11, 1, 1), over(10)]
+
+test('first: MosaicJSON, a folder and STAC match gdalbuildvrt + gdalwarp of the same parts, pixel for pixel', async (t) => {
+  if (missing(t)) return
+  writeFileSync(join(DATA, 'rgb.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)))))
+  writeFileSync(join(DATA, 'items.json'), JSON.stringify(stacItems(DATA, DATA)))
+  const app = await makeApp(t, { paths: [join(DATA, 'rgb.json'), join(DATA, 'items.json')], sets: { folder: { path: join(DATA, 'rgb'), mosaic: true } }, cacheMB: 0 })
+  for (const id of ['rgb', 'folder', 'items']) {
+    await checkFirst(app, `/${id}`, DATA, rgbParts(DATA), [...Z12, ...COARSER])
+  }
+  // @2x: 512 px of the same tile.
+  await checkFirst(app, '/rgb', DATA, rgbParts(DATA), Z12.slice(0, 1), { size: 512 })
+  // STAC assets stacked as bands in the order asked: b3,b2,b1 is the image with red and blue swapped.
+  await checkFirst(app, '/items', DATA, rgbParts(DATA), Z12, { query: '?assets=b3,b2,b1', order: [2, 1, 0] })
+  await checkFirst(app, '/items', DATA, rgbParts(DATA), Z12.slice(0, 1), { query: '?assets=b1&assets=b2&assets=b3' })
+})
+
+/** Expected grey of a value through `rescale=min,max`, as toPixels makes it. */
+const grey = (v, [min, max]) => Math.max(0, Math.min(255, Math.round((v - min) * (255 / (max - min)))))
+
+/** numpy's results for the parts' tiles at each tile: per tile, method → Float32Array (NaN: no data). */
+async function numpyTiles (dir, parts, tiles) {
+  const jobs = []
+  for (const [z, x, y] of tiles) {
+    const files = []
+    for (const part of parts) files.push((await gdalTile(dir, part, z, x, y)).file)
+    jobs.push([join(dir, `numpy-${z}-${x}-${y}`), files])
+  }
+  execFileSync(PYTHON, ['-c', STATISTICS, JSON.stringify(jobs)], { env: GDAL_ENV })
+  const read = (out, name) => { const b = readFileSync(`${out}-${name}.f32`); return new Float32Array(b.buffer, b.byteOffset, b.length / 4) }
+  return jobs.map(([out]) => Object.fromEntries(['mean', 'median', 'stdev', 'highest', 'lowest', 'count'].map((m) => [m, read(out, m)])))
+}
+
+const RANGES = { mean: [0, 700], median: [0, 700], highest: [0, 700], lowest: [0, 700], stdev: [0, 300], count: [0, 5] }
+
+test('mean, median, stdev, highest, lowest and count match numpy over the parts\' gdalwarp tiles', async (t) => {
+  if (missing(t)) return
+  const parts = floatParts(DATA)
+  writeFileSync(join(DATA, 'heights.json'), JSON.stringify(mosaicJson(parts.map((p) => relative(DATA, p)))))
+  // numpy first: GDAL and python run synchronously, and a server whose event loop stalls that long sheds load.
+  const tiles = [...Z12, ...COARSER]
+  const references = await numpyTiles(DATA, parts, tiles)
+  const app = await makeApp(t, { paths: [join(DATA, 'heights.json')], sets: { heightsfolder: { path: join(DATA, 'float'), mosaic: true } }, cacheMB: 0 })
+  for (const [i, [z, x, y]] of tiles.entries()) {
+    const expected = references[i]
+    for (const id of ['heights', 'heightsfolder']) {
+      for (const [method, range] of Object.entries(RANGES)) {
+        const { res, rgba } = await ourTile(app, `/${id}/${z}/${x}/${y}.png?pixel_selection=${method}&rescale=${range}`)
+        assert.equal(res.statusCode, 200, `${id} ${method} ${z}/${x}/${y}: ${res.body}`)
+        const want = expected[method]
+        let differ = 0; let worst = 0; let compared = 0
+        for (let k = 0; k < want.length; k++) {
+          const has = !Number.isNaN(want[k])
+          if ((rgba[k * 4 + 3] > 0) !== has) { differ++; continue }
+          if (!has) continue
+          compared++
+          const d = Math.abs(rgba[k * 4] - grey(want[k], range))
+          worst = Math.max(worst, d)
+          if (d > 1) differ++
+        }
+        assert.ok(compared > 0, `${id} ${method} ${z}/${x}/${y}: nothing compared`)
+        assert.equal(differ, 0, `${id} ${method} ${z}/${x}/${y}: ${differ} pixels differ from numpy (worst ${worst})`)
+      }
+    }
+  }
+  // The methods differ where parts overlap: the test could tell them apart.
+  const [z, x, y] = Z12[2]
+  const bodies = await Promise.all(['mean', 'median', 'highest', 'lowest'].map((m) => app.inject(`/heights/${z}/${x}/${y}.png?pixel_selection=${m}&rescale=0,700`).then((r) => r.body)))
+  assert.equal(new Set(bodies).size, 4)
+})
+
+test('band math on stacked STAC assets: expression=b2-b1 with assets=b1,b2 is the RGB parts\' green minus red', async (t) => {
+  if (missing(t)) return
+  writeFileSync(join(DATA, 'bandmath.json'), JSON.stringify(stacItems(DATA, DATA)))
+  const app = await makeApp(t, { paths: [join(DATA, 'bandmath.json')], cacheMB: 0 })
+  const vrt = firstVrt(DATA, rgbParts(DATA))
+  for (const [z, x, y] of Z12) {
+    const { res, rgba } = await ourTile(app, `/bandmath/${z}/${x}/${y}.png?assets=b1,b2&expression=b2-b1&rescale=-255,255`)
+    assert.equal(res.statusCode, 200, res.body)
+    const { bands } = await gdalTile(DATA, vrt, z, x, y)
+    let differ = 0
+    for (let k = 0; k < bands[3].length; k++) {
+      if ((rgba[k * 4 + 3] > 0) !== (bands[3][k] > 0)) { differ++; continue }
+      if (bands[3][k] > 0 && Math.abs(rgba[k * 4] - grey(bands[1][k] - bands[0][k], [-255, 255])) > 1) differ++
+    }
+    assert.equal(differ, 0, `${z}/${x}/${y}: ${differ} pixels differ`)
+  }
+  // The same with the assets the other way round: b1 is now the first asset's (green), so the sign turns.
+  const [z, x, y] = Z12[1]
+  const swapped = await ourTile(app, `/bandmath/${z}/${x}/${y}.png?assets=b2,b1&expression=b1-b2&rescale=-255,255`)
+  const straight = await ourTile(app, `/bandmath/${z}/${x}/${y}.png?assets=b1,b2&expression=b2-b1&rescale=-255,255`)
+  assert.deepEqual(swapped.rgba, straight.rgba)
+})
+
+/** A copy of the RGB parts (and their bands) with a MosaicJSON and a STAC ItemCollection of them, served. */
+async function servedCopy (t) {
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-gone-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  cpSync(join(DATA, 'rgb'), join(dir, 'rgb'), { recursive: true })
+  cpSync(join(DATA, 'bands'), join(dir, 'bands'), { recursive: true })
+  writeFileSync(join(dir, 'index.json'), JSON.stringify(mosaicJson(rgbParts(dir).map((p) => relative(dir, p)))))
+  writeFileSync(join(dir, 'items.json'), JSON.stringify(stacItems(dir, dir)))
+  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'items.json'), join(DATA, 'rgb', 'part1.tif')], cacheMB: 0 })
+  // Part i's files gone once the sets are open (a part no worker has opened cannot be read from then on).
+  const remove = (i) => {
+    rmSync(join(dir, 'rgb', `part${i}.tif`))
+    for (const b of [1, 2, 3]) rmSync(join(dir, 'bands', `part${i}_b${b}.tif`))
+  }
+  return { dir, app, remove }
+}
+
+test('parts outside a tile are never read', async (t) => {
+  if (missing(t)) return
+  const { app, remove } = await servedCopy(t)
+  remove(5) // the top-right corner: in another quadkey of the index than tiles (1,0) and (1,1), and its own bbox
+  for (const id of ['index', 'items']) {
+    for (const [z, x, y] of [over(12, 1, 0), over(12, 1, 1)]) {
+      const res = await app.inject(`/${id}/${z}/${x}/${y}.png?pixel_selection=mean`)
+      assert.equal(res.statusCode, 200, `${id} ${z}/${x}/${y}: ${res.body}`)
+    }
+    // A z10 tile over part 5: it is read there, and cannot be: 503 naming it, not where it was.
+    const res = await app.inject(`/${id}/${over(10, 1).join('/')}.png?pixel_selection=count`)
+    assert.equal(res.statusCode, 503, id)
+    assert.match(res.json().message, /: part5(_b\d)?\.tif: /)
+    assert.ok(!res.body.includes(DATA) && !res.body.includes(tmpdir() + '/'), 'no path in the answer')
+  }
+})
+
+test('first reads no part under an opaque one; a part that cannot be read is a 503 for its tiles, the rest serve', async (t) => {
+  if (missing(t)) return
+  const { app, remove } = await servedCopy(t)
+  remove(2) // under part 1 in tile (1,1), which part 1 covers
+  const [z, x, y] = over(12, 1, 1)
+  for (const id of ['index', 'items']) {
+    const first = await app.inject(`/${id}/${z}/${x}/${y}.png`)
+    assert.equal(first.statusCode, 200, `${id} first: ${first.body}`)
+    // mean needs every part there: part 2 is read, and cannot be.
+    const mean = await app.inject(`/${id}/${z}/${x}/${y}.png?pixel_selection=mean`)
+    assert.equal(mean.statusCode, 503, `${id} mean`)
+    assert.match(mean.json().message, /^tileset '\w+' could not read this tile: part2(_b1)?\.tif: /)
+  }
+  // STAC items are where their bbox says: tile (0,0) is part 1's alone, served with any method.
+  assert.equal((await app.inject(`/items/${over(12).join('/')}.png?pixel_selection=mean`)).statusCode, 200)
+  assert.equal((await app.inject(`/items/${over(12).join('/')}.png?pixel_selection=mean&assets=b3,b2`)).statusCode, 200)
+  // The other sets keep serving.
+  assert.equal((await app.inject(`/part1/${z}/${x}/${y}.png`)).statusCode, 200)
+})
+
+test('remote parts (HTTP range requests) render as local ones; a part whose server is down is a 503 naming it', async (t) => {
+  if (missing(t)) return
+  const servers = []
+  for (const part of rgbParts(DATA)) servers.push(await rangeServer(t, readFileSync(part), part.split('/').pop()))
+  // Parts 1-4 by URL, part 5 by a path relative to the document: both in one mosaic.
+  writeFileSync(join(DATA, 'remote.json'), JSON.stringify(mosaicJson([...servers.slice(0, 4).map((s) => s.url), 'rgb/part5.tif'])))
+  writeFileSync(join(DATA, 'local.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)))))
+  const app = await makeApp(t, { paths: [join(DATA, 'remote.json'), join(DATA, 'local.json')], cacheMB: 0 })
+  // Tiles away from part 4 (in tile (2,2) and below it).
+  for (const [z, x, y] of [over(12, 1, 0), over(12, 1, 1), over(12, 3, 0), over(11)]) {
+    for (const query of ['', '?pixel_selection=mean']) {
+      const remote = await app.inject(`/remote/${z}/${x}/${y}.png${query}`)
+      const local = await app.inject(`/local/${z}/${x}/${y}.png${query}`)
+      assert.equal(remote.statusCode, 200, remote.body)
+      assert.deepEqual(remote.rawPayload, local.rawPayload, `${z}/${x}/${y}${query}`)
+    }
+  }
+  assert.ok(servers[1].ranges.length > 0, 'read with range requests')
+  // Part 4 (alone in tile (3,3)), never read so far: its server fails.
+  assert.equal(servers[3].ranges.length, 0)
+  servers[3].down()
+  const down = await app.inject(`/remote/${over(12, 3, 3).join('/')}.png`)
+  assert.equal(down.statusCode, 503)
+  assert.match(down.json().message, /could not read this tile: part4\.tif: /)
+  assert.ok(!down.body.includes('127.0.0.1'), 'no URL in the answer')
+  assert.equal((await app.inject(`/remote/${Z12[0].join('/')}.png`)).statusCode, 200)
+})
+
+test('a remote part replaced at its URL re-opens the mosaic set (a local document), which then reads it afresh', async (t) => {
+  if (missing(t)) return
+  // Part 2 by URL from a server whose object can be replaced: a new body and a new ETag.
+  let body = readFileSync(rgbParts(DATA)[1])
+  let version = 1
+  const server = createServer((req, res) => {
+    const [, start, end] = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '') ?? []
+    if (start === undefined) { res.writeHead(200, { 'content-length': body.length }); res.end(body); return }
+    const last = Math.min(Number(end), body.length - 1)
+    res.writeHead(206, { 'content-range': `bytes ${start}-${last}/${body.length}`, 'content-length': last - Number(start) + 1, etag: `"v${version}"` })
+    res.end(body.subarray(Number(start), last + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const refs = rgbParts(DATA).map((p) => relative(DATA, p))
+  refs[1] = `http://127.0.0.1:${server.address().port}/part2.tif`
+  writeFileSync(join(DATA, 'replaced.json'), JSON.stringify(mosaicJson(refs)))
+  const app = await makeApp(t, { paths: [join(DATA, 'replaced.json')], cacheMB: 0 })
+  const entry = app.catalog.get('replaced')
+  assert.equal((await app.inject(`/replaced/${over(12, 1, 0).join('/')}.png?pixel_selection=mean`)).statusCode, 200)
+  const url = `/replaced/${over(12, 2, 2).join('/')}.png?pixel_selection=mean`
+  // Replaced by part 3's file: blocks not read yet come with another ETag.
+  body = readFileSync(rgbParts(DATA)[2])
+  version = 2
+  const changed = await app.inject(url)
+  assert.equal(changed.statusCode, 503)
+  assert.match(changed.json().message, /changed at its source and is being re-opened/)
+  await eventually(() => app.catalog.get('replaced') !== entry, 'the set re-opened')
+  const after = await app.inject(url)
+  assert.equal(after.statusCode, 200, after.body)
+})
+
+test('TileJSON bounds and zooms come from the parts (MosaicJSON: its own fields); /meta tells the mosaic', async (t) => {
+  if (missing(t)) return
+  writeFileSync(join(DATA, 'named.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)), { minzoom: 9, maxzoom: 13, qz: 10, name: 'Vienna mosaic' })))
+  writeFileSync(join(DATA, 'three.json'), JSON.stringify(stacItems(DATA, DATA, 3)))
+  const app = await makeApp(t, { paths: [join(DATA, 'named.json'), join(DATA, 'three.json')], sets: { folder: { path: join(DATA, 'rgb'), mosaic: true, overzoom: 2 } } })
+  const boxes = PARTS.map((p) => lonLatBox(partBox(p)))
+  const union = (list) => [Math.min(...list.map((b) => b[0])), Math.min(...list.map((b) => b[1])), Math.max(...list.map((b) => b[2])), Math.max(...list.map((b) => b[3]))]
+  const close = (a, b, what) => a.forEach((v, i) => assert.ok(Math.abs(v - b[i]) < 1e-6, `${what}: ${a} vs ${b}`))
+
+  const named = (await app.inject('/named.json')).json()
+  assert.equal(named.name, 'Vienna mosaic')
+  assert.deepEqual([named.minzoom, named.maxzoom], [9, 13])
+  close(named.bounds, union(boxes), 'MosaicJSON bounds')
+  const namedMeta = (await app.inject('/named/meta')).json()
+  assert.deepEqual(namedMeta.mosaic, { type: 'MosaicJSON', parts: 5, leftOut: 0, quadkeyZoom: 10 })
+  assert.deepEqual(namedMeta.servedZooms, { minzoom: 9, maxzoom: 17 })
+  assert.equal((await app.inject(`/named/${over(8).join('/')}.png`)).statusCode, 404) // below its minzoom
+
+  // The folder: the parts' union; maxzoom of z12 pixels 12, minzoom by rio-tiler's rule on the largest part (640 px).
+  const folder = (await app.inject('/folder.json')).json()
+  close(folder.bounds, union(boxes), 'folder bounds')
+  assert.deepEqual([folder.minzoom, folder.maxzoom], [10, 12])
+  const folderMeta = (await app.inject('/folder/meta')).json()
+  assert.equal(folderMeta.servedZooms.maxzoom, 14)
+  assert.equal(folderMeta.mosaic.parts, 5)
+  assert.equal(folderMeta.bands, 3)
+
+  // STAC: the union of the items' bboxes, the default asset (visual) and every COG asset, the thumbnail not.
+  const three = (await app.inject('/three.json')).json()
+  close(three.bounds, union(boxes.slice(0, 3)), 'STAC bounds')
+  // The default asset's first file (part 1, 640 × 512 px) gives the zooms: its smaller side is 256 px one level down.
+  assert.deepEqual([three.minzoom, three.maxzoom], [11, 12])
+  const threeMeta = (await app.inject('/three/meta')).json()
+  assert.deepEqual(threeMeta.mosaic, { type: 'STAC', parts: 3, leftOut: 0, assets: ['b1', 'b2', 'b3', 'visual'], defaultAssets: ['visual'] })
+  // TileJSON carries the options to its tile URLs, checked as the tiles' are.
+  const withOptions = await app.inject('/three.json?assets=b1&pixel_selection=mean')
+  assert.match(withOptions.json().tiles[0], /assets=b1/)
+  assert.equal((await app.inject('/three.json?pixel_selection=most')).statusCode, 400)
+})
+
+test('bad pixel_selection and assets are a 400 with a message', async (t) => {
+  if (missing(t)) return
+  writeFileSync(join(DATA, 'opts.json'), JSON.stringify(stacItems(DATA, DATA)))
+  const app = await makeApp(t, { paths: [join(DATA, 'opts.json')] })
+  const [z, x, y] = Z12[0]
+  const cases = [
+    ['pixel_selection=most', /pixel_selection must be one of first, highest, lowest, mean, median, stdev, count/],
+    ['pixel_selection=mean&pixel_selection=first', /given more than once/],
+    ['assets=nir', /unknown asset 'nir': this set's COG assets are b1, b2, b3, visual/],
+    ['assets=thumbnail', /unknown asset 'thumbnail'/],
+    ['assets=b1,b1', /asset 'b1' is given twice/],
+    ['assets=b1,b2&bidx=3', /bidx 3 is not a band of this file \(1-2\)/],
+    ['assets=b1,b2&expression=b3-b1', /expression: b3 at position 0 is not a band/],
+    ['pixel_selection=count&bidx=1,2,3&colormap_name=viridis', /colormap_name needs a single band/],
+  ]
+  for (const [query, message] of cases) {
+    const res = await app.inject(`/opts/${z}/${x}/${y}.png?${query}`)
+    assert.equal(res.statusCode, 400, query)
+    assert.match(res.json().message, message, query)
+  }
+  // Spelled differently, the same tile (and cache entry): assets= repeated or comma-separated.
+  const a = await app.inject(`/opts/${z}/${x}/${y}.png?assets=b1,b2&bidx=2`)
+  const b = await app.inject(`/opts/${z}/${x}/${y}.png?assets=b1&assets=b2&bidx=2`)
+  assert.equal(a.statusCode, 200)
+  assert.equal(a.headers.etag, b.headers.etag)
+})
+
+test('discovery: mosaic .json files in a folder are sets, other .json is not; parts outside the data folders or missing are left out', async (t) => {
+  if (missing(t)) return
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-found-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const served = join(dir, 'served')
+  mkdirSync(served)
+  cpSync(join(DATA, 'rgb'), join(served, 'rgb'), { recursive: true })
+  cpSync(join(DATA, 'bands'), join(served, 'bands'), { recursive: true })
+  const outside = join(dir, 'outside')
+  cpSync(join(DATA, 'rgb'), outside, { recursive: true })
+  const refs = rgbParts(served).map((p) => relative(served, p))
+  writeFileSync(join(served, 'mosaic.json'), JSON.stringify(mosaicJson(refs)))
+  writeFileSync(join(served, 'items.json'), JSON.stringify(stacItems(served, served)))
+  // Part 1 outside the served folder (by a relative path, and by an absolute one), part 2 missing.
+  writeFileSync(join(served, 'escapes.json'), JSON.stringify(mosaicJson(['../outside/part1.tif', 'rgb/missing.tif', ...refs.slice(2)])))
+  writeFileSync(join(served, 'absolute.json'), JSON.stringify(mosaicJson([join(outside, 'part1.tif'), ...refs.slice(1)])))
+  writeFileSync(join(served, 'style.json'), JSON.stringify({ version: 8, sources: {}, layers: [] }))
+  writeFileSync(join(served, 'tiles.json'), JSON.stringify({ tilejson: '3.0.0', tiles: ['https://example.com/{z}/{x}/{y}.png'] }))
+  writeFileSync(join(served, 'broken.json'), '{ "mosaicjson": ')
+  writeFileSync(join(served, 'feature.json'), JSON.stringify({ type: 'Feature', geometry: null, properties: {} }))
+  const app = await makeApp(t, { paths: [served], cacheMB: 0 })
+  const ids = app.catalog.available().map((e) => e.id).sort()
+  assert.deepEqual(ids, ['absolute', 'escapes', 'items', 'mosaic'])
+  assert.deepEqual(app.catalog.unavailable(), [])
+  assert.equal((await app.inject('/style.json')).statusCode, 404)
+
+  // Left out, with the others serving: tile (0,0) is part 1's alone (404 without it), (1,1) has parts 1-3.
+  for (const id of ['escapes', 'absolute']) {
+    const meta = (await app.inject(`/${id}/meta`)).json()
+    assert.equal(meta.mosaic.leftOut, id === 'escapes' ? 2 : 1, id)
+    assert.equal((await app.inject(`/${id}/12/${X0}/${Y0}.png`)).statusCode, 404, id)
+    assert.equal((await app.inject(`/${id}/12/${X0 + 1}/${Y0 + 1}.png`)).statusCode, 200, id)
+  }
+  assert.equal((await app.inject(`/mosaic/12/${X0}/${Y0}.png`)).statusCode, 200)
+
+  // A .json given by name that is not a mosaic is skipped as any other file no kind serves.
+  const single = await makeApp(t, { paths: [join(served, 'style.json'), join(served, 'mosaic.json')] })
+  assert.deepEqual(single.catalog.available().map((e) => e.id), ['mosaic'])
+  // Configured by name, a document that is not a mosaic is a set that cannot be served, and says why.
+  const configured = await makeApp(t, { sets: { bad: { path: join(served, 'broken.json') } } })
+  assert.match(configured.catalog.unavailable()[0].reason, /not valid JSON/)
+  assert.equal((await configured.inject('/bad/12/0/0.png')).statusCode, 503)
+})
+
+/** Polls until `check` holds (file events arrive asynchronously), failing after a few seconds. */
+async function eventually (check, what) {
+  for (let i = 0; i < 200; i++) {
+    if (await check()) return
+    await sleep(50)
+  }
+  assert.fail(`timed out waiting for: ${what}`)
+}
+
+test('watched: a new mosaic .json is served (a style beside it is not), an edited one re-opened, a COG added to a mosaic folder joins it', async (t) => {
+  if (missing(t)) return
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-change-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  cpSync(join(DATA, 'rgb'), join(dir, 'rgb'), { recursive: true })
+  mkdirSync(join(dir, 'folder'))
+  for (const i of [1, 2]) cpSync(join(dir, 'rgb', `part${i}.tif`), join(dir, 'folder', `part${i}.tif`))
+  const refs = rgbParts(dir).map((p) => relative(dir, p))
+  const place = (name, doc) => { // written beside, then moved in: how a careful copy lands
+    writeFileSync(join(dir, `.${name}.tmp`), JSON.stringify(doc))
+    renameSync(join(dir, `.${name}.tmp`), join(dir, name))
+  }
+  place('index.json', mosaicJson(refs))
+  const app = await makeApp(t, { paths: [dir], sets: { folder: { path: join(dir, 'folder'), mosaic: true } }, watch: true, watchDebounceMs: 50, cacheMB: 0 })
+  const ids = () => app.catalog.available().map((e) => e.id).sort()
+  assert.deepEqual(ids(), ['folder', 'index'])
+
+  place('style.json', { version: 8, sources: {}, layers: [] })
+  place('more.json', mosaicJson(refs.slice(0, 2)))
+  await eventually(() => ids().includes('more'), 'more.json to be served')
+  assert.deepEqual(ids(), ['folder', 'index', 'more'])
+
+  // Tile (2,2): part 2 over parts 3 and 4. With part 2 gone from the index, part 3 shows there, as GDAL has it.
+  const url = `/index/${over(12, 2, 2).join('/')}.png`
+  const beforeEdit = (await app.inject(url)).body
+  place('index.json', mosaicJson([refs[0], 'rgb/unused.tif', ...refs.slice(2)]))
+  await eventually(async () => (await app.inject(url)).body !== beforeEdit, 'the edited index')
+  const afterEdit = await ourTile(app, url)
+  const { bands } = await gdalTile(dir, firstVrt(dir, [refs[0], ...refs.slice(2)].map((r) => join(dir, r))), ...over(12, 2, 2))
+  assert.equal(differences(afterEdit.rgba, bands).differ, 0)
+  assert.equal((await app.inject('/index/meta')).json().mosaic.leftOut, 1)
+
+  // The folder: part 3 moved in; tile (1,3), part 3's alone, has data from then on.
+  const tile = `/folder/${over(12, 1, 3).join('/')}.png`
+  assert.equal((await app.inject(tile)).statusCode, 404)
+  cpSync(join(dir, 'rgb', 'part3.tif'), join(dir, 'folder', '.part3.tmp'))
+  renameSync(join(dir, 'folder', '.part3.tmp'), join(dir, 'folder', 'part3.tif'))
+  await eventually(async () => (await app.inject(tile)).statusCode === 200, 'part 3 in the folder mosaic')
+  assert.equal((await app.inject('/folder/meta')).json().mosaic.parts, 3)
+  // The folder's COGs are parts, not sets of their own.
+  assert.deepEqual(ids(), ['folder', 'index', 'more'])
+})
