@@ -186,6 +186,9 @@ const schema = {
         overzoom: { type: 'integer', minimum: 0, maximum: 30 }, // zoom levels served (upsampled) past maxzoom; default 4
         threads: { type: 'integer', minimum: 1 }, // raster worker threads; default one per core
         blockCacheMB: { type: 'number', exclusiveMinimum: 0 }, // decoded-block cache per worker; default in loadConfig
+        mosaicMaxParts: { type: 'integer', minimum: 1, maximum: 4096 }, // parts a mosaic tile combines (not first); default 32, 400 past it
+        // URL parts of MosaicJSON/STAC documents: off by default (a document must not make the server fetch what it names)
+        remoteParts: { anyOf: [{ type: 'boolean' }, { type: 'array', items: { type: 'string', pattern: '^(https?|s3)://.' } }] },
       },
     },
     render: { // rendering styles with MapLibre Native (lib/style/render)

@@ -393,7 +393,11 @@ test('remote parts (HTTP range requests) render as local ones; a part whose serv
   // Parts 1-4 by URL, part 5 by a path relative to the document: both in one mosaic.
   writeFileSync(join(DATA, 'remote.json'), JSON.stringify(mosaicJson([...servers.slice(0, 4).map((s) => s.url), 'rgb/part5.tif'])))
   writeFileSync(join(DATA, 'local.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)))))
-  const app = await makeApp(t, { paths: [join(DATA, 'remote.json'), join(DATA, 'local.json')], cacheMB: 0 })
+  // Remote parts are read only where raster.remoteParts allows them: off by default, they are left out.
+  const closed = await makeApp(t, { paths: [join(DATA, 'remote.json')], cacheMB: 0 })
+  assert.equal(closed.catalog.get('remote').source.metadata.mosaic.leftOut, 4, 'remote parts left out by default')
+  assert.ok(servers.every((s) => s.ranges.length === 0), 'nothing fetched from a URL the config does not allow')
+  const app = await makeApp(t, { paths: [join(DATA, 'remote.json'), join(DATA, 'local.json')], cacheMB: 0, raster: { remoteParts: ['http://127.0.0.1:'] } })
   // Tiles away from part 4 (in tile (2,2) and below it).
   for (const [z, x, y] of [over(12, 1, 0), over(12, 1, 1), over(12, 3, 0), over(11)]) {
     for (const query of ['', '?pixel_selection=mean']) {
@@ -432,7 +436,7 @@ test('a remote part replaced at its URL re-opens the mosaic set (a local documen
   const refs = rgbParts(DATA).map((p) => relative(DATA, p))
   refs[1] = `http://127.0.0.1:${server.address().port}/part2.tif`
   writeFileSync(join(DATA, 'replaced.json'), JSON.stringify(mosaicJson(refs)))
-  const app = await makeApp(t, { paths: [join(DATA, 'replaced.json')], cacheMB: 0 })
+  const app = await makeApp(t, { paths: [join(DATA, 'replaced.json')], cacheMB: 0, raster: { remoteParts: true } })
   const entry = app.catalog.get('replaced')
   assert.equal((await app.inject(`/replaced/${over(12, 1, 0).join('/')}.png?pixel_selection=mean`)).statusCode, 200)
   const url = `/replaced/${over(12, 2, 2).join('/')}.png?pixel_selection=mean`
@@ -512,6 +516,14 @@ test('bad pixel_selection and assets are a 400 with a message', async (t) => {
   const b = await app.inject(`/opts/${z}/${x}/${y}.png?assets=b1&assets=b2&bidx=2`)
   assert.equal(a.statusCode, 200)
   assert.equal(a.headers.etag, b.headers.etag)
+  // Past raster.mosaicMaxParts in one tile, combining is refused (first, which keeps nothing, still draws).
+  writeFileSync(join(DATA, 'capped.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)))))
+  const capped = await makeApp(t, { paths: [join(DATA, 'capped.json')], cacheMB: 0, raster: { mosaicMaxParts: 2 } })
+  const three = `/capped/${over(12, 1, 1).join('/')}.png` // three parts there
+  const refused = await capped.inject(`${three}?pixel_selection=mean`)
+  assert.equal(refused.statusCode, 400)
+  assert.match(refused.json().message, /pixel_selection=mean would combine 3 parts in this tile; at most 2/)
+  assert.equal((await capped.inject(three)).statusCode, 200)
 })
 
 test('discovery: mosaic .json files in a folder are sets, other .json is not; parts outside the data folders or missing are left out', async (t) => {

@@ -20,7 +20,7 @@
 // Bands are b1…bN (B1 too), numbered from 1 as `bidx` numbers them. Nothing in the text is ever evaluated as code:
 // names are looked up in a fixed table of bands and functions.
 
-/** The longest expression text taken (its canonical form is no longer). */
+/** The longest expression text taken, as given and as written out canonically. */
 export const MAX_EXPRESSION_LENGTH = 1000
 /** The most distinct bands one expression may read: each is read and resampled for every tile. */
 export const MAX_EXPRESSION_BANDS = 16
@@ -72,8 +72,20 @@ export function parseExpression (source) {
   if (references.size === 0) throw new ExpressionError('reads no band (name one as b1, b2, …)')
   if (references.size > MAX_EXPRESSION_BANDS) throw new ExpressionError(`reads more than ${MAX_EXPRESSION_BANDS} bands`)
   if (Math.max(...folded.map(need)) > MAX_REGISTERS) throw new ExpressionError('too complex (split it, or nest less)')
+  const text = folded.map((node) => print(node)).join(';')
+  // The workers compile the canonical text, not the one given: it must pass the same limits (folding constants can
+  // lengthen it, and a printed `(-2)` nests one level more than `(0-2)`), or a request accepted here would fail there.
+  if (text !== source) {
+    if (text.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError(`longer than ${MAX_EXPRESSION_LENGTH} characters once written out`)
+    try {
+      new Parser(text).program()
+    } catch (err) {
+      if (err instanceof ExpressionError) throw new ExpressionError('too complex once written out (nest less)')
+      throw err
+    }
+  }
   return {
-    text: folded.map((node) => print(node)).join(';'),
+    text,
     outputs: folded.length,
     bands: [...references.keys()].sort((a, b) => a - b),
     references: [...references.values()],

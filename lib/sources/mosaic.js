@@ -31,6 +31,7 @@ const SNIFF_BYTES = 2 ** 20 // a larger .json is told by its head
 const DESCRIBE_TRIES = 8 // parts tried in turn for the description of a MosaicJSON's data
 const MAX_ASSETS = 16 // assets stacked at once (as many bands as band math reads)
 const LOGGED_PARTS = 10 // left-out parts logged one by one; past that, a count
+const DEFAULT_MAX_PARTS = 32 // parts one tile combines, but for `first` (raster.mosaicMaxParts)
 const NO_PARTS = []
 
 const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
@@ -222,11 +223,18 @@ async function documentMosaic (spec, context, workers, log, overzoom) {
   return read(doc, spec, { workers, log, roots, base, overzoom })
 }
 
-/** The real paths of the folders local parts may be in: the served ones, or the document's own. */
+/**
+ * Where a document's parts may be: `folders`, the real paths of the served folders (or the document's own), and
+ * `remote(url)`, whether a URL part may be read: only when raster.remoteParts allows it (true, or URL prefixes). A
+ * document dropped into a data folder must not make the server fetch whatever it names (internal addresses, buckets
+ * its credentials reach).
+ */
 async function dataRoots (spec, context) {
   const folders = context.dataFolders?.() ?? [dirname(spec.path)]
   const real = await Promise.all(folders.map((f) => realpath(f).catch(() => null)))
-  return real.filter((f) => f !== null)
+  const allowed = context.raster?.remoteParts ?? false
+  const remote = (url) => allowed === true || (Array.isArray(allowed) && allowed.some((prefix) => url.startsWith(prefix)))
+  return { folders: real.filter((f) => f !== null), remote }
 }
 
 /**
@@ -235,7 +243,7 @@ async function dataRoots (spec, context) {
  */
 async function locatePart (ref, base, roots) {
   if (typeof ref !== 'string' || ref === '') return { reason: 'not a path or URL' }
-  if (isRemote(ref)) return { url: ref }
+  if (isRemote(ref)) return roots.remote(ref) ? { url: ref } : { reason: 'a remote part, and raster.remoteParts does not allow it' }
   let path
   if (/^file:\/\//i.test(ref)) {
     try { path = fileURLToPath(ref) } catch { return { reason: 'not a usable file:// URL' } }
@@ -251,7 +259,7 @@ async function locatePart (ref, base, roots) {
     return { reason: 'file not found' }
   }
   // The real path, so a link cannot lead out of the data folders.
-  if (!roots.some((root) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep))) return { reason: 'outside the served data folders' }
+  if (!roots.folders.some((root) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep))) return { reason: 'outside the served data folders' }
   return { path: real }
 }
 
@@ -515,6 +523,7 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
   const stac = built.type === 'STAC' ? built : null
   const oneStack = { bands: [colourBands(meta)], meta }
   const stackFor = (assets) => (stac === null ? oneStack : stac.stackOf(assets))
+  const maxParts = context.raster?.mosaicMaxParts ?? DEFAULT_MAX_PARTS
 
   /** titiler's options of a COG, and `pixel_selection` (and for STAC `assets`), validated: the tile's cache key. */
   function parseQuery (query, rendering) {
@@ -602,6 +611,11 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
       if (closed) throw new Unavailable('tileset closed')
       // Only the parts that touch the tile go to a worker; none: nothing is read.
       const parts = built.partsFor(z, x, y, options.assets)
+      // Every part is read (and for median, kept) before anything is combined: bounded, or one low-zoom request
+      // could hold a worker for seconds and a gigabyte. `first` stops once the tile is covered and keeps none.
+      if (options.pixelSelection !== 'first' && parts.length > maxParts) {
+        throw new OptionError(`pixel_selection=${options.pixelSelection} would combine ${parts.length} parts in this tile; at most ${maxParts} are (raster.mosaicMaxParts): zoom in, or use first`)
+      }
       let bytes = null
       if (parts.length > 0) {
         bytes = await workers.run({ op: 'mosaic', parts, stack: stackFor(options.assets).bands, z, x, y, scale, format, options })
