@@ -4,7 +4,7 @@
 // baseline in the same run so results read as ratios on a noisy machine, with each server's CPU per request (the figure
 // a saturated client cannot blur); --client wrk drives the load from a separate process pinned to its own core, so
 // req/s are server-bound too. See bench/README.md.
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -21,7 +21,8 @@ const USAGE = `Usage: node bench/run.js [options]
 
   --data PATH          start tile-cannon on this file, folder or URL (repeatable); no --data and no --server: the demo
   --server NAME=URL    another server to compare, URL with {z}/{x}/{y} (repeatable)
-  --pid NAME=PID       the process of a --server you started: its CPU (threads and children) is measured too
+  --pid NAME=PID       the process of a --server you started, or titiler=PID for --titiler's (uvicorn's parent): its
+                       CPU (threads and child processes) is measured too
   --db-pid PID         a database's process (the postmaster): its CPU per request is reported beside each server's
   --set ID             which tile-cannon set(s) to bench (repeatable; default: all, filtered by --format)
   --format KIND        mbtiles|pmtiles|postgres|cog|demo: only sets of this kind
@@ -43,7 +44,10 @@ const USAGE = `Usage: node bench/run.js [options]
   --header "K: V"      request header (repeatable; default "Accept-Encoding: gzip, br")
   --baseline           add a bare node:http server answering the same tiles from memory
   --nginx              add the same tiles exploded to files under nginx (one worker), where nginx is installed
-  --titiler URL        for COG sets: add a running titiler (its base URL), asked for the same files and rendering
+  --titiler URL        add a running titiler (its base URL), asked for the same files and rendering: COG sets
+                       (/cog), MosaicJSON and STAC item sets (<set>.json among --data: /mosaicjson, /stac)
+  --query Q            tile options for tile-cannon and titiler, written as in a URL (a + is a plus), e.g.
+                       "expression=(b4-b3)/(b4+b3)&rescale=-1,1"; titiler gets them in its own spelling
   --pg-ceiling         for PostGIS sets: the same tile queries run directly with pg in a tight loop, no HTTP
                        (the database-bound ceiling; its row comes first), and a bare node:http server running
                        the same query per request (the HTTP + database floor)
@@ -52,9 +56,24 @@ const USAGE = `Usage: node bench/run.js [options]
   --chart FILE         write an SVG chart of req/s per zoom and server
   -h, --help`
 
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
-function parse (argv) {
+/** Tile options as written in a URL (`a=1&b=2`), a + kept as a plus (an expression's): [[name, value]]. */
+export function parseQuery (text) {
+  return text.replace(/^\?/, '').split('&').filter(Boolean).map((pair) => {
+    const i = pair.indexOf('=')
+    if (i < 1) throw new UsageError(`--query wants name=value pairs joined by &, got "${pair}"`)
+    try {
+      return [decodeURIComponent(pair.slice(0, i)), decodeURIComponent(pair.slice(i + 1))]
+    } catch {
+      throw new UsageError(`--query: a bad %-escape in "${pair}"`)
+    }
+  })
+}
+
+const queryString = (entries) => entries.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&')
+
+export function parse (argv) {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -81,6 +100,7 @@ function parse (argv) {
       nginx: { type: 'boolean', default: false },
       'pg-ceiling': { type: 'boolean', default: false },
       titiler: { type: 'string' },
+      query: { type: 'string' },
       markdown: { type: 'boolean', default: false },
       json: { type: 'string' },
       chart: { type: 'string' },
@@ -109,10 +129,16 @@ function parse (argv) {
     if (!/^https?:\/\//.test(template)) throw new UsageError(`--server ${s.slice(0, i)}: the URL must start with http:// or https://`)
     return { name: s.slice(0, i), template }
   })
+  let titilerPid = null
   for (const p of values.pid) {
     const [name, pid] = p.split('=')
     const server = servers.find((s) => s.name === name)
-    if (server === undefined || !/^\d+$/.test(pid ?? '')) throw new UsageError(`--pid wants NAME=PID of a --server, got "${p}"`)
+    const isPid = /^\d+$/.test(pid ?? '')
+    if (server === undefined && name === 'titiler' && values.titiler !== undefined && isPid) {
+      titilerPid = Number(pid)
+      continue
+    }
+    if (server === undefined || !isPid) throw new UsageError(`--pid wants NAME=PID of a --server (or titiler=PID with --titiler), got "${p}"`)
     server.pid = Number(pid)
   }
   if (values['db-pid'] !== undefined && !/^\d+$/.test(values['db-pid'])) throw new UsageError('--db-pid wants a process id')
@@ -126,6 +152,9 @@ function parse (argv) {
     headers[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim()
   }
   if (values.titiler !== undefined && !/^https?:\/\/[^/]+/.test(values.titiler)) throw new UsageError('--titiler wants the base URL of a running titiler, like http://127.0.0.1:8000')
+  const query = values.query === undefined ? [] : parseQuery(values.query)
+  // The baselines mirror answers by path (nginx serves files): an option in the query would be lost on them.
+  if (query.length && (values.baseline || values.nginx)) throw new UsageError('--query does not apply to --baseline and --nginx: they answer by path')
   if (!['autocannon', 'wrk'].includes(values.client)) throw new UsageError(`--client takes autocannon or wrk, got "${values.client}"`)
   const isWrk = values.client === 'wrk'
   values.connections ??= isWrk ? '50' : '100'
@@ -157,6 +186,8 @@ function parse (argv) {
     zooms,
     servers,
     dbPid,
+    titilerPid,
+    query,
     cacheModes,
     headers,
     duration,
@@ -210,19 +241,76 @@ async function measure (origin, paths, opts, duration, scriptFile) {
 }
 
 /**
- * titiler's URL for the same file and the same rendering: its /cog/tiles endpoint with `url=` the file's path and
- * the options tile-cannon applies by default (bands, rescale), so both servers do the same work.
+ * tile-cannon's tile options as titiler spells them: a terrain encoding is one of its `algorithm`s, `resampling` sets
+ * both its kernels (reading from an overview and warping), lists (bidx, assets) are repeated keys; the other names
+ * (expression, rescale, colormap_name, pixel_selection, nodata) are the same. Expressions need no translation: titiler
+ * names a COG's bands b1, b2, … and a STAC item's stacked assets b1, b2, … in the order of `assets`, as tile-cannon does.
  */
-async function titilerTemplate (base, set, data, ours) {
-  if (set.kind !== 'cog') throw new UsageError(`--titiler compares COG sets; ${set.id} is ${set.kind}`)
-  const file = data.map((d) => resolve(d)).flatMap((d) => (statSync(d).isDirectory() ? ['.tif', '.tiff'].map((e) => join(d, set.id + e)) : [d]))
-    .find((f) => existsSync(f) && basename(f).replace(/\.tiff?$/i, '') === set.id)
-  if (!file) throw new UsageError(`--titiler: cannot find the file of ${set.id} among --data`)
-  const { defaults } = await getJson(`${ours}/${encodeURIComponent(set.id)}/meta`)
-  const query = new URLSearchParams({ url: file })
-  for (const b of defaults.bidx) query.append('bidx', String(b)) // /meta numbers bands from 1, as bidx does
-  if (defaults.rescale) for (const [min, max] of defaults.rescale) query.append('rescale', `${min},${max}`)
-  return `${base.replace(/\/$/, '')}/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?${query}`
+export function titilerQuery (entries) {
+  const out = new URLSearchParams()
+  for (const [name, value] of entries) {
+    if (name === 'encoding') out.append('algorithm', value === 'mapbox' ? 'terrainrgb' : value)
+    else if (name === 'resampling') {
+      out.append('resampling', value)
+      out.append('reproject', value)
+    } else if (name === 'bidx' || name === 'assets') {
+      for (const v of value.split(',')) out.append(name, v)
+    } else out.append(name, value)
+  }
+  return out
+}
+
+/** titiler's endpoint for a file: /cog for a GeoTIFF, /mosaicjson for a MosaicJSON, /stac for a STAC item. */
+function titilerEndpoint (file) {
+  if (!/\.json$/i.test(file)) return 'cog'
+  let doc
+  try {
+    doc = JSON.parse(readFileSync(file, 'utf8'))
+  } catch (err) {
+    throw new UsageError(`--titiler: ${file}: ${err.message}`)
+  }
+  if (doc?.mosaicjson) return 'mosaicjson'
+  if (doc?.type === 'Feature' && doc.stac_version) return 'stac'
+  throw new UsageError(`--titiler: ${file} is neither a MosaicJSON nor a STAC item`)
+}
+
+/**
+ * titiler's URLs for a local file and tile-cannon's options (`entries`, as parseQuery gives them): the tile template
+ * (256 px PNG in WebMercatorQuad, as tile-cannon's default tile) and its TileJSON (where to find tiles without
+ * tile-cannon).
+ */
+export function titilerUrls (base, file, entries = []) {
+  const endpoint = titilerEndpoint(file)
+  const query = String(titilerQuery([['url', file], ...entries]))
+  const root = base.replace(/\/$/, '')
+  return { tiles: `${root}/${endpoint}/tiles/WebMercatorQuad/{z}/{x}/{y}.png?${query}`, tilejson: `${root}/${endpoint}/WebMercatorQuad/tilejson.json?${query}` }
+}
+
+/** The file a set was opened from, among --data (a file, or one named after the set in a folder). */
+function fileOfSet (id, data) {
+  return data.filter((d) => existsSync(d)).map((d) => resolve(d))
+    .flatMap((d) => (statSync(d).isDirectory() ? ['.tif', '.tiff', '.json'].map((e) => join(d, id + e)) : [d]))
+    .find((f) => existsSync(f) && basename(f).replace(/\.(tiff?|json)$/i, '') === id)
+}
+
+/**
+ * titiler's URL for the same file and the same rendering: `url=` the file's path, the options of --query, and where
+ * they leave the rendering to the server, the bands and rescale tile-cannon applies by default (titiler's defaults
+ * differ), so both servers do the same work.
+ */
+async function titilerTemplate (base, set, data, ours, query) {
+  const file = fileOfSet(set.id, data)
+  if (!file) throw new UsageError(`--titiler: cannot find the file of ${set.id} among --data (a COG, a MosaicJSON or a STAC item)`)
+  const metaUrl = `${ours}/${encodeURIComponent(set.id)}/meta`
+  // A COG set has /meta; a mosaic or STAC set may not (then titiler's defaults stand).
+  const meta = set.kind === 'cog' ? await getJson(metaUrl) : await fetch(metaUrl).then((res) => (res.ok ? res.json() : null), () => null)
+  const defaults = meta?.defaults
+  const has = (...names) => query.some(([name]) => names.includes(name))
+  const entries = [...query]
+  // /meta numbers bands from 1, as bidx does; a terrain encoding is of the raw values, never rescaled.
+  if (defaults?.bidx && !has('bidx', 'expression', 'assets')) entries.push(['bidx', defaults.bidx.join(',')])
+  if (defaults?.rescale && !has('rescale', 'expression', 'encoding')) for (const [min, max] of defaults.rescale) entries.push(['rescale', `${min},${max}`])
+  return titilerUrls(base, file, entries).tiles
 }
 
 /** The useful part of a fetch failure: ECONNREFUSED, bad port, … */
@@ -312,9 +400,11 @@ export async function run (opts) {
       sets = [{ id: null, name: opts.servers[0].name, tilejsonData }]
     }
 
+    // tile-cannon's tile URLs: with --query's options, if any.
+    const ourTemplate = (base, set) => `${base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}${opts.query.length ? `?${queryString(opts.query)}` : ''}`
     // Tiles per set and zoom, found on the first server; every server gets the same list.
     for (const set of sets) {
-      const probeTemplate = instances.length ? `${instances[0].base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` : opts.servers[0].template
+      const probeTemplate = instances.length ? ourTemplate(instances[0].base, set) : opts.servers[0].template
       set.tiles = {}
       set.zooms = opts.zooms ?? defaultZooms(set.tilejsonData)
       for (const z of set.zooms) {
@@ -332,13 +422,13 @@ export async function run (opts) {
 
     // Every server as { name, template(set) }.
     const servers = [
-      ...instances.map((i) => ({ name: i.name, template: (set) => `${i.base}/${encodeURIComponent(set.id)}/{z}/{x}/{y}` })),
+      ...instances.map((i) => ({ name: i.name, template: (set) => ourTemplate(i.base, set) })),
       ...opts.servers.map((s) => ({ name: s.name, template: () => s.template, pid: s.pid })),
     ]
     if (opts.titiler) {
       if (!instances.length) throw new UsageError('--titiler compares with tile-cannon on the same files: give them with --data')
-      for (const set of sets) set.titiler = await titilerTemplate(opts.titiler, set, data, instances[0].base)
-      servers.push({ name: 'titiler', template: (set) => set.titiler })
+      for (const set of sets) set.titiler = await titilerTemplate(opts.titiler, set, data, instances[0].base, opts.query)
+      servers.push({ name: 'titiler', template: (set) => set.titiler, pid: opts.titilerPid })
     }
     // Baselines answer the first server's paths with its very answers, so the same path list works for them.
     const reference = servers[0]
@@ -434,7 +524,7 @@ export async function run (opts) {
     const report = {
       date: new Date().toISOString(),
       machine: { ...machine, loadAfter: os.loadavg() },
-      options: { zooms: opts.zooms ?? 'per set: 10-14 within its range', duration: opts.duration, connections: opts.connections, warmup: opts.warmup, rounds: opts.rounds, cache: opts.cacheModes, headers: opts.headers, tilesPerZoom: opts.tiles, data: opts.data, client: opts.client, threads: opts.client === 'wrk' ? opts.threads : null, clientCpus: opts.clientCpus, serverCpus: opts.serverCpus },
+      options: { zooms: opts.zooms ?? 'per set: 10-14 within its range', duration: opts.duration, connections: opts.connections, warmup: opts.warmup, rounds: opts.rounds, cache: opts.cacheModes, headers: opts.headers, tilesPerZoom: opts.tiles, data: opts.data, query: opts.query.length ? queryString(opts.query) : null, client: opts.client, threads: opts.client === 'wrk' ? opts.threads : null, clientCpus: opts.clientCpus, serverCpus: opts.serverCpus },
       servers: servers.map((s) => s.name),
       sets: sets.map((set) => {
         const key = set.id ?? set.name
@@ -442,6 +532,7 @@ export async function run (opts) {
         return {
           id: set.id,
           location: `${key}${Array.isArray(c) ? ` (${c[0].toFixed(2)}, ${c[1].toFixed(2)})` : ''}`,
+          ...(set.titiler ? { titiler: set.titiler } : {}), // the URL titiler was asked, options and defaults included
           rows: set.zooms.map((z) => ({
             zoom: z,
             tiles: set.tiles[z].length,

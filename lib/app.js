@@ -46,6 +46,9 @@ export async function buildApp (config, { loggerInstance } = {}) {
     trustProxy: trustFunction(config.trustProxy) ?? false,
     return503OnClosing: false, // requests already on a connection are served while closing: a pm2 reload drops none
     forceCloseConnections: 'idle',
+    // Starting plugins that wait for child processes (the renderer's engine loads MapLibre Native) can take longer
+    // than Fastify's default 10 s on a busy machine; a plugin timed out would leave its children running unowned.
+    pluginTimeout: 120_000,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
     // A malformed URL (bad percent-encoding) gets our JSON shape too.
     frameworkErrors: (err, request, reply) => {

@@ -2,7 +2,7 @@
 // No test asserts a speed: only that the figures are there and agree with what the servers answer.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { FIXTURES, HAVE_FIXTURES, ROOT, needs } from './helpers/app.js'
@@ -234,4 +234,57 @@ test('bench --client wrk: pinned away from the servers, req/s and bytes agree wi
     assert.ok(Math.abs(perRequest - meanSize) / meanSize < 0.03, `${server}: ${perRequest.toFixed(1)} bytes per request, answers average ${meanSize.toFixed(1)}`)
     assert.ok(r.cpuPerRequest > 0 && r.cores > 0, `${server}: ${r.cpuPerRequest} µs of CPU per request`)
   }
+})
+
+test('bench --query and --titiler: the same options reach both, in titiler\'s spelling, for COGs, mosaics and STAC items', async (t) => {
+  const { parseQuery, titilerQuery, titilerUrls } = await import('../bench/run.js')
+  // As written in a URL, a + stays a plus (an expression's), not a space.
+  assert.deepEqual(parseQuery('expression=(b4-b3)/(b4+b3)&rescale=-1,1'), [['expression', '(b4-b3)/(b4+b3)'], ['rescale', '-1,1']])
+  assert.deepEqual([...titilerQuery(parseQuery('resampling=bilinear&encoding=terrarium&assets=red,nir&bidx=1,2&pixel_selection=mean'))], [
+    ['resampling', 'bilinear'], ['reproject', 'bilinear'], ['algorithm', 'terrarium'], ['assets', 'red'], ['assets', 'nir'], ['bidx', '1'], ['bidx', '2'], ['pixel_selection', 'mean'],
+  ])
+  assert.equal(titilerQuery([['encoding', 'mapbox']]).get('algorithm'), 'terrainrgb')
+  const dir = tempDir(t)
+  const { writeFileSync } = await import('node:fs')
+  writeFileSync(join(dir, 'm.json'), JSON.stringify({ mosaicjson: '0.0.3', minzoom: 0, maxzoom: 1, bounds: [-1, -1, 1, 1], tiles: {} }))
+  writeFileSync(join(dir, 's.json'), JSON.stringify({ type: 'Feature', stac_version: '1.0.0', assets: {} }))
+  const q = parseQuery('expression=(b2-b1)/(b2+b1)')
+  assert.equal(titilerUrls('http://t:1/', '/d/a.tif', q).tiles, 'http://t:1/cog/tiles/WebMercatorQuad/{z}/{x}/{y}.png?url=%2Fd%2Fa.tif&expression=%28b2-b1%29%2F%28b2%2Bb1%29')
+  assert.match(titilerUrls('http://t:1', join(dir, 'm.json')).tiles, /^http:\/\/t:1\/mosaicjson\/tiles\/WebMercatorQuad\/\{z\}\/\{x\}\/\{y\}\.png\?url=/)
+  assert.match(titilerUrls('http://t:1', join(dir, 's.json'), q).tilejson, /^http:\/\/t:1\/stac\/WebMercatorQuad\/tilejson\.json\?url=.*&expression=/)
+
+  const withBaseline = bench(['--data', dir, '--query', 'resampling=bilinear', '--baseline'])
+  assert.equal(withBaseline.status, 2)
+  assert.match(withBaseline.stderr, /--query does not apply to --baseline/)
+
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures (../shared/fixtures) hold the COG this part reads')) return
+  // A stand-in for titiler that records what it is asked (the bench only reads statuses and sizes).
+  const { createServer } = await import('node:http')
+  const asked = []
+  const fake = createServer((req, res) => { asked.push(req.url); res.writeHead(200, { 'content-type': 'image/png' }).end(Buffer.alloc(100)) })
+  await new Promise((resolve) => fake.listen(0, '127.0.0.1', resolve))
+  t.after(() => fake.close())
+  const cog = join(FIXTURES, 'cog', 'image_web_z5_z11.tif')
+  const json = join(dir, 'q.json')
+  const res = await new Promise((resolve) => {
+    const child = spawn(process.execPath, [RUN, '--data', cog, '--titiler', `http://127.0.0.1:${fake.address().port}`, '--pid', `titiler=${process.pid}`,
+      '--query', 'resampling=bilinear', '--cache', 'off', '--zooms', '9', '--duration', '1', '--warmup', '0', '--connections', '2', '--json', json], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (d) => { stderr += d })
+    child.on('exit', (status) => resolve({ status, stderr }))
+  })
+  assert.equal(res.status, 0, res.stderr)
+  const report = JSON.parse(readFileSync(json, 'utf8'))
+  assert.equal(report.options.query, 'resampling=bilinear')
+  assert.deepEqual(report.servers, ['tile-cannon', 'titiler'])
+  const titiler = report.sets[0].rows[0].results.titiler
+  assert.ok(titiler.requests > 0 && titiler.non2xx === 0)
+  assert.ok(Number.isFinite(titiler.cores), '--pid titiler=PID: its CPU is measured')
+  // The query's options in titiler's spelling, and tile-cannon's default bands where the query leaves them open.
+  const url = new URL(asked.at(-1), 'http://x')
+  assert.match(url.pathname, /^\/cog\/tiles\/WebMercatorQuad\/9\/\d+\/\d+\.png$/)
+  assert.equal(url.searchParams.get('url'), cog)
+  assert.equal(url.searchParams.get('resampling'), 'bilinear')
+  assert.equal(url.searchParams.get('reproject'), 'bilinear')
+  assert.deepEqual(url.searchParams.getAll('bidx'), ['1', '2', '3'])
 })

@@ -451,6 +451,31 @@ test('a remote part replaced at its URL re-opens the mosaic set (a local documen
   assert.equal(after.statusCode, 200, after.body)
 })
 
+test('a local part replaced in place under a document is noticed on use: the set re-opens and draws the new file', async (t) => {
+  if (missing(t)) return
+  // The document's parts are copies in a folder of their own (not watched: the watcher sees the served folders).
+  const dir = join(DATA, 'swapped')
+  mkdirSync(dir, { recursive: true })
+  const parts = rgbParts(DATA)
+  parts.forEach((p, i) => cpSync(p, join(dir, `part${i + 1}.tif`)))
+  writeFileSync(join(DATA, 'swapped.json'), JSON.stringify(mosaicJson(parts.map((_, i) => `swapped/part${i + 1}.tif`))))
+  const app = await makeApp(t, { paths: [join(DATA, 'swapped.json')], cacheMB: 0 })
+  const entry = app.catalog.get('swapped')
+  const url = `/swapped/${over(12, 2, 2).join('/')}.png?pixel_selection=mean`
+  const before = await app.inject(url)
+  assert.equal(before.statusCode, 200, before.body)
+  // A deploy renames a new file over part 2 (here: part 3's data).
+  cpSync(parts[2], join(dir, 'new.tif'))
+  renameSync(join(dir, 'new.tif'), join(dir, 'part2.tif'))
+  await eventually(async () => {
+    await app.inject(url) // a use checks the part (at most once a second)
+    return app.catalog.get('swapped') !== entry
+  }, 'the set re-opened')
+  const after = await app.inject(url)
+  assert.equal(after.statusCode, 200, after.body)
+  assert.notDeepEqual(after.rawPayload, before.rawPayload, 'the new part 2 is drawn')
+})
+
 test('TileJSON bounds and zooms come from the parts (MosaicJSON: its own fields); /meta tells the mosaic', async (t) => {
   if (missing(t)) return
   writeFileSync(join(DATA, 'named.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)), { minzoom: 9, maxzoom: 13, qz: 10, name: 'Vienna mosaic' })))

@@ -32,6 +32,7 @@ const DESCRIBE_TRIES = 8 // parts tried in turn for the description of a MosaicJ
 const MAX_ASSETS = 16 // assets stacked at once (as many bands as band math reads)
 const LOGGED_PARTS = 10 // left-out parts logged one by one; past that, a count
 const DEFAULT_MAX_PARTS = 32 // parts one tile combines, but for `first` (raster.mosaicMaxParts)
+const PART_RECHECK_MS = 1000 // a local part's file is checked for replacement at most this often
 const NO_PARTS = []
 
 const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
@@ -554,8 +555,31 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
     Math.min(maxzoom, Math.max(minzoom, Math.floor(Math.log2(360 / Math.max(east - west, 1e-9)))))]
 
   const changed = () => {
-    context.replaced?.(spec.id, set) // a remote part changed: the catalog re-opens the set
+    context.replaced?.(spec.id, set) // a part changed: the catalog re-opens the set (once however often told)
     return toldUnavailable(`tileset '${spec.id}' changed at its source and is being re-opened`, 1)
+  }
+  // A local part replaced in place (a new COG renamed over the old) under a document: the workers keep the old file
+  // open, and the watcher sees only the served folders. Noticed on use instead, as a remote part's ETag is: at most
+  // once a second per part (from its first use), a stat off the request's path; a changed or vanished file re-opens
+  // the set.
+  const marks = new Map() // part path → { at, id, pending }
+  function revalidate (parts) {
+    const now = Date.now()
+    for (const srcs of parts) {
+      for (const src of srcs) {
+        if (src.path === undefined) continue
+        let mark = marks.get(src.path)
+        if (mark === undefined) marks.set(src.path, (mark = { at: 0, id: null, pending: false }))
+        if (mark.pending || now - mark.at < PART_RECHECK_MS) continue
+        mark.at = now
+        mark.pending = true
+        stat(src.path).then((info) => `${info.mtimeMs}/${info.size}/${info.ino}`, () => 'gone').then((id) => {
+          mark.pending = false
+          if (mark.id === null) mark.id = id
+          else if (id !== mark.id && !closed) changed()
+        })
+      }
+    }
   }
   const empties = new Map() // transparent tiles, rendered once per scale and format (option emptyTiles)
   const emptyTile = (scale, format) => {
@@ -611,6 +635,7 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
       if (closed) throw new Unavailable('tileset closed')
       // Only the parts that touch the tile go to a worker; none: nothing is read.
       const parts = built.partsFor(z, x, y, options.assets)
+      revalidate(parts)
       // Every part is read (and for median, kept) before anything is combined: bounded, or one low-zoom request
       // could hold a worker for seconds and a gigabyte. `first` stops once the tile is covered and keeps none.
       if (options.pixelSelection !== 'first' && parts.length > maxParts) {
