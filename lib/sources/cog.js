@@ -5,6 +5,7 @@ import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../erro
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { RangeReader } from '../remote/reader.js'
 import { buildTileJson } from './tilejson.js'
+import { RENDERED_SET, asBuffer, emptyTiles } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -16,11 +17,8 @@ export const urlForm = 'https://…/x.tif or s3://bucket/x.tif'
 export const extensions = ['.tif', '.tiff']
 export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
 
-const FORMATS = ['png', 'webp', 'jpg']
-const FORMAT_ALIASES = { jpeg: 'jpg' }
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 
-const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
 /**
  * `context.rasterPool` is the app's raster worker pool (lib/raster/pool.js: app.rasterPool): every COG set of the app
@@ -73,27 +71,13 @@ export async function open (spec, context = {}) {
     return false
   }
 
-  const empties = new Map() // transparent tiles, rendered once per scale and format (option emptyTiles)
-  const emptyTile = (scale, format) => {
-    const key = scale + format
-    if (!empties.has(key)) {
-      const pending = workers.run({ op: 'empty', scale, format }).then(asBuffer)
-      pending.catch(() => empties.delete(key)) // a failure is not kept: the next request tries again
-      empties.set(key, pending)
-    }
-    return empties.get(key)
-  }
+  const emptyTile = emptyTiles(workers) // option emptyTiles
 
   let closed = false
   const set = {
     id: spec.id,
     kind,
-    format: 'png',
-    hints: { format: 'png' },
-    formats: FORMATS,
-    formatAliases: FORMAT_ALIASES,
-    scales: [1, 2],
-    takesQuery: true,
+    ...RENDERED_SET,
     // Bands numbered from 1 here as in `bidx` (the workers count from 0).
     metadata: { ...meta, bounds, minzoom, maxzoom, servedZooms: served, defaults: { ...defaults, bidx: defaults.bidx.map((b) => b + 1) } },
     tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, center, format: 'png' }),

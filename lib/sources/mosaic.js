@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { buildTileJson } from './tilejson.js'
+import { RENDERED_SET, asBuffer, emptyTiles } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { MAX_ZOOM, WORLD_BOUNDS, mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -22,8 +23,6 @@ export const opensFolders = true
 /** How a mosaic combines its parts per pixel, titiler's names; `first` (the default) stops once the tile is covered. */
 export const PIXEL_SELECTIONS = ['first', 'highest', 'lowest', 'mean', 'median', 'stdev', 'count']
 
-const FORMATS = ['png', 'webp', 'jpg']
-const FORMAT_ALIASES = { jpeg: 'jpg' }
 const COG_EXTENSIONS = ['.tif', '.tiff']
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 const MAX_DOCUMENT_BYTES = 256 * 2 ** 20 // a MosaicJSON of a continent is tens of MB
@@ -35,7 +34,6 @@ const DEFAULT_MAX_PARTS = 32 // parts one tile combines, but for `first` (raster
 const PART_RECHECK_MS = 1000 // a local part's file is checked for replacement at most this often
 const NO_PARTS = []
 
-const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 const text = (v) => (typeof v === 'string' ? v : undefined)
 const isRemote = (ref) => /^(https?|s3):\/\//i.test(ref)
@@ -581,27 +579,13 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
       }
     }
   }
-  const empties = new Map() // transparent tiles, rendered once per scale and format (option emptyTiles)
-  const emptyTile = (scale, format) => {
-    const key = scale + format
-    if (!empties.has(key)) {
-      const pending = workers.run({ op: 'empty', scale, format }).then(asBuffer)
-      pending.catch(() => empties.delete(key))
-      empties.set(key, pending)
-    }
-    return empties.get(key)
-  }
+  const emptyTile = emptyTiles(workers) // option emptyTiles
 
   let closed = false
   const set = {
     id: spec.id,
     kind,
-    format: 'png',
-    hints: { format: 'png' },
-    formats: FORMATS,
-    formatAliases: FORMAT_ALIASES,
-    scales: [1, 2],
-    takesQuery: true,
+    ...RENDERED_SET,
     metadata: {
       mosaic: {
         type: built.type,

@@ -1,0 +1,29 @@
+// What every set rendered by the raster workers (COGs, mosaics) shares on the main thread: its encodings and scales,
+// the workers' bytes as a Buffer, and the transparent tile answered where the raster has no data (option emptyTiles).
+
+/** The contract's fields of a rendered raster set (lib/sources/contract.js). */
+export const RENDERED_SET = Object.freeze({
+  format: 'png',
+  hints: Object.freeze({ format: 'png' }),
+  formats: Object.freeze(['png', 'webp', 'jpg']),
+  formatAliases: Object.freeze({ jpeg: 'jpg' }),
+  scales: Object.freeze([1, 2]),
+  takesQuery: true,
+})
+
+/** A worker's bytes (a Uint8Array, maybe moved) as a Buffer over the same memory. */
+export const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+/** `(scale, format) → Promise<Buffer>`: transparent tiles, rendered once per scale and format by `workers`. */
+export function emptyTiles (workers) {
+  const empties = new Map()
+  return (scale, format) => {
+    const key = scale + format
+    if (!empties.has(key)) {
+      const pending = workers.run({ op: 'empty', scale, format }).then(asBuffer)
+      pending.catch(() => empties.delete(key)) // a failure is not kept: the next request tries again
+      empties.set(key, pending)
+    }
+    return empties.get(key)
+  }
+}
