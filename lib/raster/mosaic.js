@@ -11,12 +11,10 @@ import { Unavailable } from '../errors.js'
 
 // Parts read at once: enough to overlap remote reads, few enough that a tile holds a bounded number of scratches.
 const BATCH = 4
-// Per-part scratches (the grid, values and pixels of one part's tile), kept per tile size for the next mosaic tile.
-const spareParts = new Map()
-const MAX_SPARE_PARTS = 2 * BATCH
 
 /**
- * What the worker lends a mosaic: `dataset(src)` (its open datasets), `scratchFor(n)` (per-tile arrays),
+ * What the worker lends a mosaic: `dataset(src)` (its open datasets), `takeScratch(n)` and `giveScratch(s)` (per-tile
+ * arrays, one per part read at once),
  * `pixelsAt(ds, at, options, scratch, colour, opacity)` (a located tile drawn as render() draws it) and
  * `drawValues(tile, n, options, palette, colour, opacity)` (values drawn as render() draws them); both return the
  * colour channels, or 0 when no pixel is visible.
@@ -43,7 +41,7 @@ async function first (task, n, out, engine) {
   // The first part alone (it often covers the whole tile), then a batch at a time.
   for (let start = 0, size = 1; start < parts.length && covered < count; start += size, size = BATCH) {
     const group = parts.slice(start, start + size)
-    const scratches = group.map(() => takeScratch(n, engine))
+    const scratches = group.map(() => engine.takeScratch(n))
     try {
       const drawn = await settled(group.map((srcs, i) => drawPart(task, srcs, n, scratches[i], engine)))
       for (let i = 0; i < group.length && covered < count; i++) {
@@ -61,7 +59,7 @@ async function first (task, n, out, engine) {
         }
       }
     } finally {
-      for (const s of scratches) giveScratch(s)
+      for (const s of scratches) engine.giveScratch(s)
     }
   }
   return channels
@@ -110,7 +108,7 @@ async function combined (task, n, out, engine) {
   let palette = null
   for (let start = 0; start < parts.length; start += BATCH) {
     const group = parts.slice(start, start + BATCH)
-    const scratches = group.map(() => takeScratch(n, engine))
+    const scratches = group.map(() => engine.takeScratch(n))
     try {
       const tiles = await settled(group.map((srcs, i) => partValues(task, srcs, n, scratches[i], engine)))
       for (const tile of tiles) {
@@ -120,7 +118,7 @@ async function combined (task, n, out, engine) {
         add(acc, tile, method, count)
       }
     } finally {
-      for (const s of scratches) giveScratch(s)
+      for (const s of scratches) engine.giveScratch(s)
     }
   }
   if (acc === null) return 0
@@ -340,12 +338,3 @@ async function settled (promises) {
   return results.map((r) => r.value)
 }
 
-function takeScratch (n, engine) {
-  return spareParts.get(n)?.pop() ?? engine.scratchFor(n)
-}
-
-function giveScratch (scratch) {
-  let list = spareParts.get(scratch.n)
-  if (list === undefined) spareParts.set(scratch.n, list = [])
-  if (list.length < MAX_SPARE_PARTS) list.push(scratch)
-}

@@ -83,11 +83,15 @@ function transferable (bytes) {
   return out.byteOffset === 0 && out.byteLength === out.buffer.byteLength ? move(out) : out
 }
 
-// Per-tile arrays (several MB at 512 px) are reused rather than left to the GC; two tiles may be in flight per worker.
-const spare = []
-const scratchFor = (n) => {
-  const s = spare.pop()
-  if (s !== undefined && s.n === n) return s
+// Per-tile arrays (several MB at 512 px) are reused rather than left to the GC, kept per tile size: two tiles may be
+// in flight per worker, and a mosaic's tile holds one per part it reads at once (mosaic.js).
+const spares = new Map() // n → scratches
+const MAX_SPARES = 8 // per size: a mosaic batch of 4 parts, its output, and a second tile in flight
+
+/** Per-tile arrays for an n × n tile, from the spares or new; give them back with giveScratch. */
+function takeScratch (n) {
+  const s = spares.get(n)?.pop()
+  if (s !== undefined) return s
   const count = n * n
   return {
     n,
@@ -102,14 +106,20 @@ const scratchFor = (n) => {
   }
 }
 
+function giveScratch (scratch) {
+  let list = spares.get(scratch.n)
+  if (list === undefined) spares.set(scratch.n, (list = []))
+  if (list.length < MAX_SPARES) list.push(scratch)
+}
+
 /** One tile: encoded bytes, or null where the raster has no valid pixel. */
 async function tile (task) {
   const n = 256 * task.scale
-  const scratch = scratchFor(n)
+  const scratch = takeScratch(n)
   try {
     return await render(task, n, scratch)
   } finally {
-    if (spare.length < 4) spare.push(scratch)
+    giveScratch(scratch)
   }
 }
 
@@ -148,17 +158,17 @@ function drawValues (tile, n, options, palette, colour, opacity) {
   return opacity.some((a) => a > 0) ? channels : 0
 }
 
-const MOSAIC_ENGINE = { dataset, scratchFor, pixelsAt, drawValues }
+const MOSAIC_ENGINE = { dataset, takeScratch, giveScratch, pixelsAt, drawValues }
 
 /** A mosaic's tile: its parts read and combined (mosaic.js), encoded as a COG's tile is; null where none has data. */
 async function mosaic (task) {
   const n = 256 * task.scale
-  const out = scratchFor(n)
+  const out = takeScratch(n)
   try {
     const channels = await mosaicPixels(task, n, out, MOSAIC_ENGINE)
     if (channels === 0) return null
     return transferable(await encode(out.colour, out.opacity, n, channels, task.format, task.options.encoding !== null))
   } finally {
-    if (spare.length < 4) spare.push(out)
+    giveScratch(out)
   }
 }
