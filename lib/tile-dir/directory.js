@@ -11,6 +11,7 @@
 // Writes are off the request's path: queued, a few at a time, each to a temporary name then renamed (nginx never sees
 // half a tile). The bytes on disk are bounded, oldest written removed first; tiles with a lifetime (PostGIS) are
 // removed when it ends. The index of what is on disk is this process's: rebuilt from the files at start.
+import { randomUUID } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs'
 import { mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -39,7 +40,6 @@ export class TileDirectory {
     this.writing = 0
     this.preparing = 0 // tiles being encoded for writing (see prepared)
     this.idleWaiters = []
-    this.trashed = 0
     this.temporaries = 0
     this.stats = { written: 0, dropped: 0, failed: 0, evicted: 0, expired: 0, purged: 0 }
     this.opened = false
@@ -150,7 +150,10 @@ export class TileDirectory {
       for (const file of known.files.values()) this.bytes -= file.size
       this.places.delete(name)
     }
-    const target = join(this.dir, TRASH, `${place.replaceAll('/', '_')}.${process.pid}.${++this.trashed}`)
+    // A name no earlier move can have taken: a folder left in the trash (an rm that failed while a write landed in
+    // it, a process killed mid-way; in a container the pid is the same at every start) makes the rename ENOTEMPTY,
+    // and nginx would go on serving the changed data's tiles.
+    const target = join(this.dir, TRASH, `${place.replaceAll('/', '_')}.${randomUUID()}`)
     try {
       renameSync(join(this.dir, place), target)
       this.stats.purged++
@@ -159,7 +162,7 @@ export class TileDirectory {
       if (err.code !== 'ENOENT') this.log.warn({ place, err: err.code ?? err.message }, 'tile directory: cannot move tiles aside')
       return
     }
-    rm(target, { recursive: true, force: true }).catch(() => {})
+    rm(target, { recursive: true, force: true, maxRetries: 3 }).catch(() => {}) // retried: a late write may land in it
   }
 
   emptyTrash () {
