@@ -172,10 +172,14 @@ export class TilePipeline {
   /**
    * The record encoded for a client whose Accept-Encoding gave `mask`: { body, head, notModified, etag } (a promise only
    * when it must be transcoded first). `entry`, the record's set, is named when its stored bytes cannot be decoded.
+   * `kept`: the answer will be sent again (from the tile cache, a tile directory, an export), so it is compressed
+   * well; otherwise fast (lib/encoding.js FAST). By default, whether the tile cache keeps the set's tiles.
    */
-  encoded (record, mask, entry) {
+  encoded (record, mask, entry, kept = this.cache.lru !== null && entry?.ttlMs !== 0) {
     const encoding = chooseEncoding(record.info.encoding, record.compressible, mask)
-    const known = record.encodings[encoding]
+    // Compressed fast, the bytes differ from those compressed well: an answer (and strong ETag) of its own.
+    const name = kept || encoding === 'identity' || encoding === record.info.encoding ? encoding : encoding + '.fast'
+    const known = record.encodings[name]
     if (known !== undefined) return known
     // Passing the stored bytes through needs no await: the common cold-path case stays synchronous.
     if (encoding === record.info.encoding) return this.addEncoding(record, encoding, record.stored)
@@ -183,30 +187,31 @@ export class TilePipeline {
     const failure = (err) => readFailure(entry, err instanceof UnsupportedEncodingError ? new Unavailable(err.message, { cause: err }) : err, this.log)
     let body
     try {
-      body = transcode(record.stored, record.info.encoding, encoding) // small tiles inline (lib/encoding.js)
+      body = transcode(record.stored, record.info.encoding, encoding, !kept) // small tiles inline (lib/encoding.js)
     } catch (err) {
       return Promise.reject(failure(err))
     }
-    if (body instanceof Promise) return body.then((bytes) => this.addTranscoded(record, encoding, bytes), (err) => { throw failure(err) })
-    return this.addTranscoded(record, encoding, body)
+    if (body instanceof Promise) return body.then((bytes) => this.addTranscoded(record, encoding, bytes, name), (err) => { throw failure(err) })
+    return this.addTranscoded(record, encoding, body, name)
   }
 
   /** Adds a transcoded body; compressing a tiny raw tile can make it larger (gzip's 18 bytes of framing): then the raw bytes are the answer. */
-  addTranscoded (record, encoding, body) {
+  addTranscoded (record, encoding, body, name) {
     if (record.info.encoding === 'identity' && body.length >= record.stored.length) {
       const raw = record.encodings.identity ?? this.addEncoding(record, 'identity', record.stored)
-      record.encodings[encoding] = raw
+      record.encodings[name] = raw
       return raw
     }
-    return this.addEncoding(record, encoding, body)
+    return this.addEncoding(record, encoding, body, name)
   }
 
   /**
    * An encoded answer: its body and its complete header blocks, made once and written as they are (routes/tile-answer.js):
-   * `head` for a 200, `notModified` for a 304 to a matching If-None-Match on `etag`.
+   * `head` for a 200, `notModified` for a 304 to a matching If-None-Match on `etag`. `name`: the coding, and how it
+   * was made (`br.fast`), which the ETag tells apart.
    */
-  addEncoding (record, encoding, body) {
-    const etag = `"${record.tag}-${encoding}"`
+  addEncoding (record, encoding, body, name = encoding) {
+    const etag = `"${record.tag}-${name}"`
     const head = { 'content-type': record.info.contentType, 'content-length': String(body.length), etag, 'cache-control': record.cacheControl }
     if (encoding !== 'identity') head['content-encoding'] = encoding
     Object.assign(head, this.cors.fixed)
@@ -216,7 +221,7 @@ export class TilePipeline {
     const notModified = { etag, 'cache-control': record.cacheControl, ...this.cors.fixed }
     if (vary !== '') notModified.vary = vary
     const encoded = { body, head, notModified, etag }
-    record.encodings[encoding] = encoded
+    record.encodings[name] = encoded
     if (body !== record.stored) {
       record.size += body.length
       if (this.cache.peek(record.key) === record) this.cache.set(record.key, record) // re-weigh: it grew

@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
+import { brotliCompressSync, brotliDecompressSync, deflateSync, gunzipSync, gzipSync } from 'node:zlib'
 import { describeTile } from '../lib/tiletype.js'
 import { BR, GZIP, acceptMask, chooseEncoding } from '../lib/encoding.js'
 import { TileCache } from '../lib/cache.js'
@@ -67,9 +67,36 @@ test('Accept-Encoding: q-values, wildcards and the choice of coding', () => {
   assert.equal(chooseEncoding('gzip', true, GZIP), 'gzip')
   assert.equal(chooseEncoding('gzip', true, 0), 'identity')
   assert.equal(chooseEncoding('gzip', true, BR), 'br', 'stored gzip, client takes only br')
-  assert.equal(chooseEncoding('identity', true, GZIP | BR), 'gzip')
+  assert.equal(chooseEncoding('identity', true, GZIP | BR), 'br', 'made compression: brotli when taken')
+  assert.equal(chooseEncoding('identity', true, GZIP), 'gzip')
   assert.equal(chooseEncoding('identity', false, GZIP | BR), 'identity', 'images are never compressed')
   assert.equal(chooseEncoding('br', false, GZIP), 'identity', 'a brotli-stored image is decoded for a gzip-only client')
+})
+
+test('a raw tile compressed for a client: brotli when taken, gzip else; smaller when the answer is kept, cheaper when it is made per request', async (t) => {
+  const dir = tempDir(t)
+  // A raw vector tile with many similar features, as PostGIS tiles are: compression settings show in its size.
+  const names = Array.from({ length: 300 }, (_, i) => `Bahnhofstrasse ${i % 97} Zürich ${i % 13}`)
+  const raw = makeMvt(0, 0, 0, { names: names.join(';') })
+  writeMbtiles(join(dir, 'raw.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: raw }], metadata: { format: 'pbf' } })
+  const kept = await makeApp(t, { paths: [dir] })
+  const made = await makeApp(t, { paths: [dir], cacheMB: 0 })
+  const sizes = {}
+  for (const [name, app] of [['kept', kept], ['made', made]]) {
+    const br = await app.inject({ url: '/raw/0/0/0', headers: { 'accept-encoding': 'gzip, deflate, br' } })
+    assert.equal(br.headers['content-encoding'], 'br', name)
+    assert.deepEqual(brotliDecompressSync(br.rawPayload), raw, name)
+    const gz = await app.inject({ url: '/raw/0/0/0', headers: { 'accept-encoding': 'gzip' } })
+    assert.equal(gz.headers['content-encoding'], 'gzip', name)
+    assert.deepEqual(gunzipSync(gz.rawPayload), raw, name)
+    sizes[name] = { br: br.rawPayload.length, gzip: gz.rawPayload.length, etag: br.headers.etag }
+    const again = await app.inject({ url: '/raw/0/0/0', headers: { 'accept-encoding': 'br', 'if-none-match': br.headers.etag } })
+    assert.equal(again.statusCode, 304, `${name}: revalidated`)
+  }
+  assert.notEqual(sizes.kept.etag, sizes.made.etag, 'other bytes, another strong ETag')
+  assert.ok(sizes.kept.br < sizes.kept.gzip, `kept: brotli smaller than gzip (${JSON.stringify(sizes)})`)
+  assert.ok(sizes.kept.br < sizes.made.br, `made per request: the fast setting, larger (${JSON.stringify(sizes)})`)
+  assert.ok(sizes.made.br < raw.length && sizes.made.gzip < raw.length, 'still compressed')
 })
 
 test('the cache is bounded in bytes and de-duplicates concurrent reads of one tile', async (t) => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
-import { gunzipSync, gzipSync } from 'node:zlib'
+import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib'
 import { VectorTile, classifyRings } from '@mapbox/vector-tile'
 import { PbfReader } from 'pbf'
 import vtpbf from 'vt-pbf'
@@ -169,7 +169,9 @@ test('.mlt of an MVT set: the MVT made into MLT, its own type, gzip or not, its 
   const { app } = await variantsApp(t)
   for (const set of ['rich', 'rich-pm', 'data/rich']) {
     const url = `/${set}/2/1/1.mlt`
-    const zipped = await app.inject({ url, headers: { 'accept-encoding': 'gzip, br' } })
+    const brotli = await app.inject({ url, headers: { 'accept-encoding': 'gzip, br' } })
+    assert.equal(brotli.headers['content-encoding'], 'br', 'brotli when taken')
+    const zipped = await app.inject({ url, headers: { 'accept-encoding': 'gzip' } })
     assert.equal(zipped.statusCode, 200, url)
     assert.equal(zipped.headers['content-type'], MLT_TYPE)
     assert.equal(zipped.headers['content-encoding'], 'gzip')
@@ -178,7 +180,8 @@ test('.mlt of an MVT set: the MVT made into MLT, its own type, gzip or not, its 
     assertMltMatches(gunzipSync(zipped.rawPayload), richMvt(2, 1, 1), url)
     const identity = await app.inject({ url })
     assert.equal(identity.headers['content-encoding'], undefined)
-    assert.deepEqual(identity.rawPayload, gunzipSync(zipped.rawPayload), 'one MLT, two codings')
+    assert.deepEqual(identity.rawPayload, gunzipSync(zipped.rawPayload), 'one MLT, three codings')
+    assert.deepEqual(identity.rawPayload, brotliDecompressSync(brotli.rawPayload), 'one MLT, three codings')
     assert.notEqual(identity.headers.etag, zipped.headers.etag, 'an ETag per coding')
     const pbf = await app.inject({ url: `/${set}/2/1/1.pbf`, headers: { 'accept-encoding': 'gzip' } })
     assert.equal(pbf.headers['content-type'], 'application/x-protobuf', 'the stored format is still served as it is')

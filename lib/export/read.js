@@ -19,7 +19,7 @@ export function tileReader (app, target, job) {
   const body = (answer) => answer.body
   const encode = (record, entry) => {
     if (record === ABSENT) return null
-    const answer = pipeline.encoded(record, mask, entry)
+    const answer = pipeline.encoded(record, mask, entry, true) // stored for good: compressed well
     return answer instanceof Promise ? answer.then(body) : answer.body
   }
   return function read (z, x, y) {

@@ -1,7 +1,7 @@
 // Which representation an answer takes: `f` when given (json, html; geojson for features), else the Accept header,
 // where HTML wins only when it is asked for explicitly above every JSON type (a browser); `*/*` gets JSON.
 import { BadRequest } from '../errors.js'
-import { acceptMask, chooseEncoding } from '../encoding.js'
+import { BR, GZIP, acceptMask } from '../encoding.js'
 
 const JSON_TYPES = new Set(['application/json', 'application/geo+json', 'application/schema+json', 'application/*'])
 
@@ -42,5 +42,8 @@ export function chooseFormat (request, allowed) {
   return allowed[0]
 }
 
-/** The content coding of a compressible answer: gzip when taken (cheapest), else brotli, else none. */
-export const chooseCoding = (request) => chooseEncoding('identity', true, acceptMask(request.headers['accept-encoding']))
+/** The content coding of a compressible answer: gzip when taken (at the levels of lib/features/items.js, cheaper on JSON), else brotli, else none. */
+export function chooseCoding (request) {
+  const mask = acceptMask(request.headers['accept-encoding'])
+  return mask & GZIP ? 'gzip' : mask & BR ? 'br' : 'identity'
+}

@@ -100,7 +100,7 @@ async function tileDirPlugin (app, config) {
       return
     }
     // As nginx sends it: vector tiles gzip-compressed (gzip_static; gunzip for clients without gzip), images as they are.
-    const answer = pipeline.encoded(record, record.compressible ? GZIP : IDENTITY, entry)
+    const answer = pipeline.encoded(record, record.compressible ? GZIP : IDENTITY, entry, true) // on disk: compressed well
     const put = (encoded) => {
       if (fresh(entry, place, key)) directory.write(place, revision, path, encoded.head['content-encoding'] === 'gzip' ? '.gz' : '', encoded.body)
     }
