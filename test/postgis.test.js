@@ -277,6 +277,8 @@ test('tiles at the world edges and projected CRSs get their features; odd column
     INSERT INTO edge_points VALUES (1, 'west', ST_SetSRID(ST_MakePoint(-179.5, 10), 4326)), (2, 'east', ST_SetSRID(ST_MakePoint(179.5, 10), 4326));
     CREATE TABLE swiss (id integer PRIMARY KEY, mvt_geom text, geom geometry(Point, 2056));
     INSERT INTO swiss VALUES (1, 'zurich', ST_Transform(ST_SetSRID(ST_MakePoint(8.54, 47.37), 4326), 2056));
+    CREATE TABLE bng (id integer PRIMARY KEY, name text, geom geometry(Point, 27700));
+    INSERT INTO bng VALUES (1, 'derby', ST_Transform(ST_SetSRID(ST_MakePoint(-1.47, 52.92), 4326), 27700));
     CREATE TABLE geog_points (id integer PRIMARY KEY, label text, geog geography(Point, 4326));
     INSERT INTO geog_points VALUES (1, 'zurich', 'SRID=4326;POINT(8.54 47.37)'), (2, 'sydney', 'SRID=4326;POINT(151.2 -33.87)');
     CREATE INDEX ON geog_points USING gist (geog);
@@ -284,7 +286,7 @@ test('tiles at the world edges and projected CRSs get their features; odd column
     INSERT INTO no_srid VALUES (1, ST_MakePoint(8.54, 47.37));
     CREATE FUNCTION ov(z integer, x integer, y integer) RETURNS bytea AS $$ SELECT ''::bytea $$ LANGUAGE sql;
     CREATE FUNCTION ov(z integer, x integer, y integer, query json) RETURNS bytea AS $$ SELECT ''::bytea $$ LANGUAGE sql;`)
-  t.after(() => runSql(db.url, 'DROP TABLE edge_points, swiss, no_srid, geog_points; DROP FUNCTION ov(integer, integer, integer); DROP FUNCTION ov(integer, integer, integer, json)'))
+  t.after(() => runSql(db.url, 'DROP TABLE edge_points, swiss, bng, no_srid, geog_points; DROP FUNCTION ov(integer, integer, integer); DROP FUNCTION ov(integer, integer, integer, json)'))
   const app = await makeApp(t, { paths: [db.url], postgres: { tables: { declared: { table: 'no_srid', srid: 4326 } } } })
   const names = (buf) => { const l = decode(buf).layers.edge_points; return Array.from({ length: l?.length ?? 0 }, (_, i) => l.feature(i).properties.t).sort() }
   assert.deepEqual(names((await app.inject({ url: '/edge_points/0/0/0' })).rawPayload), ['east', 'west'])
@@ -297,6 +299,15 @@ test('tiles at the world edges and projected CRSs get their features; odd column
     const swiss = decode((await app.inject({ url: `/swiss/${z}/${x}/${y}` })).rawPayload).layers.swiss
     assert.equal(swiss?.feature(0).properties.mvt_geom, 'zurich', `EPSG:2056 at z${z}, with a column named like the geometry alias`)
   }
+  // British National Grid: PROJ refuses the corners of low-zoom tiles far outside its domain; those tiles are made
+  // with their envelope clipped to the data, so they still show the feature, and tiles elsewhere are empty.
+  for (const z of [0, 1, 2, 3, 6, 12]) {
+    const [bx, by] = lonLatToTile(-1.47, 52.92, z)
+    const res = await app.inject({ url: `/bng/${z}/${bx}/${by}` })
+    assert.equal(res.statusCode, 200, `EPSG:27700 at z${z}: ${res.body}`)
+    assert.equal(decode(res.rawPayload).layers.bng?.feature(0).properties.name, 'derby', `EPSG:27700 at z${z}`)
+  }
+  for (const far of ['2/3/2', '1/1/1', '3/7/5']) assert.equal((await app.inject({ url: `/bng/${far}` })).statusCode, 204, far)
   const [x, y] = lonLatToTile(8.54, 47.37, 10)
   assert.equal((await app.inject({ url: `/declared/10/${x}/${y}` })).statusCode, 200, 'SRID-0 rows served in the configured SRID')
   const geog = decode((await app.inject({ url: `/geog_points/10/${x}/${y}` })).rawPayload).layers.geog_points

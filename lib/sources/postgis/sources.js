@@ -1,7 +1,7 @@
 // The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
 // run per request on the provider's pool as a named prepared statement.
 import { buildTileJson, describedBy } from '../tilejson.js'
-import { functionTileSql, layerFields, mayBeCurved, statementName, tableTileSql, takesQuery } from './sql.js'
+import { functionTileSql, layerFields, mayBeCurved, mercatorBox, statementName, tableTileSql, takesQuery } from './sql.js'
 
 export const kind = 'postgis'
 
@@ -22,6 +22,7 @@ export function tableSource (id, t, bounds, { pool, cacheTtlS }) {
   const name = statementName(sql)
   const tj = commentJson(t.comment)
   const fields = layerFields(t.columns, t.idColumn)
+  let clipped // the statement for tiles the table's CRS cannot take whole (see getTile), made when first needed
   return {
     id,
     kind,
@@ -44,11 +45,30 @@ export function tableSource (id, t, bounds, { pool, cacheTtlS }) {
     statement: name,
     features: featuresOf(t, pool),
     async getTile (z, x, y) {
-      const res = await pool.query({ name, text: sql, values: [z, x, y] })
+      let res
+      try {
+        res = await pool.query({ name, text: sql, values: [z, x, y] })
+      } catch (err) {
+        // A projected CRS with a limited domain (British National Grid, UTM, LAEA): PROJ refuses a low-zoom tile's
+        // corners far outside it. The tile is made again with its envelope clipped to the table's data bounds.
+        if (!outsideDomain(err) || (clipped ??= clippedStatement(t, bounds)) === null) throw err
+        res = await pool.query({ name: clipped.name, text: clipped.sql, values: [z, x, y] })
+      }
       return res.rows[0]?.st_asmvt ?? null
     },
     close () {},
   }
+}
+
+// PostGIS's error when PROJ cannot transform a point: "transform: Point outside of projection domain (2050)".
+const outsideDomain = (err) => err?.code === 'XX000' && /^transform: /.test(err.message ?? '')
+
+/** The tile statement of a table with its envelope clipped to the data's bounds, or null without bounds. */
+function clippedStatement (t, bounds) {
+  const clip = Array.isArray(bounds) ? mercatorBox(bounds) : null
+  if (clip === null) return null
+  const sql = tableTileSql(t, clip)
+  return { sql, name: statementName(sql) }
 }
 
 /**

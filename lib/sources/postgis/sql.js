@@ -45,7 +45,7 @@ export const layerFields = (columns, idColumn) =>
  * ±180° would wrap to the other side) and densified (a projected CRS bends the tile's edges).
  * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`.
  */
-export function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }) {
+export function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }, clip = WORLD_BOX) {
   const g = `g.${quoteIdent(geom)}`
   // A geography column is drawn as its geometry (lon/lat) and filtered by its own index with a geography envelope.
   const asGeometry = geography ? `${g}::geometry` : g
@@ -57,7 +57,7 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
   const area = `ST_TileEnvelope($1::integer, $2::integer, $3::integer, margin => ${margin})`
   let envelope = srid === 3857
     ? area
-    : `ST_Transform(ST_Segmentize(ST_ClipByBox2D(${area}, ${WORLD_BOX}), 2504688.542848655 / (1 << $1::integer)), ${srid})`
+    : `ST_Transform(ST_Segmentize(ST_ClipByBox2D(${area}, ${clip}), 2504688.542848655 / (1 << $1::integer)), ${srid})`
   if (storedSrid === 0) envelope = `ST_SetSRID(${envelope}, 0)`
   if (geography) envelope = `${envelope}::geography`
   const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::text AS ${quoteIdent(c.name)}`))
@@ -66,6 +66,27 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
   FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
   WHERE ${g} && ${envelope}${limit ? `\n  LIMIT ${limit}` : ''}
 ) AS t`
+}
+
+const MERCATOR_HALF = 20037508.342789244
+const MERCATOR_LAT = 85.0511287798066
+
+/**
+ * A lon/lat box as a literal box2d in EPSG:3857, widened by 1 % of its size on each side: what a table's tile envelope
+ * is clipped to when the world does not transform into the table's CRS (see sources.js getTile).
+ */
+export function mercatorBox ([west, south, east, north]) {
+  const x = (lon) => (Math.max(-180, Math.min(180, lon)) * MERCATOR_HALF) / 180
+  const y = (lat) => {
+    const clamped = Math.max(-MERCATOR_LAT, Math.min(MERCATOR_LAT, lat))
+    return (Math.log(Math.tan(Math.PI / 4 + (clamped * Math.PI) / 360)) * MERCATOR_HALF) / Math.PI
+  }
+  let [x1, y1, x2, y2] = [x(west), y(south), x(east), y(north)]
+  const dx = (x2 - x1) * 0.01 + 1
+  const dy = (y2 - y1) * 0.01 + 1
+  ;[x1, y1, x2, y2] = [Math.max(-MERCATOR_HALF, x1 - dx), Math.max(-MERCATOR_HALF, y1 - dy), Math.min(MERCATOR_HALF, x2 + dx), Math.min(MERCATOR_HALF, y2 + dy)]
+  if (![x1, y1, x2, y2].every(Number.isFinite)) return null
+  return `ST_MakeEnvelope(${x1}, ${y1}, ${x2}, ${y2}, 3857)::box2d`
 }
 
 /** Whether a tile function takes the request's query string: `fn(z, x, y, query json|jsonb)`. */
