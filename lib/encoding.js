@@ -54,21 +54,24 @@ const gunzip = promisify(zlib.gunzip)
 const inflate = promisify(zlib.inflate)
 const brotliDecompress = promisify(zlib.brotliDecompress)
 const zstdDecompress = zlib.zstdDecompress ? promisify(zlib.zstdDecompress) : null
-const gzip = promisify(zlib.gzip)
-const deflate = promisify(zlib.deflate)
-const brotliCompress = promisify(zlib.brotliCompress)
-// Quality 5 is close to gzip's speed with a smaller result; 11 (the default) is far too slow per tile.
-const BROTLI_OPTS = { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } }
-// For an answer made for one request only (no tile cache, or a set whose tiles are not kept), the compression is
-// paid on every request: the fastest settings. On 3.3 KB PostGIS MVT tiles (one core, zlib in Node 20): gzip level 6
-// 92 µs (55 % of the raw size), level 1 64 µs (56 %); brotli quality 5 127 µs (49 %), quality 1 34 µs (59 %).
-const FAST = {
-  gzip: (buf) => zlib.gzipSync(buf, { level: 1 }),
-  br: (buf) => zlib.brotliCompressSync(buf, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 1, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: buf.length } }),
-}
-const FAST_ASYNC = {
-  gzip: (buf) => gzip(buf, { level: 1 }),
-  br: (buf) => brotliCompress(buf, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 1, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: buf.length } }),
+const { BROTLI_PARAM_QUALITY: QUALITY, BROTLI_PARAM_SIZE_HINT: SIZE_HINT } = zlib.constants
+
+// Each coding's one-shot compression, and its options: for an answer that is kept (the tile cache, a tile directory,
+// an export) compressed well once; for one made for a single request (no cache, a set whose tiles are not kept),
+// whose compression every request pays, the fastest. Brotli 5 is close to gzip 6's speed with a smaller result (11,
+// its default, is far too slow per tile). On 3.3 KB PostGIS MVT tiles (one core, Node 20): gzip level 6 92 µs (55 %
+// of the raw size), level 1 64 µs (56 %); brotli quality 5 127 µs (49 %), quality 1 34 µs (59 %).
+const BROTLI_KEPT = { params: { [QUALITY]: 5 } }
+const ZLIB_FAST = { level: 1 }
+const zlibOptions = (buf, fast) => (fast ? ZLIB_FAST : undefined)
+const COMPRESSORS = {
+  gzip: { sync: zlib.gzipSync, async: promisify(zlib.gzip), options: zlibOptions },
+  deflate: { sync: zlib.deflateSync, async: promisify(zlib.deflate), options: zlibOptions },
+  br: {
+    sync: zlib.brotliCompressSync,
+    async: promisify(zlib.brotliCompress),
+    options: (buf, fast) => (fast ? { params: { [QUALITY]: 1, [SIZE_HINT]: buf.length } } : BROTLI_KEPT),
+  },
 }
 
 export class UnsupportedEncodingError extends Error {}
@@ -87,16 +90,12 @@ export function decode (buf, encoding) {
   }
 }
 
-/** Compresses raw bytes for a client (`fast`: for an answer not kept, see FAST). */
+/** Compresses raw bytes for a client (`fast`: for an answer not kept, see COMPRESSORS), on libuv's thread pool. */
 export function encode (buf, encoding, fast = false) {
-  if (fast && FAST_ASYNC[encoding] !== undefined) return FAST_ASYNC[encoding](buf)
-  switch (encoding) {
-    case 'identity': return Promise.resolve(buf)
-    case 'gzip': return gzip(buf)
-    case 'deflate': return deflate(buf)
-    case 'br': return brotliCompress(buf, BROTLI_OPTS)
-    default: return Promise.reject(new UnsupportedEncodingError(`cannot encode ${encoding}`))
-  }
+  if (encoding === 'identity') return Promise.resolve(buf)
+  const compressor = COMPRESSORS[encoding]
+  if (compressor === undefined) return Promise.reject(new UnsupportedEncodingError(`cannot encode ${encoding}`))
+  return compressor.async(buf, compressor.options(buf, fast))
 }
 
 // Tiles up to this size are transcoded inline, synchronously. Measured on 2 cores (Node 20, a 2 KB MVT tile): one-shot
@@ -104,20 +103,19 @@ export function encode (buf, encoding, fast = false) {
 // hand-offs), gzipSync 30-40 µs on the event loop. 8 KiB compresses in ~120 µs; bigger tiles go to the pool.
 export const INLINE_BYTES = 8192
 
-const SYNC = {
-  decode: { gzip: zlib.gunzipSync, deflate: zlib.inflateSync, br: zlib.brotliDecompressSync, zstd: zlib.zstdDecompressSync },
-  encode: { gzip: zlib.gzipSync, deflate: zlib.deflateSync, br: (buf) => zlib.brotliCompressSync(buf, BROTLI_OPTS) },
-}
+const SYNC_DECODE = { gzip: zlib.gunzipSync, deflate: zlib.inflateSync, br: zlib.brotliDecompressSync, zstd: zlib.zstdDecompressSync }
+const same = (buf) => buf
 
 /**
  * Bytes of a stored tile in the wanted coding: a Buffer when transcoded inline (small tiles; throws what decoding
- * throws), else a promise of one. `fast`: the answer is made for this request only (see FAST).
+ * throws), else a promise of one. `fast`: the answer is made for this request only (see COMPRESSORS).
  */
 export function transcode (stored, from, to, fast = false) {
   if (from === to) return stored
   if (stored.length <= INLINE_BYTES) {
-    const decoder = from === 'identity' ? (buf) => buf : SYNC.decode[from]
-    const encoder = to === 'identity' ? (buf) => buf : (fast && FAST[to]) || SYNC.encode[to]
+    const decoder = from === 'identity' ? same : SYNC_DECODE[from]
+    const compressor = COMPRESSORS[to]
+    const encoder = to === 'identity' ? same : compressor && ((buf) => compressor.sync(buf, compressor.options(buf, fast)))
     if (decoder !== undefined && encoder !== undefined) {
       const raw = decoder(stored)
       // A decoded tile may be far larger than its compressed form: past the limit, its encoding goes to the pool.

@@ -175,7 +175,7 @@ export class TilePipeline {
    * `kept`: the answer will be sent again (from the tile cache, a tile directory, an export), so it is compressed
    * well; otherwise fast (lib/encoding.js FAST). By default, whether the tile cache keeps the set's tiles.
    */
-  encoded (record, mask, entry, kept = this.cache.lru !== null && entry?.ttlMs !== 0) {
+  encoded (record, mask, entry, kept = this.cache.maxBytes > 0 && entry?.ttlMs !== 0) {
     const encoding = chooseEncoding(record.info.encoding, record.compressible, mask)
     // Compressed fast, the bytes differ from those compressed well: an answer (and strong ETag) of its own.
     const name = kept || encoding === 'identity' || encoding === record.info.encoding ? encoding : encoding + '.fast'

@@ -65,9 +65,8 @@ const outsideDomain = (err) => err?.code === 'XX000' && /^transform: /.test(err.
 
 /** The tile statement of a table with its envelope clipped to the data's bounds, or null without bounds. */
 function clippedStatement (t, bounds) {
-  const clip = Array.isArray(bounds) ? mercatorBox(bounds) : null
-  if (clip === null) return null
-  const sql = tableTileSql(t, clip)
+  if (!Array.isArray(bounds)) return null
+  const sql = tableTileSql(t, mercatorBox(bounds))
   return { sql, name: statementName(sql) }
 }
 

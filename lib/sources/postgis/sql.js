@@ -2,6 +2,7 @@
 // literals from the catalog are quoted here; request values are never spliced in: z, x, y (and a function's query)
 // are always the bound parameters $1..$4.
 import { createHash } from 'node:crypto'
+import { mercatorX, mercatorY } from '../../tilemath.js'
 
 export const quoteIdent = (s) => `"${String(s).replaceAll('"', '""')}"`
 export const quoteLiteral = (s) => `'${String(s).replaceAll("'", "''")}'`
@@ -68,25 +69,16 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
 ) AS t`
 }
 
-const MERCATOR_HALF = 20037508.342789244
-const MERCATOR_LAT = 85.0511287798066
-
 /**
  * A lon/lat box as a literal box2d in EPSG:3857, widened by 1 % of its size on each side: what a table's tile envelope
  * is clipped to when the world does not transform into the table's CRS (see sources.js getTile).
  */
 export function mercatorBox ([west, south, east, north]) {
-  const x = (lon) => (Math.max(-180, Math.min(180, lon)) * MERCATOR_HALF) / 180
-  const y = (lat) => {
-    const clamped = Math.max(-MERCATOR_LAT, Math.min(MERCATOR_LAT, lat))
-    return (Math.log(Math.tan(Math.PI / 4 + (clamped * Math.PI) / 360)) * MERCATOR_HALF) / Math.PI
-  }
-  let [x1, y1, x2, y2] = [x(west), y(south), x(east), y(north)]
+  const [x1, y1, x2, y2] = [mercatorX(Math.max(-180, west)), mercatorY(south), mercatorX(Math.min(180, east)), mercatorY(north)]
   const dx = (x2 - x1) * 0.01 + 1
   const dy = (y2 - y1) * 0.01 + 1
-  ;[x1, y1, x2, y2] = [Math.max(-MERCATOR_HALF, x1 - dx), Math.max(-MERCATOR_HALF, y1 - dy), Math.min(MERCATOR_HALF, x2 + dx), Math.min(MERCATOR_HALF, y2 + dy)]
-  if (![x1, y1, x2, y2].every(Number.isFinite)) return null
-  return `ST_MakeEnvelope(${x1}, ${y1}, ${x2}, ${y2}, 3857)::box2d`
+  const inWorld = (v) => Math.max(-mercatorX(180), Math.min(mercatorX(180), v))
+  return `ST_MakeEnvelope(${inWorld(x1 - dx)}, ${inWorld(y1 - dy)}, ${inWorld(x2 + dx)}, ${inWorld(y2 + dy)}, 3857)::box2d`
 }
 
 /** Whether a tile function takes the request's query string: `fn(z, x, y, query json|jsonb)`. */
