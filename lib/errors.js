@@ -60,7 +60,7 @@ export function sendError (reply, err, status = err.statusCode) {
  * tile") stays one; the backend failing (see isBackendFailure) becomes a 503 naming the set, and is logged the first
  * time the set fails that way; anything else is a bug and goes on as it is (500, logged with its stack).
  */
-export function readFailure (entry, err, log) {
+export function readFailure (entry, err, log, what = 'this tile') {
   if (err instanceof BadRequest || err instanceof NotFound) return err
   if (!(err instanceof Unavailable) && !isBackendFailure(err)) return err
   const reason = String(err.message || err.name || err) // some errors (DataCloneError) have no message
@@ -69,7 +69,7 @@ export function readFailure (entry, err, log) {
     log.error({ set: entry.id, reason }, 'tile read failed')
   }
   if (err.told === true) return err // a reason made to be shown (see toldUnavailable)
-  return new Unavailable(`tileset '${entry.id}' could not read this tile`, { cause: err })
+  return new Unavailable(`tileset '${entry.id}' could not read ${what}`, { cause: err })
 }
 
 /** A 503 whose message is the answer as it is (a renderer's "busy", an engine's reason): no path, no stack in it. */

@@ -8,6 +8,8 @@ import { request as httpRequest } from 'node:http'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
+import { VectorTile } from '@mapbox/vector-tile'
+import { PbfReader } from 'pbf'
 import pg from 'pg'
 import { makeApp, needs } from './helpers/app.js'
 import { startTileCannon } from '../bench/servers.js'
@@ -47,6 +49,13 @@ before(async () => {
     CREATE TABLE coded (code text PRIMARY KEY, label text, geom geometry(Point, 3857));
     INSERT INTO coded VALUES ('a-1', 'A', ST_Transform('SRID=4326;POINT(8.5 47.4)'::geometry, 3857)),
       ('b/2', 'B', ST_Transform('SRID=4326;POINT(8.6 47.3)'::geometry, 3857)), ('O''Brien', 'C', ST_Transform('SRID=4326;POINT(8.4 47.5)'::geometry, 3857));
+    CREATE TABLE british (id integer PRIMARY KEY, name text, geom geometry(Point, 27700));
+    INSERT INTO british VALUES (1, 'derby', ST_Transform('SRID=4326;POINT(-1.47 52.92)'::geometry, 27700)),
+      (2, 'lerwick', ST_Transform('SRID=4326;POINT(-1.14 60.15)'::geometry, 27700));
+    CREATE INDEX ON british USING gist (geom);
+    CREATE TABLE european (id integer PRIMARY KEY, name text, geom geometry(Point, 3035));
+    INSERT INTO european VALUES (1, 'paris', ST_Transform('SRID=4326;POINT(2.35 48.85)'::geometry, 3035)),
+      (2, 'athens', ST_Transform('SRID=4326;POINT(23.7 37.98)'::geometry, 3035));
     CREATE FUNCTION tile_fn(z integer, x integer, y integer) RETURNS bytea AS $$ SELECT NULL::bytea $$ LANGUAGE sql IMMUTABLE;
     ANALYZE;
   `)
@@ -60,6 +69,7 @@ async function query (sql, values) {
 }
 const appOf = (t, overrides = {}) => makeApp(t, { paths: [db.url], ...overrides })
 const get = (app, url, headers = {}) => app.inject({ url, headers: { host: 'h', ...headers } })
+const decode = (buf) => new VectorTile(new PbfReader(buf))
 const ids = (fc) => fc.features.map((f) => f.id)
 const linkOf = (doc, rel, type) => doc.links.find((l) => l.rel === rel && (type === undefined || l.type === type))
 const local = (href) => href.replace('http://h', '')
@@ -90,7 +100,7 @@ test('landing page, conformance, collections, a collection and queryables are va
   const collections = (await get(app, '/ogc/collections')).json()
   assertOgc('collections', collections)
   const byId = new Map(collections.collections.map((c) => [c.id, c]))
-  assert.deepEqual([...byId.keys()].sort(), ['coded', 'dateline', 'geo_places', 'places', 'places_view', 'swiss_lines'], 'tables and views; not the function, not the MBTiles')
+  assert.deepEqual([...byId.keys()].sort(), ['british', 'coded', 'dateline', 'european', 'geo_places', 'places', 'places_view', 'swiss_lines'], 'tables and views; not the function, not the MBTiles')
   for (const c of byId.values()) {
     assert.equal(c.itemType, 'feature')
     assert.equal(c.extent.spatial.crs, CRS84)
@@ -211,6 +221,39 @@ test('bbox finds exactly what ST_Intersects finds, in CRS84, EPSG:4326 (lat,lon)
     assert.deepEqual([...ids(res.json())].sort(), [...expected].sort(), `${table} ${params}`)
     assert.equal(res.json().numberMatched, expected.length)
   }
+})
+
+test('tables in a regional CRS (British National Grid, LAEA Europe): a whole-world bbox finds every row, a box far away none (200, not 503)', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  // Transformed whole, the world folds into a wrong polygon in these CRSs (0 rows) or PROJ refuses it (503).
+  const cases = [
+    ['british', 'bbox=-180,-90,180,90', [1, 2]],
+    ['british', 'bbox=-180,-85,180,85', [1, 2]],
+    ['british', 'bbox=-180,0,0,90', [1, 2]],
+    ['british', 'bbox=0,0,180,90', []],
+    ['british', 'bbox=110,-45,155,-10', []],
+    ['british', 'bbox=-2,52,-1,53', [1]],
+    ['british', 'bbox=-20037508,-20037508,20037508,20037508&bbox-crs=EPSG:3857', [1, 2]],
+    ['british', 'bbox=-90,-180,90,180&bbox-crs=EPSG:4326', [1, 2]],
+    ['british', 'bbox=400000,1100000,500000,1200000&bbox-crs=EPSG:27700', [2]],
+    ['european', 'bbox=-180,-90,180,90', [1, 2]],
+    ['european', 'bbox=-170,-80,-100,-20', []],
+    ['european', 'bbox=0,0,180,90', [1, 2]],
+    ['european', 'bbox=20,35,25,40', [2]],
+    ['european', 'bbox=170,-10,-170,10', []],
+  ]
+  for (const [table, params, expected] of cases) {
+    const res = await get(app, `/ogc/collections/${table}/items?${params}`)
+    assert.equal(res.statusCode, 200, `${table} ${params}: ${res.body.slice(0, 200)}`)
+    assert.deepEqual(ids(res.json()).sort(), expected, `${table} ${params}`)
+  }
+  // The same tables' tiles: the low-zoom ones hold their rows too, and the far ones none.
+  const names = async (set, url) => { const res = await get(app, `/${set}/${url}`); return res.statusCode === 204 ? 0 : decode(res.rawPayload).layers[set].length }
+  assert.equal(await names('european', '0/0/0'), 2)
+  assert.equal(await names('european', '1/0/1'), 0)
+  assert.equal(await names('british', '0/0/0'), 2)
+  assert.equal(await names('british', '2/3/2'), 0)
 })
 
 test('one statement per collection and parameter shape; a box goes through the spatial index; orderByKey false drops the ORDER BY', async (t) => {

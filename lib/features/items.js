@@ -41,7 +41,7 @@ export function encodeWhole (text, coding) {
  */
 export function queryFailure (entry, err, log) {
   if (typeof err?.severity === 'string' && /^22/.test(err.code ?? '')) return new BadRequest(`a value does not fit its property: ${String(err.message).split('\n')[0]}`)
-  return readFailure(entry, err, log)
+  return readFailure(entry, err, log, 'these features')
 }
 
 /**

@@ -3,6 +3,7 @@
 // silently ignored would return a wrong page). Nothing read here is ever spliced into SQL: columns come back as the
 // catalog's own column objects, values as strings to bind.
 import { BadRequest } from '../errors.js'
+import { mercatorX, mercatorY } from '../tilemath.js'
 import { chooseCrs } from './crs.js'
 
 const ITEMS = ['limit', 'offset', 'bbox', 'bbox-crs', 'crs', 'properties', 'sortby', 'count', 'f', 'datetime']
@@ -102,8 +103,24 @@ function readBbox (query, c) {
   if (y1 > y2) throw new BadRequest('bbox: the lower corner is above the upper one')
   if (x1 > x2 && !geographic) throw new BadRequest('bbox: the lower corner is east of the upper one')
   if (geographic && c.d.srid === 3857) [y1, y2] = [y1, y2].map((y) => Math.max(-MERCATOR_LAT, Math.min(MERCATOR_LAT, y)))
-  const values = x1 > x2 ? [x1, y1, 180, y2, -180, y1, x2, y2] : [x1, y1, x2, y2]
-  return { srid: crs.srid, values: values.map(String) }
+  let values = x1 > x2 ? [x1, y1, 180, y2, -180, y1, x2, y2] : [x1, y1, x2, y2]
+  if (c.d.domain && crs.srid !== c.d.srid) values = withinDomain(values, crs.srid, c.d.domain)
+  return { srid: crs.srid, values: values.map(String) } // no values: the box holds nothing the table can
+}
+
+/**
+ * Boxes (runs of x1, y1, x2, y2 in EPSG:4326 or 3857) cut to a table's query domain (lon/lat, see
+ * lib/sources/postgis/bounds.js queryDomain); those outside it are left out. A table in a regional CRS cannot take a
+ * box of the whole world: PROJ fails (503) or folds it into a polygon that holds the wrong rows.
+ */
+function withinDomain (values, srid, domain) {
+  const [w, s, e, n] = srid === 3857 ? [mercatorX(domain[0]), mercatorY(domain[1]), mercatorX(domain[2]), mercatorY(domain[3])] : domain
+  const out = []
+  for (let i = 0; i < values.length; i += 4) {
+    const box = [Math.max(values[i], w), Math.max(values[i + 1], s), Math.min(values[i + 2], e), Math.min(values[i + 3], n)]
+    if (box[0] <= box[2] && box[1] <= box[3]) out.push(...box)
+  }
+  return out
 }
 
 /**

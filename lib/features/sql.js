@@ -73,7 +73,9 @@ function whereOf (c, shape) {
   if (shape.bbox !== null) {
     const boxes = []
     for (let b = 0; b < shape.bbox.values.length / 4; b++, i += 4) boxes.push(boxOf(c.d, shape.bbox.srid, i))
-    conds.push(boxes.length === 1 ? intersects(c.d, boxes[0]) : `(${boxes.map((b) => intersects(c.d, b)).join(' OR ')})`)
+    // no box: the one asked for lies outside what the table's CRS can hold (params.js withinDomain)
+    if (boxes.length === 0) conds.push('false')
+    else conds.push(boxes.length === 1 ? intersects(c.d, boxes[0]) : `(${boxes.map((b) => intersects(c.d, b)).join(' OR ')})`)
   }
   for (const f of shape.filters) conds.push(compared(f.column, i++))
   return { where: conds.length ? `\nWHERE ${conds.join(' AND ')}` : '', next: i }

@@ -39,3 +39,45 @@ export async function tableBounds (pool, { schema, table, geom, srid }, timeoutM
     client.release()
   }
 }
+
+const WORLD = [-180, -90, 180, 90]
+const MERCATOR_WORLD = [-180, -MAX_LAT, 180, MAX_LAT]
+const MARGINS_DEG = [30, 10, 2, 0] // tried in turn around the data's bounds, the largest that works wins
+
+/** `box` grown by `deg` on every side, within the world. */
+const grown = ([w, s, e, n], deg) => [Math.max(-180, w - deg), Math.max(-90, s - deg), Math.min(180, e + deg), Math.min(90, n + deg)]
+
+// Whether a lon/lat box still means the same place once in the table's CRS, made as the queries make it (edges
+// segmentized to 1/64 of the box, transformed): a valid polygon that covers a 16x16 grid of points of the box, each
+// transformed too. A projection with a limited domain either throws (PROJ: "Point outside of projection domain") or
+// folds the ring, silently: a whole-world box in EPSG:3035 becomes a polygon that holds the wrong places.
+const DOMAIN_TEST = `WITH box AS (SELECT ST_Segmentize(ST_MakeEnvelope($1, $2, $3, $4, 4326), greatest($3 - $1, $4 - $2) / 64) AS b),
+  shape AS (SELECT ST_Transform(b, $5::integer) AS p FROM box),
+  grid AS (SELECT ST_Transform(ST_SetSRID(ST_MakePoint($1 + ($3 - $1) * (i + 0.5) / 16, $2 + ($4 - $2) * (j + 0.5) / 16), 4326), $5::integer) AS q
+    FROM generate_series(0, 15) AS i, generate_series(0, 15) AS j)
+SELECT ST_IsValid(p) AND bool_and(ST_Covers(p, q)) AS ok FROM shape, grid GROUP BY p`
+
+/**
+ * The lon/lat box a table's queries keep to (null: anywhere), read once at discovery. A table stored in a CRS made
+ * for one region (British National Grid, UTM zones, LAEA Europe) cannot take a box of the whole world: tile envelopes
+ * and feature bboxes are clipped to this domain first. It is the data's bounds grown by the largest of MARGINS_DEG
+ * that transforms well (rows added later that far outside the data show after the next re-discovery).
+ */
+export async function queryDomain (pool, { srid }, bounds, timeoutMs) {
+  if (srid === 4326 || srid === 3857) return null
+  const client = await pool.connect()
+  const lost = () => {}
+  client.on('error', lost)
+  try {
+    await client.query(`SET statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
+    const works = (box) => client.query(DOMAIN_TEST, [...box, srid]).then((res) => res.rows[0]?.ok === true, () => false)
+    if (await works(WORLD)) return null
+    const candidates = [MERCATOR_WORLD, ...(Array.isArray(bounds) ? MARGINS_DEG.map((deg) => grown(bounds, deg)) : [])]
+    for (const box of candidates) if (await works(box)) return box
+    return Array.isArray(bounds) ? bounds : null // nothing transforms well: the data's own bounds are the best guess
+  } finally {
+    await client.query('RESET statement_timeout').catch(() => {})
+    client.off('error', lost)
+    client.release()
+  }
+}

@@ -1,7 +1,7 @@
 // One database: its pg pool, the discovery of its sets (again on each reload), the warm-up of its connections, and
 // its NOTIFY listener.
 import pg from 'pg'
-import { tableBounds } from './bounds.js'
+import { queryDomain, tableBounds } from './bounds.js'
 import { describeTable, functionId, idAllocator, readFunctions, readTables, tableSpecs } from './introspect.js'
 import { createListener } from './listener.js'
 import { functionSource, tableSource } from './sources.js'
@@ -87,7 +87,7 @@ export function createProvider (url, options = {}, { log } = {}) {
       const t = await describeTable(pool, row, columnsOf.get(row.oid) ?? [], opts, options, geomCount.get(row.oid) > 1)
       if (typeof t === 'string') return t
       const bounds = await tableBounds(pool, t, options.boundsTimeoutMs ?? 2000)
-      return tableSource(id, t, bounds, served)
+      return tableSource(id, t, bounds, served, await queryDomain(pool, t, bounds, options.boundsTimeoutMs ?? 2000))
     }
   }
 

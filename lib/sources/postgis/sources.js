@@ -16,13 +16,16 @@ export function commentJson (comment) {
   }
 }
 
-/** The set of a table described by introspect.js's describeTable; `bounds` from bounds.js (undefined: the world). */
-export function tableSource (id, t, bounds, { pool, cacheTtlS }) {
-  const sql = tableTileSql(t)
+/**
+ * The set of a table described by introspect.js's describeTable; `bounds` (undefined: the world) and `domain` (null:
+ * anywhere) from bounds.js. A tile's envelope is clipped to the domain: a low-zoom tile of a table in a regional CRS
+ * (British National Grid, UTM, LAEA) would otherwise make PROJ fail (503) or fold into a polygon holding wrong rows.
+ */
+export function tableSource (id, t, bounds, { pool, cacheTtlS }, domain = null) {
+  const sql = tableTileSql(t, domain === null ? undefined : mercatorBox(domain))
   const name = statementName(sql)
   const tj = commentJson(t.comment)
   const fields = layerFields(t.columns, t.idColumn)
-  let clipped // the statement for tiles the table's CRS cannot take whole (see getTile), made when first needed
   return {
     id,
     kind,
@@ -43,38 +46,20 @@ export function tableSource (id, t, bounds, { pool, cacheTtlS }) {
     // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles (a new non-integer key: features ids)
     signature: t.keyColumn && t.keyColumn.name !== t.idColumn ? `${sql}\n-- key ${t.keyColumn.name}` : sql,
     statement: name,
-    features: featuresOf(t, pool),
+    features: featuresOf(t, pool, domain),
     async getTile (z, x, y) {
-      let res
-      try {
-        res = await pool.query({ name, text: sql, values: [z, x, y] })
-      } catch (err) {
-        // A projected CRS with a limited domain (British National Grid, UTM, LAEA): PROJ refuses a low-zoom tile's
-        // corners far outside it. The tile is made again with its envelope clipped to the table's data bounds.
-        if (!outsideDomain(err) || (clipped ??= clippedStatement(t, bounds)) === null) throw err
-        res = await pool.query({ name: clipped.name, text: clipped.sql, values: [z, x, y] })
-      }
+      const res = await pool.query({ name, text: sql, values: [z, x, y] })
       return res.rows[0]?.st_asmvt ?? null
     },
     close () {},
   }
 }
 
-// PostGIS's error when PROJ cannot transform a point: "transform: Point outside of projection domain (2050)".
-const outsideDomain = (err) => err?.code === 'XX000' && /^transform: /.test(err.message ?? '')
-
-/** The tile statement of a table with its envelope clipped to the data's bounds, or null without bounds. */
-function clippedStatement (t, bounds) {
-  if (!Array.isArray(bounds)) return null
-  const sql = tableTileSql(t, mercatorBox(bounds))
-  return { sql, name: statementName(sql) }
-}
-
 /**
  * What OGC API – Features (lib/features) needs to query a table itself, read-only, on the set's pool: the sets that
  * have it are its collections. Identifiers as the catalog names them; quoting is the reader's.
  */
-function featuresOf (t, pool) {
+function featuresOf (t, pool, domain) {
   const column = ({ name, type }) => Object.freeze({ name, type })
   return Object.freeze({
     pool,
@@ -88,6 +73,7 @@ function featuresOf (t, pool) {
     curved: mayBeCurved(t.geomType),
     columns: Object.freeze(t.columns.map(column)),
     key: t.keyColumn ? column(t.keyColumn) : null, // single-column primary key, or none (a view)
+    domain: domain === null ? null : Object.freeze([...domain]), // lon/lat: boxes in other CRSs are clipped to it
   })
 }
 

@@ -71,7 +71,7 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
 
 /**
  * A lon/lat box as a literal box2d in EPSG:3857, widened by 1 % of its size on each side: what a table's tile envelope
- * is clipped to when the world does not transform into the table's CRS (see sources.js getTile).
+ * is clipped to when the world does not transform into the table's CRS (its query domain, see bounds.js).
  */
 export function mercatorBox ([west, south, east, north]) {
   const [x1, y1, x2, y2] = [mercatorX(Math.max(-180, west)), mercatorY(south), mercatorX(Math.min(180, east)), mercatorY(north)]
