@@ -192,14 +192,14 @@ test('request values reach the database only as bound parameters, never in the S
   const pool = { query: async (q) => { calls.push(q); return { rows: [{ st_asmvt: Buffer.from('mvt'), tile: Buffer.from('fn') }] } } }
   const attack = { x: "'); DROP TABLE roads; --", '"; DROP': '1' }
 
-  const roads = tableSource('roads', table(), undefined, { pool, cacheTtlS: 60 })
+  const roads = tableSource('roads', table(), undefined, { pool, tiles: pool, cacheTtlS: 60 })
   for (const sql of [roads.sql, tableTileSql(table({ srid: 2056, storedSrid: 0, limit: 5 }))]) {
     assert.deepEqual([...new Set(sql.match(/\$\d+/g))].sort(), ['$1', '$2', '$3'], 'z, x, y and nothing else')
   }
   assert.deepEqual(await roads.getTile(14, 8580, 5738, attack), Buffer.from('mvt'))
   assert.deepEqual(calls.at(-1), { name: roads.statement, text: roads.sql, values: [14, 8580, 5738] }, 'the query string is not for tables')
 
-  const fn = functionSource('echo', { schema: 'public', name: 'echo', nargs: 4, args: 'integer,integer,integer,json' }, { pool, cacheTtlS: 60 })
+  const fn = functionSource('echo', { schema: 'public', name: 'echo', nargs: 4, args: 'integer,integer,integer,json' }, { pool, tiles: pool, cacheTtlS: 60 })
   assert.equal(fn.takesQuery, true)
   assert.deepEqual([...new Set(fn.sql.match(/\$\d+/g))].sort(), ['$1', '$2', '$3', '$4'])
   await fn.getTile(3, 4, 5, attack)
@@ -207,7 +207,7 @@ test('request values reach the database only as bound parameters, never in the S
   await fn.getTile(0, 0, 0)
   assert.deepEqual(calls.at(-1).values, [0, 0, 0, '{}'], 'no query: an empty object')
 
-  const plain = functionSource('plain', { schema: 'public', name: 'plain', nargs: 3, args: 'integer,integer,integer' }, { pool, cacheTtlS: 60 })
+  const plain = functionSource('plain', { schema: 'public', name: 'plain', nargs: 3, args: 'integer,integer,integer' }, { pool, tiles: pool, cacheTtlS: 60 })
   assert.equal(plain.takesQuery, false)
   assert.deepEqual(await plain.getTile(1, 0, 1, attack), Buffer.from('fn'))
   assert.deepEqual(calls.at(-1).values, [1, 0, 1])
@@ -216,7 +216,7 @@ test('request values reach the database only as bound parameters, never in the S
 test('a table source advertises its layer, fields and metadata; a function its comment\'s TileJSON', () => {
   const pool = { query: async () => ({ rows: [] }) }
   const t = table({ comment: '{"description": "all the roads", "maxzoom": 16}', columns: [{ name: 'id', type: 'int4' }, { name: 'name', type: 'text' }, { name: 'j', type: 'jsonb' }] })
-  const roads = tableSource('roads', t, [5, 45, 10, 48], { pool, cacheTtlS: 60 })
+  const roads = tableSource('roads', t, [5, 45, 10, 48], { pool, tiles: pool, cacheTtlS: 60 })
   assert.equal(roads.kind, 'postgis')
   assert.equal(roads.cacheTtlS, 60)
   const [layer] = roads.tilejson.vector_layers
@@ -225,7 +225,7 @@ test('a table source advertises its layer, fields and metadata; a function its c
   assert.deepEqual(roads.tilejson.bounds, [5, 45, 10, 48])
   assert.deepEqual(roads.metadata.properties.map((p) => p.name), ['id', 'name', 'j'], 'meta lists every column')
 
-  const mlt = functionSource('f', { schema: 'public', name: 'f', nargs: 3, args: 'integer,integer,integer', comment: '{"format": "mlt"}' }, { pool, cacheTtlS: 0 })
+  const mlt = functionSource('f', { schema: 'public', name: 'f', nargs: 3, args: 'integer,integer,integer', comment: '{"format": "mlt"}' }, { pool, tiles: pool, cacheTtlS: 0 })
   assert.deepEqual([mlt.format, mlt.composable], ['mlt', false], 'MLT tiles cannot be concatenated with MVT')
 })
 

@@ -317,6 +317,32 @@ test('tiles at the world edges and projected CRSs get their features; odd column
   assert.ok(list.includes('public.ov') && list.includes('public.ov-2'), 'overloads both served: ' + list.filter((i) => i.includes('ov')))
 })
 
+test('tiles under load are pipelined on poolSize connections of their own, each request gets its own tile, and a slow tile holds up no other', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await makeApp(t, { paths: [db.url], postgres: { poolSize: 2, cacheTtlS: 0 } })
+  const [x0, y0] = lonLatToTile(8.54, 47.37, 14)
+  const urls = []
+  for (let dx = -4; dx < 4; dx++) for (let dy = -4; dy < 4; dy++) urls.push(`/public.zurich_points/14/${x0 + dx}/${y0 + dy}`)
+  // A tile's features by id (their order follows the plan PostgreSQL chooses, which may change after a few runs)
+  const features = (buf) => { const l = decode(buf).layers.zurich_points; return Array.from({ length: l.length }, (_, i) => l.feature(i).id).sort((a, b) => a - b).join() }
+  const alone = []
+  for (const url of urls) alone.push(features((await app.inject({ url })).rawPayload)) // one at a time: nothing to pipeline
+  assert.ok(new Set(alone).size > 40, 'the tiles differ from each other')
+  const slow = app.inject({ url: '/slow_tile/0/0/0' }) // 3 s on one of the two connections
+  await sleep(200)
+  const started = Date.now()
+  const together = await Promise.all(urls.map((url) => app.inject({ url })))
+  const took = Date.now() - started
+  together.forEach((res, i) => assert.equal(features(res.rawPayload), alone[i], `${urls[i]}: its own tile, not its neighbour's`))
+  assert.ok(took < 2500, `the tiles went on the other connection, not behind the slow tile (${took} ms)`)
+  const client = new pg.Client({ connectionString: db.url })
+  await client.connect()
+  const { rows } = await client.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'tile-cannon tiles' AND datname = current_database()")
+  await client.end()
+  assert.equal(rows[0].n, 2, 'poolSize connections for tiles')
+  assert.equal((await slow).statusCode, 204, 'the slow tile answered too (empty)')
+})
+
 test('composites: each part within its zoom range, no duplicate layers, and re-discovery keeps unchanged caches', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await makeApp(t, { paths: [db.url], postgres: { tables: { low: { table: 'zurich_points', maxzoom: 3 } } } })

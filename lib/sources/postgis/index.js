@@ -2,7 +2,8 @@
 // function `fn(z integer, x integer, y integer[, query json]) returns bytea`. Each set's tile query is built once at
 // discovery; identifiers come quoted from the catalog, request values are bound parameters, never spliced into SQL.
 //
-//   provider.js    the pool, discovery, warm-up and close of one database
+//   provider.js    the connections, discovery, warm-up and close of one database
+//   lanes.js       the pipelined connections tile queries run on
 //   introspect.js  the catalog queries, the ids of sets, each table's description
 //   sql.js         the tile SQL (pure: testable without a database), field types, geometry-type rules
 //   sources.js     the set objects (TileJSON, metadata, getTile)

@@ -3,6 +3,7 @@
 import pg from 'pg'
 import { queryDomain, tableBounds } from './bounds.js'
 import { describeTable, functionId, idAllocator, readFunctions, readTables, tableSpecs } from './introspect.js'
+import { createLanes } from './lanes.js'
 import { createListener } from './listener.js'
 import { functionSource, tableSource } from './sources.js'
 
@@ -21,24 +22,29 @@ const publicReason = (message) => String(message).split('\n')[0]
  */
 export function createProvider (url, options = {}, { log } = {}) {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5000
-  const pool = new pg.Pool({
+  const connection = {
     connectionString: url,
-    max: options.poolSize ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 3000,
-    idleTimeoutMillis: 60_000,
     statement_timeout: statementTimeoutMs,
     // A network cut is not a slow query: give up on the client side shortly after the server would have.
     query_timeout: statementTimeoutMs + 2000,
     application_name: 'tile-cannon',
-  })
-  let poolErrors = 0
-  pool.on('error', (err) => {
-    // An idle client lost its connection (database restarted): the pool replaces it on demand.
-    if (poolErrors++ === 0) log?.warn({ err: err.message }, 'postgres connection lost; reconnecting on demand')
-  })
-  pool.on('connect', () => { poolErrors = 0 })
+  }
+  // Tiles run on `poolSize` pipelined connections of their own (lanes.js, named 'tile-cannon tiles' in
+  // pg_stat_activity); feature pages, discovery and /ready on a pool of half as many more, opened when asked and
+  // closed after a minute idle.
+  const poolSize = options.poolSize ?? 10
+  const pool = new pg.Pool({ ...connection, max: Math.max(2, Math.ceil(poolSize / 2)), idleTimeoutMillis: 60_000 })
+  let lost = 0
+  const warnLost = (err) => {
+    // A connection lost (the database restarted): a new one is opened on demand. Said once until one connects.
+    if (lost++ === 0) log?.warn({ err: err.message }, 'postgres connection lost; reconnecting on demand')
+  }
+  pool.on('error', warnLost)
+  pool.on('connect', () => { lost = 0 })
+  const tiles = createLanes({ ...connection, application_name: 'tile-cannon tiles' }, poolSize, warnLost)
   // How long a cached tile of this database lives (the catalog reads it; `sets.<id>.cacheTtlS` overrides it).
-  const served = { pool, cacheTtlS: options.cacheTtlS ?? DEFAULT_TTL_S }
+  const served = { pool, tiles, cacheTtlS: options.cacheTtlS ?? DEFAULT_TTL_S }
 
   // One discovery at a time (start-up retry, SIGHUP and the interval may overlap).
   let discovering = Promise.resolve()
@@ -92,28 +98,14 @@ export function createProvider (url, options = {}, { log } = {}) {
   }
 
   /**
-   * Opens `poolSize` connections and prepares every table query on each (run once on a tile far from any data, which
+   * Opens the tile connections and prepares every table query on each (run once on a tile far from any data, which
    * the index answers at once), so the first real requests pay neither connection nor planning.
    */
   async function prewarm (sources) {
-    const clients = []
-    const lost = () => {} // a connection dropped while checked out must not crash the process
     try {
-      for (let i = 0; i < (options.poolSize ?? 10); i++) {
-        const client = await pool.connect()
-        client.on('error', lost)
-        clients.push(client)
-      }
-      await Promise.all(clients.map(async (client) => {
-        for (const s of sources) await client.query({ name: s.statement, text: s.sql, values: [30, 0, 0] }).catch(() => {})
-      }))
+      await tiles.prepare(sources.map((s) => ({ name: s.statement, text: s.sql, values: [30, 0, 0] })))
     } catch (err) {
-      log?.warn({ err: err.message }, 'postgres pool warm-up incomplete')
-    } finally {
-      for (const c of clients) {
-        c.off('error', lost)
-        c.release()
-      }
+      log?.warn({ err: err.message }, 'postgres connection warm-up incomplete')
     }
   }
 
@@ -122,13 +114,13 @@ export function createProvider (url, options = {}, { log } = {}) {
     url,
     discover,
     pool,
-    // /ready: a pool busy to its last connection proves the database answers (a probe would queue behind the tiles
-    // and time out, draining the busiest replicas); a dead database takes its connections with it, and is probed.
+    // /ready: a pool busy to its last connection proves the database answers (a probe would queue behind feature
+    // pages and time out, draining the busiest replicas); a dead database takes its connections with it, and is probed.
     check: () => (pool.idleCount === 0 && pool.totalCount >= pool.options.max
       ? Promise.resolve()
       : pool.query('SELECT 1').then(() => {}, (err) => { throw new Error(`cannot query${err.code ? ` (${err.code})` : ''}`) })),
     listen: listener.start,
     get listening () { return listener.connected },
-    close: () => Promise.all([listener.close(), pool.end()]),
+    close: () => Promise.all([listener.close(), tiles.close(), pool.end()]),
   }
 }

@@ -1,5 +1,5 @@
 // The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
-// run per request on the provider's pool as a named prepared statement.
+// run per request on the provider's tile connections (lanes.js) as a named prepared statement.
 import { buildTileJson, describedBy } from '../tilejson.js'
 import { functionTileSql, layerFields, mayBeCurved, mercatorBox, statementName, tableTileSql, takesQuery } from './sql.js'
 
@@ -21,7 +21,7 @@ export function commentJson (comment) {
  * anywhere) from bounds.js. A tile's envelope is clipped to the domain: a low-zoom tile of a table in a regional CRS
  * (British National Grid, UTM, LAEA) would otherwise make PROJ fail (503) or fold into a polygon holding wrong rows.
  */
-export function tableSource (id, t, bounds, { pool, cacheTtlS }, domain = null) {
+export function tableSource (id, t, bounds, { pool, tiles, cacheTtlS }, domain = null) {
   const sql = tableTileSql(t, domain === null ? undefined : mercatorBox(domain))
   const name = statementName(sql)
   const tj = commentJson(t.comment)
@@ -48,7 +48,7 @@ export function tableSource (id, t, bounds, { pool, cacheTtlS }, domain = null) 
     statement: name,
     features: featuresOf(t, pool, domain),
     async getTile (z, x, y) {
-      const res = await pool.query({ name, text: sql, values: [z, x, y] })
+      const res = await tiles.query({ name, text: sql, values: [z, x, y] })
       return res.rows[0]?.st_asmvt ?? null
     },
     close () {},
@@ -78,7 +78,7 @@ function featuresOf (t, pool, domain) {
 }
 
 /** The set of a tile function (a FUNCTIONS_SQL row); its comment may name the format ('mlt') and TileJSON fields. */
-export function functionSource (id, f, { pool, cacheTtlS }) {
+export function functionSource (id, f, { tiles, cacheTtlS }) {
   const withQuery = takesQuery(f)
   const sql = functionTileSql(f)
   const name = statementName(sql)
@@ -107,7 +107,7 @@ export function functionSource (id, f, { pool, cacheTtlS }) {
     statement: name,
     async getTile (z, x, y, query) {
       const values = withQuery ? [z, x, y, JSON.stringify(query ?? {})] : [z, x, y]
-      const res = await pool.query({ name, text: sql, values })
+      const res = await tiles.query({ name, text: sql, values })
       return res.rows[0]?.tile ?? null
     },
     close () {},
