@@ -1,43 +1,52 @@
-// A table's bounds for its TileJSON, read once at discovery.
+// A table's bounds for its TileJSON and the domain its queries keep to, read once at discovery.
 import { quoteIdent, quoteLiteral } from './sql.js'
 
 const MAX_LAT = 85.0511287798 // Web Mercator's edge
 
-/** Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. */
-export async function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
+/** Runs `use(client)` on a connection of `pool`, released after. */
+async function withClient (pool, use) {
   const client = await pool.connect()
   const lost = () => {} // a connection dropped while checked out must not crash the process
   client.on('error', lost)
   try {
-    await client.query('BEGIN')
-    await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
-    const box = (expr) => `SELECT ST_XMin(b) AS w, ST_YMin(b) AS s, ST_XMax(b) AS e, ST_YMax(b) AS n
-      FROM (SELECT ST_Transform(ST_SetSRID((${expr})::geometry, ${srid}), 4326) AS b) AS x`
-    let row
-    try {
-      row = (await client.query(box(`ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)})`))).rows[0]
-    } catch {
-      row = undefined // no statistics yet
-    }
-    if (!row || row.w === null) {
-      // The estimate may have failed, which aborts the transaction: the exact extent runs in a fresh one.
-      await client.query('ROLLBACK')
-      await client.query('BEGIN')
-      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
-      row = (await client.query(box(`SELECT ST_Extent(${quoteIdent(geom)}::geometry) FROM ${quoteIdent(schema)}.${quoteIdent(table)}`))).rows[0]
-    }
-    await client.query('COMMIT')
-    if (!row || row.w === null) return undefined
-    const clampLat = (v) => Math.max(-MAX_LAT, Math.min(MAX_LAT, v))
-    const b = [Math.max(-180, row.w), clampLat(row.s), Math.min(180, row.e), clampLat(row.n)]
-    return b.every(Number.isFinite) && b[0] <= b[2] && b[1] <= b[3] ? b : undefined
-  } catch {
-    await client.query('ROLLBACK').catch(() => {})
-    return undefined // a slow or failing extent never stops the set; TileJSON falls back to the world
+    return await use(client)
   } finally {
     client.off('error', lost)
     client.release()
   }
+}
+
+/** Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. */
+export function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
+  return withClient(pool, async (client) => {
+    try {
+      await client.query('BEGIN')
+      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
+      const box = (expr) => `SELECT ST_XMin(b) AS w, ST_YMin(b) AS s, ST_XMax(b) AS e, ST_YMax(b) AS n
+        FROM (SELECT ST_Transform(ST_SetSRID((${expr})::geometry, ${srid}), 4326) AS b) AS x`
+      let row
+      try {
+        row = (await client.query(box(`ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)})`))).rows[0]
+      } catch {
+        row = undefined // no statistics yet
+      }
+      if (!row || row.w === null) {
+        // The estimate may have failed, which aborts the transaction: the exact extent runs in a fresh one.
+        await client.query('ROLLBACK')
+        await client.query('BEGIN')
+        await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
+        row = (await client.query(box(`SELECT ST_Extent(${quoteIdent(geom)}::geometry) FROM ${quoteIdent(schema)}.${quoteIdent(table)}`))).rows[0]
+      }
+      await client.query('COMMIT')
+      if (!row || row.w === null) return undefined
+      const clampLat = (v) => Math.max(-MAX_LAT, Math.min(MAX_LAT, v))
+      const b = [Math.max(-180, row.w), clampLat(row.s), Math.min(180, row.e), clampLat(row.n)]
+      return b.every(Number.isFinite) && b[0] <= b[2] && b[1] <= b[3] ? b : undefined
+    } catch {
+      await client.query('ROLLBACK').catch(() => {})
+      return undefined // a slow or failing extent never stops the set; TileJSON falls back to the world
+    }
+  })
 }
 
 const WORLD = [-180, -90, 180, 90]
@@ -65,19 +74,16 @@ SELECT ST_IsValid(p) AND bool_and(ST_Covers(p, q)) AS ok FROM shape, grid GROUP 
  */
 export async function queryDomain (pool, { srid }, bounds, timeoutMs) {
   if (srid === 4326 || srid === 3857) return null
-  const client = await pool.connect()
-  const lost = () => {}
-  client.on('error', lost)
-  try {
+  return withClient(pool, async (client) => {
     await client.query(`SET statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
-    const works = (box) => client.query(DOMAIN_TEST, [...box, srid]).then((res) => res.rows[0]?.ok === true, () => false)
-    if (await works(WORLD)) return null
-    const candidates = [MERCATOR_WORLD, ...(Array.isArray(bounds) ? MARGINS_DEG.map((deg) => grown(bounds, deg)) : [])]
-    for (const box of candidates) if (await works(box)) return box
-    return Array.isArray(bounds) ? bounds : null // nothing transforms well: the data's own bounds are the best guess
-  } finally {
-    await client.query('RESET statement_timeout').catch(() => {})
-    client.off('error', lost)
-    client.release()
-  }
+    try {
+      const works = (box) => client.query(DOMAIN_TEST, [...box, srid]).then((res) => res.rows[0]?.ok === true, () => false)
+      if (await works(WORLD)) return null
+      const candidates = [MERCATOR_WORLD, ...(Array.isArray(bounds) ? MARGINS_DEG.map((deg) => grown(bounds, deg)) : [])]
+      for (const box of candidates) if (await works(box)) return box
+      return Array.isArray(bounds) ? bounds : null // nothing transforms well: the data's own bounds are the best guess
+    } finally {
+      await client.query('RESET statement_timeout').catch(() => {})
+    }
+  })
 }

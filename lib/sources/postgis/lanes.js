@@ -14,9 +14,10 @@ const STALLED_MS = 20
 
 /**
  * `{ query(config) → Promise<Result>, prepare(configs) → Promise, close() }` over `count` pipelined connections made
- * with the pg Client options `clientOptions`. `onLost(err)` hears a lane's connection fail (once per failure).
+ * with the pg Client options `clientOptions`. `onLost(err)` hears a lane's connection fail (once per failure),
+ * `onConnect()` one connect.
  */
-export function createLanes (clientOptions, count, onLost = () => {}) {
+export function createLanes (clientOptions, count, { onLost = () => {}, onConnect = () => {} } = {}) {
   const lanes = Array.from({ length: count }, () => null)
   let closed = false
 
@@ -32,7 +33,13 @@ export function createLanes (clientOptions, count, onLost = () => {}) {
     }
     client.on('error', fail)
     client.on('end', () => fail(null))
-    lane.connecting = client.connect().then(() => { lane.ready = true }, (err) => { fail(null); throw err })
+    lane.connecting = client.connect().then(() => {
+      lane.ready = true
+      onConnect()
+    }, (err) => {
+      fail(null)
+      throw err
+    })
     lanes[i] = lane
     return lane
   }

@@ -1,4 +1,4 @@
-// One database: its pg pool, the discovery of its sets (again on each reload), the warm-up of its connections, and
+// One database: its connections (tiles' and a pool), the discovery of its sets (again on each reload), the warm-up of its connections, and
 // its NOTIFY listener.
 import pg from 'pg'
 import { queryDomain, tableBounds } from './bounds.js'
@@ -40,9 +40,10 @@ export function createProvider (url, options = {}, { log } = {}) {
     // A connection lost (the database restarted): a new one is opened on demand. Said once until one connects.
     if (lost++ === 0) log?.warn({ err: err.message }, 'postgres connection lost; reconnecting on demand')
   }
+  const connected = () => { lost = 0 }
   pool.on('error', warnLost)
-  pool.on('connect', () => { lost = 0 })
-  const tiles = createLanes({ ...connection, application_name: 'tile-cannon tiles' }, poolSize, warnLost)
+  pool.on('connect', connected)
+  const tiles = createLanes({ ...connection, application_name: 'tile-cannon tiles' }, poolSize, { onLost: warnLost, onConnect: connected })
   // How long a cached tile of this database lives (the catalog reads it; `sets.<id>.cacheTtlS` overrides it).
   const served = { pool, tiles, cacheTtlS: options.cacheTtlS ?? DEFAULT_TTL_S }
 
