@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Entry for `npm start`, `npx tile-cannon <paths…>` and pm2: config → buildApp → listen; reload on SIGHUP;
 // graceful shutdown on SIGINT/SIGTERM (in-flight requests finish); tells pm2 when it is ready.
+import './lib/v8-flags.js' // first: process-wide V8 settings
 import { buildApp } from './lib/app.js'
 import { ConfigError, USAGE, loadConfig } from './lib/config.js'
 
