@@ -56,6 +56,13 @@ async function renderPlugin (app, config) {
   let reason = choice.why ?? null
   let engine = null
   if (choice.backend !== null) {
+    const children = options.children ?? Math.min(8, availableParallelism())
+    const threads = options.threads ?? 1
+    // Without a GPU the engine draws with Mesa's llvmpipe, which hands each draw to a rasterizer thread per core by
+    // default. With an engine thread per core already, those hand-offs only add context switches: rasterizing in the
+    // engine's own thread (LP_NUM_THREADS=0) rendered 255-285 OSM Liberty tiles/s where the default rendered 212-236
+    // (2 cores, bench/README.md). Ignored on a GPU; an LP_NUM_THREADS in the environment wins.
+    const rasterizer = process.env.LP_NUM_THREADS === undefined && children * threads >= availableParallelism() ? { LP_NUM_THREADS: '0' } : {}
     pool = new RenderPool({
       name: choice.backend,
       command: choice.command,
@@ -63,8 +70,8 @@ async function renderPlugin (app, config) {
       // One engine thread per child and a child per core (at most 8): measured on 2 cores, 2 children of 1 thread
       // rendered 210 OSM Liberty tiles/s where 1 child of 2 threads rendered 159 (bench/README.md).
       // A resource the engine waits for gives up well before the render's own timeout, which would cost the child.
-      env: { ...choice.env, TILE_CANNON_RENDER_THREADS: String(options.threads ?? 1), TILE_CANNON_FETCH_TIMEOUT_S: String((options.timeoutMs ?? 30_000) / 2000) },
-      size: options.children ?? Math.min(8, availableParallelism()),
+      env: { ...choice.env, ...rasterizer, TILE_CANNON_RENDER_THREADS: String(threads), TILE_CANNON_FETCH_TIMEOUT_S: String((options.timeoutMs ?? 30_000) / 2000) },
+      size: children,
       timeoutMs: options.timeoutMs ?? 30_000,
       queueMax: options.queueMax ?? 64,
       maxStyles: options.maxStylesPerChild,
