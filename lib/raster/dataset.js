@@ -315,7 +315,7 @@ function sourceTransform (ds) {
   const forward = proj4('EPSG:3857', crs.proj).forward
   const [fx, fy] = crs.factor
   const point = [0, 0]
-  return (x, y, out) => {
+  const toSource = (x, y, out) => {
     point[0] = x
     point[1] = y
     let r
@@ -323,6 +323,8 @@ function sourceTransform (ds) {
     out[0] = r ? r[0] / fx : NaN
     out[1] = r ? r[1] / fy : NaN
   }
+  toSource.key = `${crs.proj}|${fx}|${fy}` // the same map for every file in this CRS (warp.js shares its grid nodes)
+  return toSource
 }
 
 /**

@@ -26,6 +26,7 @@ export function sourceGrid (ds, extent, n, scratch) {
   const g = n / step
   const gx = new Float64Array((g + 1) * (g + 1))
   const gy = new Float64Array((g + 1) * (g + 1))
+  const nodes = projectedNodes(ds.toSource, extent, n, step, g)
   const out = [0, 0]
   const node = (px, py, cols, rows, at) => { // output pixel position (px, py) (corners at integers), exactly
     ds.toSource(extent[0] + px * res, extent[3] - py * res, out)
@@ -34,14 +35,11 @@ export function sourceGrid (ds, extent, n, scratch) {
   }
   const exact = (i, j, cols, rows, at) => node(i + 0.5, j + 0.5, cols, rows, at) // the centre of pixel (i, j)
   let minC = Infinity; let maxC = -Infinity; let minR = Infinity; let maxR = -Infinity
-  for (let b = 0; b <= g; b++) {
-    for (let a = 0; a <= g; a++) {
-      ds.toSource(extent[0] + a * step * res, extent[3] - b * step * res, out)
-      const c = (out[0] - ox) / rx; const r = (oy - out[1]) / ry
-      gx[b * (g + 1) + a] = c
-      gy[b * (g + 1) + a] = r
-      minC = Math.min(minC, c); maxC = Math.max(maxC, c); minR = Math.min(minR, r); maxR = Math.max(maxR, r)
-    }
+  for (let at = 0; at < gx.length; at++) {
+    const c = (nodes[2 * at] - ox) / rx; const r = (oy - nodes[2 * at + 1]) / ry
+    gx[at] = c
+    gy[at] = r
+    minC = Math.min(minC, c); maxC = Math.max(maxC, c); minR = Math.min(minR, r); maxR = Math.max(maxR, r)
   }
   const grid = {
     separable: false,
@@ -62,6 +60,34 @@ export function sourceGrid (ds, extent, n, scratch) {
   return grid
 }
 
+// The grid nodes of the last few tiles in source CRS coordinates, by CRS and tile: the parts of a mosaic (or a STAC
+// item's assets) in one CRS share them instead of each projecting the same (g + 1)² points (about a tenth of a
+// 5-part mosaic tile's worker time went to proj4).
+const NODE_TILES = 8
+const nodeCache = new Map()
+
+/** The source CRS coordinates (x, y interleaved) of a tile's (g + 1)² grid nodes, row by row. */
+function projectedNodes (toSource, extent, n, step, g) {
+  const key = toSource.key === undefined ? null : `${toSource.key}|${extent.join(',')}|${n}|${step}`
+  const known = key === null ? undefined : nodeCache.get(key)
+  if (known !== undefined) return known
+  const res = (extent[2] - extent[0]) / n
+  const nodes = new Float64Array(2 * (g + 1) * (g + 1))
+  const out = [0, 0]
+  for (let b = 0, at = 0; b <= g; b++) {
+    for (let a = 0; a <= g; a++, at += 2) {
+      toSource(extent[0] + a * step * res, extent[3] - b * step * res, out)
+      nodes[at] = out[0]
+      nodes[at + 1] = out[1]
+    }
+  }
+  if (key !== null) {
+    if (nodeCache.size >= NODE_TILES) nodeCache.delete(nodeCache.keys().next().value)
+    nodeCache.set(key, nodes)
+  }
+  return nodes
+}
+
 /**
  * Cells (g × g) that bilinear interpolation cannot serve: 1 where it would stray from the exact transform by more
  * than 1/8 of a source pixel of the resolution the tile reads (those get a finer grid, SUB_STEP pixels apart, as GDAL
@@ -72,22 +98,27 @@ export function sourceGrid (ds, extent, n, scratch) {
 function pointwiseCells (grid) {
   const { gx, gy, g } = grid
   const w = g + 1
-  const at = (arr, a, b) => arr[b * w + a]
   // Full-resolution source pixels per output pixel: the threshold is 1/8 of a pixel at that scale.
-  const ratio = Math.max(1, ...pixelSteps(grid))
-  const limit = 8 * 0.125 * ratio // error ≈ second difference / 8
+  const [stepX, stepY] = pixelSteps(grid)
+  const limit = 8 * 0.125 * Math.max(1, stepX, stepY) // error ≈ second difference / 8
+  // Plain loops over the four corners and both arrays: this runs for every tile of a file not in Web Mercator (and
+  // for every part of a mosaic), where arrays made per cell cost 4 % of a worker's time and as much again in GC.
+  const clamp = (v) => (v < 1 ? 1 : v > g - 1 ? g - 1 : v)
+  const second = (arr, a, b, da, db) => Math.abs(arr[(b - db) * w + a - da] - 2 * arr[b * w + a] + arr[(b + db) * w + a + da])
+  const cornerWorst = (arr, a, b) => {
+    let worst = 0
+    for (let corner = 0; corner < 4; corner++) {
+      const na = a + (corner & 1); const nb = b + (corner >> 1)
+      worst = Math.max(worst, g > 1 ? second(arr, clamp(na), nb, 1, 0) + second(arr, na, clamp(nb), 0, 1) : 0) // NaN sticks
+    }
+    const at = b * w + a
+    return Number.isFinite(arr[at] + arr[at + 1] + arr[at + w] + arr[at + w + 1]) ? worst : NaN
+  }
   let cells = null
-  const second = (arr, a, b, da, db) => Math.abs(at(arr, a - da, b - db) - 2 * at(arr, a, b) + at(arr, a + da, b + db))
   for (let b = 0; b < g; b++) {
     for (let a = 0; a < g; a++) {
-      let worst = 0
-      for (const arr of [gx, gy]) {
-        for (const [na, nb] of [[a, b], [a + 1, b], [a, b + 1], [a + 1, b + 1]]) {
-          const ia = Math.min(Math.max(na, 1), g - 1); const ib = Math.min(Math.max(nb, 1), g - 1)
-          worst = Math.max(worst, g > 1 ? second(arr, ia, nb, 1, 0) + second(arr, na, ib, 0, 1) : 0)
-        }
-        if (!Number.isFinite(at(arr, a, b) + at(arr, a + 1, b) + at(arr, a, b + 1) + at(arr, a + 1, b + 1))) worst = NaN
-      }
+      const wx = cornerWorst(gx, a, b)
+      const worst = Number.isNaN(wx) ? NaN : Math.max(wx, cornerWorst(gy, a, b))
       if (!(worst <= limit)) (cells ??= new Uint8Array(g * g))[b * g + a] = Number.isNaN(worst) ? 2 : 1
     }
   }
