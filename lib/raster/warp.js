@@ -321,6 +321,21 @@ function nearestSeparable (level, win, bands, density, { cols, rows, n }, values
 }
 
 /**
+ * Output pixel k takes pixel (ic, ir) of the window (w × h, `bands` and `density` over it): its values and opacity;
+ * outside the window (or NaN), transparent. (Small enough for V8 to inline into the loops that call it.)
+ */
+function takePixel (k, ic, ir, w, h, bands, density, values, alpha) {
+  if (!(ic >= 0 && ir >= 0 && ic < w && ir < h)) { alpha[k] = 0; return }
+  const q = ir * w + ic
+  const d = density === null ? 255 : density[q]
+  alpha[k] = d / 255
+  if (d === 0) return
+  const nb = bands.length
+  if (nb === 1) values[k] = bands[0][q]
+  else for (let c = 0; c < nb; c++) values[k * nb + c] = bands[c][q]
+}
+
+/**
  * Nearest neighbour on any other grid: each pixel's own source pixel, the grid's coordinates a row at a time.
  * (Multiplying by the level's inverse reduction rather than dividing: 2× faster, and the same pixels, the ε aside.)
  */
@@ -330,8 +345,6 @@ function nearestRows (level, win, bands, density, grid, values, alpha, s) {
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
-  const nb = bands.length
-  const band0 = bands[0]
   const ifx = 1 / level.fx; const ify = 1 / level.fy
   const lineCols = grown(s, 'lineCols', Float64Array, n)
   const lineRows = grown(s, 'lineRows', Float64Array, n)
@@ -341,14 +354,7 @@ function nearestRows (level, win, bands, density, grid, values, alpha, s) {
     if (full !== undefined) { cols = full.cols; rows = full.rows; o = j * n } else gridRow(grid, j, lineCols, lineRows)
     for (let i = 0; i < n; i++, k++) {
       // A centre exactly on a pixel edge (every other pixel, at 2:1) takes the next pixel, as GDAL's floor(x + ε) does.
-      const ic = Math.floor(cols[o + i] * ifx - x0 + 1e-6); const ir = Math.floor(rows[o + i] * ify - y0 + 1e-6)
-      if (!(ic >= 0 && ir >= 0 && ic < w && ir < h)) { alpha[k] = 0; continue } // NaN too
-      const p = ir * w + ic
-      const d = density === null ? 255 : density[p]
-      alpha[k] = d / 255
-      if (d === 0) continue
-      if (nb === 1) values[k] = band0[p]
-      else for (let b = 0; b < nb; b++) values[k * nb + b] = bands[b][p]
+      takePixel(k, Math.floor(cols[o + i] * ifx - x0 + 1e-6), Math.floor(rows[o + i] * ify - y0 + 1e-6), w, h, bands, density, values, alpha)
     }
   }
 }
@@ -365,8 +371,6 @@ function nearestCells (level, win, bands, density, grid, values, alpha) {
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
-  const nb = bands.length
-  const band0 = bands[0]
   const ifx = 1 / level.fx; const ify = 1 / level.fy
   for (let j = 0, k = 0; j < n; j++) {
     const b = Math.floor(j / step)
@@ -377,14 +381,7 @@ function nearestCells (level, win, bands, density, grid, values, alpha) {
       const rl = gy[p] + (gy[p + g + 1] - gy[p]) * fy; const rr = gy[p + 1] + (gy[p + g + 2] - gy[p + 1]) * fy
       const dc = (cr - cl) / step; const dr = (rr - rl) / step
       for (let t = 0; t < step; t++, k++) {
-        const ic = Math.floor((cl + dc * (t + 0.5)) * ifx - x0 + 1e-6); const ir = Math.floor((rl + dr * (t + 0.5)) * ify - y0 + 1e-6)
-        if (!(ic >= 0 && ir >= 0 && ic < w && ir < h)) { alpha[k] = 0; continue } // NaN too
-        const q = ir * w + ic
-        const d = density === null ? 255 : density[q]
-        alpha[k] = d / 255
-        if (d === 0) continue
-        if (nb === 1) values[k] = band0[q]
-        else for (let c = 0; c < nb; c++) values[k * nb + c] = bands[c][q]
+        takePixel(k, Math.floor((cl + dc * (t + 0.5)) * ifx - x0 + 1e-6), Math.floor((rl + dr * (t + 0.5)) * ify - y0 + 1e-6), w, h, bands, density, values, alpha)
       }
     }
   }
