@@ -62,11 +62,12 @@ export function sourceGrid (ds, extent, n, scratch) {
 
 // The grid nodes of the last few tiles in source CRS coordinates, by CRS and tile: the parts of a mosaic (or a STAC
 // item's assets) in one CRS share them instead of each projecting the same (g + 1)² points (about a tenth of a
-// 5-part mosaic tile's worker time went to proj4).
+// 5-part mosaic tile's worker time went to the grid of source coordinates: proj4, the curvature check and its
+// garbage).
 const NODE_TILES = 8
 const nodeCache = new Map()
 
-/** The source CRS coordinates (x, y interleaved) of a tile's (g + 1)² grid nodes, row by row. */
+/** The source CRS coordinates (x, y interleaved) of a tile's (g + 1)² grid nodes, row by row. Read-only: shared. */
 function projectedNodes (toSource, extent, n, step, g) {
   const key = toSource.key === undefined ? null : `${toSource.key}|${extent.join(',')}|${n}|${step}`
   const known = key === null ? undefined : nodeCache.get(key)
@@ -336,7 +337,8 @@ function takePixel (k, ic, ir, w, h, bands, density, values, alpha) {
 }
 
 /**
- * Nearest neighbour on any other grid: each pixel's own source pixel, the grid's coordinates a row at a time.
+ * Nearest neighbour on any other grid: each pixel's own source pixel, the grid's coordinates a row at a time (a node
+ * grid that bilinear interpolation serves throughout: nearestCells).
  * (Multiplying by the level's inverse reduction rather than dividing: 2× faster, and the same pixels, the ε aside.)
  */
 function nearestRows (level, win, bands, density, grid, values, alpha, s) {
@@ -374,11 +376,11 @@ function nearestCells (level, win, bands, density, grid, values, alpha) {
   const ifx = 1 / level.fx; const ify = 1 / level.fy
   for (let j = 0, k = 0; j < n; j++) {
     const b = Math.floor(j / step)
-    const fy = (j - b * step + 0.5) / step
+    const down = (j - b * step + 0.5) / step // how far down its cell this row is, as interpolate's fy
     for (let a = 0; a < g; a++) {
       const p = b * (g + 1) + a
-      const cl = gx[p] + (gx[p + g + 1] - gx[p]) * fy; const cr = gx[p + 1] + (gx[p + g + 2] - gx[p + 1]) * fy
-      const rl = gy[p] + (gy[p + g + 1] - gy[p]) * fy; const rr = gy[p + 1] + (gy[p + g + 2] - gy[p + 1]) * fy
+      const cl = gx[p] + (gx[p + g + 1] - gx[p]) * down; const cr = gx[p + 1] + (gx[p + g + 2] - gx[p + 1]) * down
+      const rl = gy[p] + (gy[p + g + 1] - gy[p]) * down; const rr = gy[p + 1] + (gy[p + g + 2] - gy[p + 1]) * down
       const dc = (cr - cl) / step; const dr = (rr - rl) / step
       for (let t = 0; t < step; t++, k++) {
         takePixel(k, Math.floor((cl + dc * (t + 0.5)) * ifx - x0 + 1e-6), Math.floor((rl + dr * (t + 0.5)) * ify - y0 + 1e-6), w, h, bands, density, values, alpha)

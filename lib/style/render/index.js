@@ -56,6 +56,8 @@ async function renderPlugin (app, config) {
   let reason = choice.why ?? null
   let engine = null
   if (choice.backend !== null) {
+    // One engine thread per child and a child per core (at most 8): measured on 2 cores, 2 children of 1 thread
+    // rendered 210 OSM Liberty tiles/s where 1 child of 2 threads rendered 159 (bench/README.md).
     const children = options.children ?? Math.min(8, availableParallelism())
     const threads = options.threads ?? 1
     // Without a GPU the engine draws with Mesa's llvmpipe, which hands each draw to a rasterizer thread per core by
@@ -67,10 +69,8 @@ async function renderPlugin (app, config) {
       name: choice.backend,
       command: choice.command,
       args: choice.args,
-      // One engine thread per child and a child per core (at most 8): measured on 2 cores, 2 children of 1 thread
-      // rendered 210 OSM Liberty tiles/s where 1 child of 2 threads rendered 159 (bench/README.md).
       // A resource the engine waits for gives up well before the render's own timeout, which would cost the child.
-      env: { ...choice.env, ...rasterizer, TILE_CANNON_RENDER_THREADS: String(threads), TILE_CANNON_FETCH_TIMEOUT_S: String((options.timeoutMs ?? 30_000) / 2000) },
+      env: { ...rasterizer, ...choice.env, TILE_CANNON_RENDER_THREADS: String(threads), TILE_CANNON_FETCH_TIMEOUT_S: String((options.timeoutMs ?? 30_000) / 2000) },
       size: children,
       timeoutMs: options.timeoutMs ?? 30_000,
       queueMax: options.queueMax ?? 64,
