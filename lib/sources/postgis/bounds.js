@@ -53,8 +53,15 @@ const WORLD = [-180, -90, 180, 90]
 const MERCATOR_WORLD = [-180, -MAX_LAT, 180, MAX_LAT]
 const MARGINS_DEG = [30, 10, 2, 0] // tried in turn around the data's bounds, the largest that works wins
 
-/** `box` grown by `deg` on every side, within the world. */
-const grown = ([w, s, e, n], deg) => [Math.max(-180, w - deg), Math.max(-90, s - deg), Math.min(180, e + deg), Math.min(90, n + deg)]
+/**
+ * `box` grown by `deg` on every side, out to whole degrees, within the world. Whole degrees: the domain is part of
+ * the tile SQL, hence of the set's signature, and the planner's estimated extent moves a little after each ANALYZE;
+ * an unrounded domain would make every re-discovery after one replace the set and drop its cached tiles.
+ */
+const grown = ([w, s, e, n], deg) => [
+  Math.max(-180, Math.floor(w - deg)), Math.max(-90, Math.floor(s - deg)),
+  Math.min(180, Math.ceil(e + deg)), Math.min(90, Math.ceil(n + deg)),
+]
 
 // Whether a lon/lat box still means the same place once in the table's CRS, made as the queries make it (edges
 // segmentized to 1/64 of the box, transformed): a valid polygon that covers a 16x16 grid of points of the box, each

@@ -1,5 +1,5 @@
-// One database: its connections (tiles' and a pool), the discovery of its sets (again on each reload), the warm-up of its connections, and
-// its NOTIFY listener.
+// One database: its connections (the tiles' own and a pool), the discovery of its sets (again on each reload), the
+// warm-up of the tile connections, and its NOTIFY listener.
 import pg from 'pg'
 import { queryDomain, tableBounds } from './bounds.js'
 import { describeTable, functionId, idAllocator, readFunctions, readTables, tableSpecs } from './introspect.js'
@@ -93,8 +93,9 @@ export function createProvider (url, options = {}, { log } = {}) {
     async function openTable (id, row, opts) {
       const t = await describeTable(pool, row, columnsOf.get(row.oid) ?? [], opts, options, geomCount.get(row.oid) > 1)
       if (typeof t === 'string') return t
-      const bounds = await tableBounds(pool, t, options.boundsTimeoutMs ?? 2000)
-      return tableSource(id, t, bounds, served, await queryDomain(pool, t, bounds, options.boundsTimeoutMs ?? 2000))
+      const timeoutMs = options.boundsTimeoutMs ?? 2000
+      const bounds = await tableBounds(pool, t, timeoutMs)
+      return tableSource(id, t, bounds, served, await queryDomain(pool, t, bounds, timeoutMs))
     }
   }
 
