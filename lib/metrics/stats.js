@@ -27,8 +27,10 @@ export class Latencies {
 
 export class RequestStats {
   constructor () {
-    this.requests = new Map() // 'route\tset\tclass' → count
-    this.latency = new Map() // 'route\tkind' → Latencies (kind: the set's source kind, '' for routes without one)
+    // Nested maps rather than one keyed by the labels joined: a joined key is a new string per request, flattened and
+    // hashed each time (~0.4 µs of a warm tile's ~13); the route, set id and kind strings are the same every time.
+    this.requests = new Map() // route → set → counts by status class (index: status / 100)
+    this.latency = new Map() // route → kind → Latencies (kind: the set's source kind, '' for routes without one)
   }
 
   /**
@@ -37,30 +39,34 @@ export class RequestStats {
    */
   record (route, set, kind, status, seconds) {
     if (kind === 'composite') set = '' // each combination of sets would be a series of its own
-    const key = route + '\t' + set + '\t' + CLASSES[(status / 100) | 0]
-    this.requests.set(key, (this.requests.get(key) ?? 0) + 1)
-    const series = route + '\t' + kind
-    let latencies = this.latency.get(series)
-    if (latencies === undefined) this.latency.set(series, latencies = new Latencies())
+    let sets = this.requests.get(route)
+    if (sets === undefined) this.requests.set(route, sets = new Map())
+    let counts = sets.get(set)
+    if (counts === undefined) sets.set(set, counts = new Float64Array(CLASSES.length))
+    counts[(status / 100) | 0]++
+    let kinds = this.latency.get(route)
+    if (kinds === undefined) this.latency.set(route, kinds = new Map())
+    let latencies = kinds.get(kind)
+    if (latencies === undefined) kinds.set(kind, latencies = new Latencies())
     latencies.observe(seconds)
   }
 
   /** The counts as prom-client metric values: [{ labels: { route, set, status }, value }]. */
   requestValues () {
     const values = []
-    for (const [key, value] of this.requests) {
-      const [route, set, status] = key.split('\t')
-      values.push({ labels: { route, set, status }, value })
+    for (const [route, sets] of this.requests) {
+      for (const [set, counts] of sets) {
+        counts.forEach((value, i) => { if (value > 0) values.push({ labels: { route, set, status: CLASSES[i] }, value }) })
+      }
     }
     return values
   }
 
   /** The latencies as the values of a prom-client histogram. */
   latencyValues (name) {
-    return histogramValues(name, this.latency, (series) => {
-      const [route, kind] = series.split('\t')
-      return { route, kind }
-    })
+    const series = new Map()
+    for (const [route, kinds] of this.latency) for (const [kind, l] of kinds) series.set({ route, kind }, l)
+    return histogramValues(name, series, (labels) => labels)
   }
 }
 
