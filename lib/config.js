@@ -363,7 +363,8 @@ export const USAGE = `Usage: tile-cannon [options] [path|url ...]
 
 Serves every ${fileKindsText()} file in the given folders, the given files, and URLs:
 ${urlForms().map((u) => `  ${u}`).join('\n')}
-With no path: ./tiles if it exists, else a built-in demo set.
+With no path: ./tiles if it exists, else a built-in demo set. Paths also from env TILE_CANNON_PATHS (comma-separated);
+a PostGIS database also from env DATABASE_URL.
 Object storage (s3://): env AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), AWS_REGION, AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; TILE_CANNON_S3_FORCE_PATH_STYLE=true for MinIO-like servers.
 
@@ -382,7 +383,8 @@ Options:
                           (default: any; env TILE_CANNON_ALLOWED_HOSTS). API keys: env TILE_CANNON_API_KEYS
       --cors ORIGINS      "*", "false", or comma-separated origins (default "*"; env TILE_CANNON_CORS)
       --log-level LEVEL   fatal|error|warn|info|debug|trace|silent (default info; env TILE_CANNON_LOG_LEVEL)
-      --log-requests      log every request, one line each (off by default: it costs throughput)
+      --log-requests      log every request, one line each (off by default: it costs throughput; env
+                          TILE_CANNON_LOG_REQUESTS=true)
       --log-format F      auto|pretty|json: pretty on a terminal, JSON otherwise (default auto; env
                           TILE_CANNON_LOG_FORMAT)
       --redis URL         share made tiles (PostGIS, COG, rendered) with other replicas through Redis,
@@ -392,8 +394,9 @@ Options:
       --tile-dir-max-mb N the tile directory's bound, oldest tiles removed first (default 10240; env
                           TILE_CANNON_TILE_DIR_MAX_MB)
       --no-metrics        no /metrics (env TILE_CANNON_METRICS=false)
-      --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads)
-      --no-demo           serve nothing rather than the demo when no tilesets are found
+      --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads; env
+                          TILE_CANNON_WATCH=false)
+      --no-demo           serve nothing rather than the demo when no tilesets are found (env TILE_CANNON_DEMO=false)
       --no-viewer         no map viewer (/viewer/…, the home page's previews): a server of tiles only (env
                           TILE_CANNON_VIEWER=false)
       --styles DIR        MapLibre styles, NAME/style.json or NAME.json (default ./styles if it exists; env
@@ -405,6 +408,9 @@ Options:
                           TILE_CANNON_DEFAULT_FONT)
   -h, --help              this help
 
+Worker pools: env TILE_CANNON_RASTER_THREADS (COG tiles), TILE_CANNON_RENDER_CHILDREN and TILE_CANNON_RENDER_THREADS
+(rendered styles); the rest of the settings are in the config file (README.md).
+Other commands: \`tile-cannon export --help\` (tiles to a folder or an MBTiles file), \`tile-cannon nginx --help\`.
 Precedence: flags > environment > config file > defaults.`
 
 export class ConfigError extends Error {}

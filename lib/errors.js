@@ -90,8 +90,10 @@ const OTHER_CODES = new RegExp([
 ].join('|'))
 // PostgreSQL SQLSTATEs (pg's DatabaseError): connection (08), authentication (28), resources (53), operator
 // intervention (57: 57014 is the statement timeout, 57P01 a shutdown), system (58), internal (XX), locks and
-// deadlocks (55P03, 40001, 40P01), the database gone (3D000), a table or function dropped since discovery.
-const SQLSTATE = /^(08|28|53|57|58|XX)|^(55P03|40001|40P01|3D000|42P01|42883)$/
+// deadlocks (55P03, 40001, 40P01), the database gone (3D000), a table, column or function dropped since discovery
+// (42P01, 42703, 42883); and a tile function failing in itself: PL/pgSQL's RAISE and ASSERT (P0), routine errors (2F,
+// 38, 39), a division by zero (22012). Other data exceptions (22P02, a bad cast) may be this server's binding: bugs.
+const SQLSTATE = /^(08|28|53|57|58|XX|2F|38|39|P0)|^(55P03|40001|40P01|3D000|42P01|42703|42883|22012)$/
 const MESSAGES = new RegExp([
   // pg and pg-pool
   '^Connection terminated', '^timeout exceeded when trying to connect$', '^Query read timeout$', '^timeout expired$',

@@ -200,7 +200,8 @@ test('how a source\'s error is classified: its backend failing (503) or a bug (5
     new Unavailable('a source that knows'),
     coded('x', 'ECONNREFUSED'), coded('x', 'ETIMEDOUT'), coded('x', 'ENOENT'), coded('x', 'EIO'), coded('x', 'UND_ERR_SOCKET'),
     coded('x', 'SQLITE_IOERR_READ'), coded('x', 'SQLITE_CORRUPT'), coded('x', 'Z_DATA_ERROR'),
-    pg('08006'), pg('57014'), pg('57P01'), pg('53300'), pg('42P01'),
+    pg('08006'), pg('57014'), pg('57P01'), pg('53300'), pg('42P01'), pg('42703'),
+    pg('P0001'), pg('P0004'), pg('38001'), pg('22012'), // a tile function's RAISE or ASSERT, a routine's error, x / 0
     new Error('Connection terminated'), new Error('Query read timeout'), new Error('Bad response code: 500'),
     new Error('Task queue is at limit'), new Error('connect ECONNREFUSED 127.0.0.1:80'), // a worker's error, code lost
     new TypeError('fetch failed', { cause: coded('getaddrinfo ENOTFOUND example', 'ENOTFOUND') }),

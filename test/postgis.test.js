@@ -187,6 +187,19 @@ test('a slow query is a 503 for that tile after the statement timeout, never a h
   assert.equal((await app.inject({ url: `/${encodeURIComponent('Mixed Case Roads')}/0/0/0` })).statusCode, 200, 'other sets keep serving')
 })
 
+test('a tile function that raises is a 503 naming its set (its backend failed), not a 500', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE FUNCTION raising_tile(z integer, x integer, y integer) RETURNS bytea AS $$
+    BEGIN RAISE EXCEPTION 'no tiles at zoom %', z; END $$ LANGUAGE plpgsql`)
+  t.after(() => runSql(db.url, 'DROP FUNCTION raising_tile'))
+  const app = await makeApp(t, { paths: [db.url] })
+  const res = await app.inject({ url: '/raising_tile/3/1/1' })
+  assert.equal(res.statusCode, 503, res.payload)
+  assert.equal(res.json().message, "tileset 'raising_tile' could not read this tile")
+  assert.doesNotMatch(res.payload, /no tiles at zoom/, 'the database\'s words stay in the log')
+  assert.equal((await app.inject({ url: `/${encodeURIComponent('Mixed Case Roads')}/0/0/0` })).statusCode, 200, 'other sets keep serving')
+})
+
 test('re-discovery (SIGHUP) finds new tables and drops removed ones', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await makeApp(t, { paths: [db.url] })
@@ -197,6 +210,21 @@ test('re-discovery (SIGHUP) finds new tables and drops removed ones', async (t) 
   await runSql(db.url, 'DROP TABLE late_table')
   await app.catalog.reload()
   assert.equal((await app.inject({ url: '/late_table/0/0/0' })).statusCode, 404)
+})
+
+test('a table whose name is reserved (or taken) keeps the id it was served under across re-discoveries', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, 'CREATE TABLE list (id integer PRIMARY KEY, geom geometry(Point, 4326)); INSERT INTO list VALUES (1, ST_SetSRID(ST_MakePoint(0, 0), 4326))')
+  t.after(() => runSql(db.url, 'DROP TABLE list'))
+  const app = await makeApp(t, { paths: [db.url] })
+  const idOfList = () => [...app.catalog.registry.entries.values()].filter((e) => e.kind === 'postgis' && /(^|\.)list(-\d+)?$/.test(e.id)).map((e) => e.id)
+  const [id] = idOfList()
+  assert.ok(id !== undefined && id !== 'list', `served under another id than /list: ${idOfList()}`)
+  for (let round = 1; round <= 3; round++) {
+    await app.catalog.reload()
+    assert.deepEqual(idOfList(), [id], `after re-discovery ${round}`)
+    assert.equal((await app.inject({ url: `/${id}/0/0/0` })).statusCode, 200)
+  }
 })
 
 test('every shared PostGIS fixture loads and serves: martin tables, GeoJSON layers, the tegola dump', async (t) => {

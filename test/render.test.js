@@ -150,6 +150,10 @@ test('static images: a centre and zoom, a bbox, auto; a path and a marker drawn 
   assert.ok(yellow(img.at(200 - 120, 150)), `and west: ${img.at(80, 150)}`)
   assert.ok(!yellow(img.at(200 + 120, 100)) && !yellow(img.at(200 + 190, 150)), 'nowhere else')
   await assertGolden(res.rawPayload, 'dots-static-path-marker')
+  // Colour names in any case, as CSS and MapLibre read them: the same image.
+  const named = await app.inject({ url: `/styles/dots/static/0,0,2/400x300.png?${overlays.replace('%23ffff00', 'Yellow').replace('%2300ff00', 'LIME')}` })
+  assert.equal(named.statusCode, 200, named.body)
+  assert.ok(named.rawPayload.equals(res.rawPayload), 'Yellow and LIME draw as #ffff00 and #00ff00')
 
   const retina = await pixels((await app.inject({ url: `/styles/dots/static/0,0,2/400x300@2x.webp?${overlays}` })).rawPayload)
   assert.deepEqual([retina.info.width, retina.info.height], [800, 600])
@@ -175,11 +179,52 @@ test('static images: a centre and zoom, a bbox, auto; a path and a marker drawn 
     ['/styles/dots/static/0,0,2/10x10.png?marker=1,1&marker=2,2&marker=3,3&marker=4,4', 'overlays'],
     ['/styles/dots/static/0,0,2/10x10.png?path=1,1', 'one point'],
     ['/styles/dots/static/0,0,2/10x10.png?path=1,1|2,2&stroke=javascript:x', 'colour'],
+    // Colour-like words and short hex the engine would quietly draw in its default colour.
+    ['/styles/dots/static/0,0,2/10x10.png?path=1,1|2,2&stroke=notacolor', 'colour name'],
+    ['/styles/dots/static/0,0,2/10x10.png?path=1,1|2,2&stroke=%2312345', '5 hex digits'],
+    ['/styles/dots/static/0,0,2/10x10.png?path=fill:zzz|1,1|2,2|2,1', 'fill'],
+    ['/styles/dots/static/0,0,2/10x10.png?marker=1,1|color:bogus', 'marker colour'],
     ['/styles/dots/static/0,0,2/10x10.png?path=enc:%7F%7F%7F', 'polyline'],
     ['/styles/dots/static/0,0,2/10x10.png?path=1,1|nonsense', 'not a point'],
   ]) {
     const bad = await app.inject({ url })
     assert.equal(bad.statusCode, 400, `${why}: ${url} → ${bad.statusCode} ${bad.body}`)
+  }
+})
+
+test('a sprite on another server is drawn (its query string kept); one that cannot be had draws the map without icons', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const sheet = await sharp({ create: { width: 16, height: 16, channels: 4, background: { r: 255, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  const asked = []
+  const server = createServer((req, res) => {
+    asked.push(req.url)
+    const m = /^\/s\/sheet(@2x)?\.(json|png)\?key=abc$/.exec(req.url)
+    if (m === null) return res.writeHead(403).end()
+    const ratio = m[1] ? 2 : 1
+    res.end(m[2] === 'json' ? JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: ratio } }) : sheet)
+  }).listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const style = (sprite) => JSON.stringify({ version: 8, sources: {}, sprite, layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#0000ff' } }, { id: 'pattern', type: 'background', paint: { 'background-pattern': 'own' } }] })
+  writeFileSync(join(styles, 'remote.json'), style(`http://127.0.0.1:${server.address().port}/s/sheet?key=abc`))
+  const closed = createServer().listen(0, '127.0.0.1')
+  await once(closed, 'listening')
+  const deadPort = closed.address().port
+  closed.close()
+  writeFileSync(join(styles, 'dead.json'), style(`http://127.0.0.1:${deadPort}/s/sheet`))
+  const app = await makeApp(t, { paths: [tiles], styles })
+
+  const yellow = ([r, g, b]) => r > 200 && g > 200 && b < 60
+  const blue = ([r, g, b]) => r < 60 && g < 60 && b > 200
+  const remote = await app.inject({ url: '/styles/remote/1/0/0.png' })
+  assert.equal(remote.statusCode, 200, remote.body)
+  assert.ok(yellow((await pixels(remote.rawPayload)).at(128, 128)), 'the remote sprite\'s pattern')
+  assert.ok(asked.includes('/s/sheet.json?key=abc') || asked.includes('/s/sheet@2x.json?key=abc'), `asked: ${asked}`)
+  for (const url of ['/styles/dead/1/0/0.png', '/styles/dead/1/1/0@2x.png', '/styles/dead/static/0,0,1/64x64.png']) {
+    const dead = await app.inject({ url })
+    assert.equal(dead.statusCode, 200, `${url}: ${dead.body}`)
+    assert.ok(blue((await pixels(dead.rawPayload)).at(20, 20)), `${url}: the map without its pattern`)
   }
 })
 

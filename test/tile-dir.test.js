@@ -46,8 +46,13 @@ async function stack (t, { paths = [], config = {}, argv = [] } = {}) {
   let app = await start()
   t.after(() => app.close())
   // Not execFileSync: the server in this process must keep answering (a blocked event loop is shed with 503s).
-  const { stdout: site } = await promisify(execFile)(process.execPath, [join(ROOT, 'server.js'), 'nginx', ...args, '--upstream', `http://127.0.0.1:${port}`,
-    '--listen', `127.0.0.1:${await freePort()}`, '--log-level', 'silent'], { encoding: 'utf8' })
+  // With a file that does not open among its paths: its warning goes to stderr, stdout is the configuration alone
+  // (redirected into conf.d, a log line would make nginx refuse it).
+  writeFileSync(join(dir, 'broken.mbtiles'), 'not an MBTiles file')
+  const { stdout: site, stderr } = await promisify(execFile)(process.execPath, [join(ROOT, 'server.js'), 'nginx', ...args, join(dir, 'broken.mbtiles'),
+    '--upstream', `http://127.0.0.1:${port}`, '--listen', `127.0.0.1:${await freePort()}`, '--log-format', 'json'], { encoding: 'utf8' })
+  assert.match(stderr, /"set":"broken".*tileset unavailable/)
+  assert.ok(site.startsWith('# nginx in front of tile-cannon'), site.slice(0, 200))
   const nginxPort = Number(/listen 127\.0\.0\.1:(\d+);/.exec(site)[1])
   const nginx = await runNginx(join(dir, 'nginx'), null, nginxPort, site)
   t.after(() => nginx.stop())

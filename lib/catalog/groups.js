@@ -41,11 +41,15 @@ export class Groups {
     clearTimeout(known.retry)
     known.retry = null
     const ids = new Set()
+    const servedAs = new Map() // the group's id of a set → the id it is served under (another when taken or reserved)
     const { registry } = this
     for (const { id, source, reason = null } of found) {
-      const previous = registry.entries.get(id)
-      const finalId = previous?.group === url ? id : registry.uniqueId(id, [`${new URL(url).pathname.slice(1) || kind.kind}.${id}`])
+      // The entry of an earlier discovery under the id it was given then, so a set that had to take another id (its
+      // own taken or reserved, e.g. a table named `list`) keeps that one, not a new one at each discovery.
+      const previous = registry.entries.get(known.servedAs?.get(id) ?? id)
+      const finalId = previous?.group === url ? previous.id : registry.uniqueId(id, [`${new URL(url).pathname.slice(1) || kind.kind}.${id}`])
       ids.add(finalId)
+      servedAs.set(id, finalId)
       // Unchanged since the last discovery: keep the entry, and with it its cached tiles.
       const same = previous?.group === url && (source === null
         ? previous.source === null && previous.reason === reason
@@ -55,6 +59,7 @@ export class Groups {
       if (source === null) this.log.warn({ set: finalId, reason }, `${kind.title} set unavailable`)
       registry.register(registry.makeEntry({ id: finalId, kind: kind.kind, group: url, reason }, source))
     }
+    known.servedAs = servedAs
     for (const entry of [...registry.entries.values()]) if (entry.group === url && !ids.has(entry.id)) registry.remove(entry)
     this.log.info({ place: redact(url), sets: ids.size }, `${kind.title} sets discovered`)
   }

@@ -5,6 +5,7 @@
 // failed or the output could not be written, 2 a usage mistake or an output that is another job's, 130 interrupted.
 import { setTimeout as delay } from 'node:timers/promises'
 import { buildApp } from '../app.js'
+import { makeLogger } from '../logging.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { ExportError, UsageError } from './errors.js'
 import { EXPORT_FLAGS, parseExportOptions } from './options.js'
@@ -70,7 +71,7 @@ export async function main (argv) {
 
   let app
   try {
-    app = await buildApp(config)
+    app = await buildApp(config, { loggerInstance: makeLogger(config, process.stderr) }) // as its progress: stdout stays clean
   } catch (err) {
     say(`cannot start: ${err.message}`)
     return 1

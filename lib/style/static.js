@@ -2,6 +2,7 @@
 // the overlays; a size; a scale) and its overlays (`path=`, `marker=`), which the engine draws itself: they become
 // GeoJSON sources and layers added to the style for that render, not a second drawing library.
 import { createHash } from 'node:crypto'
+import { Color } from '@maplibre/maplibre-gl-style-spec'
 import { BadRequest } from '../errors.js'
 import { MARKER_SPRITE_ID } from './markers.js'
 
@@ -9,7 +10,13 @@ const NUMBER = '-?\\d+(?:\\.\\d+)?'
 const CENTER = new RegExp(`^(${NUMBER}),(${NUMBER}),(${NUMBER})(?:@(${NUMBER})(?:,(${NUMBER}))?)?$`)
 const BBOX = new RegExp(`^(${NUMBER}),(${NUMBER}),(${NUMBER}),(${NUMBER})$`)
 const SIZE = /^(\d{1,5})x(\d{1,5})(?:@([23])x)?\.(png|jpg|jpeg|webp)$/
-const COLOR = /^(#[0-9a-fA-F]{3,8}|[a-z]{3,20}|rgba?\([\d.,\s%]+\))$/
+
+/**
+ * A CSS colour as MapLibre reads one (its style spec's parser: names in any case, #rgb[a], #rrggbb[aa], rgb[a](),
+ * hsl[a]()), written as the engine is sure to read it (`rgba(r,g,b,a)`); null for anything else, which the engine
+ * would quietly draw in its default colour.
+ */
+const colour = (text) => (typeof text === 'string' && text.length <= 64 ? Color.parse(text)?.toString() ?? null : null)
 
 /** Limits of a static image (config `render`): 400 beyond them. */
 export const STATIC_DEFAULTS = { maxSize: 2048, maxOverlays: 100, maxPathPoints: 10_000 }
@@ -78,8 +85,13 @@ function parsePath (text, base, limits) {
   if (coords.length > limits.maxPathPoints) throw new BadRequest(`a path has at most ${limits.maxPathPoints} points`)
   const width = Number(style.width)
   if (!(width > 0 && width <= 50)) throw new BadRequest('a path width is more than 0 and at most 50 pixels')
-  for (const key of ['stroke', 'fill']) if (style[key] !== null && !COLOR.test(style[key])) throw new BadRequest(`'${style[key]}' is not a colour`)
-  return { coordinates: coords, stroke: style.stroke, width, fill: style.fill }
+  const [stroke, fill] = ['stroke', 'fill'].map((key) => {
+    if (style[key] === null) return null
+    const value = colour(style[key])
+    if (value === null) throw new BadRequest(`'${style[key]}' is not a colour`)
+    return value
+  })
+  return { coordinates: coords, stroke, width, fill }
 }
 
 function parseMarker (text) {
@@ -93,7 +105,7 @@ function parseMarker (text) {
       continue
     }
     const value = m[2]
-    if (m[1] === 'color' && COLOR.test(value)) marker.color = value
+    if (m[1] === 'color' && colour(value) !== null) marker.color = colour(value)
     else if (m[1] === 'size' && Number(value) > 0 && Number(value) <= 50) marker.size = Number(value)
     else if (m[1] === 'scale' && Number(value) > 0 && Number(value) <= 10) marker.scale = Number(value)
     else if (m[1] === 'offset' && /^-?\d+(\.\d+)?,-?\d+(\.\d+)?$/.test(value)) marker.offset = value.split(',').map(Number)

@@ -3,6 +3,7 @@
 // as tile-cannon would send it (the sets are opened to know it, then closed).
 import { buildApp } from '../app.js'
 import { ConfigError, loadConfig } from '../config.js'
+import { makeLogger } from '../logging.js'
 import { nginxConfig } from './nginx.js'
 import { tilePlace } from './index.js'
 
@@ -40,7 +41,9 @@ export async function main (argv) {
     console.error(`tile-cannon nginx: --upstream is http://host:port, --listen a port or address:port\n\n${USAGE}`)
     return 2
   }
-  const app = await buildApp({ ...config, tileDir: { ...config.tileDir, dir: null } }) // its sets, not its folder
+  // Its sets, not its folder; warnings (a set that does not open) on stderr: stdout is the configuration, often
+  // redirected into nginx's conf.d.
+  const app = await buildApp({ ...config, tileDir: { ...config.tileDir, dir: null } }, { loggerInstance: makeLogger(config, process.stderr) })
   try {
     const places = []
     const entries = [...app.catalog.available()]

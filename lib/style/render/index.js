@@ -14,7 +14,9 @@ import { ABSENT } from '../../pipeline.js'
 import { toldUnavailable } from '../../errors.js'
 import { dataRevision } from '../../catalog/registry.js'
 import { MarkerIcons } from '../markers.js'
+import { encodePng } from '../../raster/png.js'
 import { RenderPool } from './pool.js'
+import { RemoteSprites } from './remote-sprites.js'
 import { renderStyle } from './style.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -22,6 +24,10 @@ const HERE = dirname(fileURLToPath(import.meta.url))
 export const DEFAULT_PYTHON = join(HERE, '..', '..', '..', '.render-venv', 'bin', 'python')
 const WORLD = [-180, -85.051129, 180, 85.051129]
 const SPRITE_NAME = /^(.*?)((?:@[23]x)?\.(?:json|png))$/
+// A sprite with no icons, for one that cannot be read: the engine fails a render on an empty sprite image ("unsupported
+// image type"), and draws this one as a map whose icons are missing.
+const NO_ICONS = { json: Buffer.from('{}'), png: encodePng(new Uint8Array(4), 1, 1, 4) } // 1x1, transparent
+const noSprite = (suffix) => ({ status: 'ok', body: suffix.endsWith('.json') ? NO_ICONS.json : NO_ICONS.png })
 
 /** The engine to start, or null, and why: { backend, command, args, env } | { backend: null, why }. */
 export function chooseBackend (render) {
@@ -50,6 +56,7 @@ async function renderPlugin (app, config) {
   const { catalog, pipeline, styles, fonts, sprites, log } = app
   const options = config.render
   const markers = new MarkerIcons({ dir: config.icons, allowRemote: options.allowRemoteMarkerIcons ?? false })
+  const remoteSprites = new RemoteSprites(log)
   // No styles folder, nothing to render: no engine is started (it costs ~300 MiB and a second).
   const choice = styles.dir === null ? { backend: null, why: 'no styles folder is configured (--styles)' } : chooseBackend(options)
   let pool = null
@@ -110,7 +117,13 @@ async function renderPlugin (app, config) {
       if (style === undefined || m === null) return { status: 'empty' }
       // A sprite file missing: the map is drawn without its icons rather than not at all (a missing @2x one is the 1x).
       const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
-      return file === null ? { status: 'empty' } : { status: 'ok', body: file.bytes }
+      return file === null ? noSprite(m[2]) : { status: 'ok', body: file.bytes }
+    }
+    if (kind === 'remote-sprite' && rest.length === 1) { // tc://remote-sprite/<the style's sprite URL, encoded><suffix>
+      const m = SPRITE_NAME.exec(rest[0])
+      if (m === null) return { status: 'empty' }
+      const body = await remoteSprites.read(decodeURIComponent(m[1]), m[2])
+      return body === null ? noSprite(m[2]) : { status: 'ok', body }
     }
     if (kind === 'markers' && rest.length === 1) { // the icons of a static image's markers (lib/style/markers.js)
       const body = markers.read(rest[0])
