@@ -316,3 +316,9 @@ test('a static image too large is a 400 whatever the renderer\'s state (renderin
     assert.match(res.json().message, message, url)
   }
 })
+
+test('options configured for a set id that no set has are said in a warning at start; those that match are not', async (t) => {
+  const { lines } = await errorApp(t, { sets: { trails: { missingStatus: 404 }, roads: { cacheControl: 'no-store' } } })
+  const warned = lines.filter((l) => /configured options name no set/.test(l.msg))
+  assert.deepEqual(warned.map((l) => l.sets), [['trails']])
+})

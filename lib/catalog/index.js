@@ -52,6 +52,11 @@ export class Catalog {
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
     this.loaded = true
+    // Options for a set by an id no set has (a file served under another name, a typo) would apply to nothing, unsaid.
+    const unmatched = Object.entries(this.config.sets).filter(([id, o]) => !o.path && !o.url && this.registry.entries.get(id) === undefined)
+    if (unmatched.length > 0) {
+      this.log.warn({ sets: unmatched.map(([id]) => id) }, "configured options name no set served (yet): a set's id is its file name without the extension, or the id it is configured under")
+    }
   }
 
   /** Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). */
