@@ -114,6 +114,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
   if (!config.logRequests) front = tileFront(app)
 
   await catalog.load()
+  catalog.warnUnmatchedOptions((id) => app.styles?.get(id) !== undefined)
   if (app.hasDecorator('tileDir')) await app.tileDir.open() // what is on disk, checked against the sets just opened
   if (config.watch) catalog.watch()
   return app

@@ -408,8 +408,10 @@ Options:
                           TILE_CANNON_DEFAULT_FONT)
   -h, --help              this help
 
-Worker pools: env TILE_CANNON_RASTER_THREADS (COG tiles), TILE_CANNON_RENDER_CHILDREN and TILE_CANNON_RENDER_THREADS
-(rendered styles); the rest of the settings are in the config file (README.md).
+More settings by env: TILE_CANNON_RASTER_THREADS, TILE_CANNON_COG_BLOCK_CACHE_MB (COG tiles); TILE_CANNON_RENDER_BACKEND,
+_PYTHON, _CHILDREN, _THREADS (TILE_CANNON_RENDER_…: rendered styles); TILE_CANNON_MAX_URL_LENGTH, _MAX_QUERY_LENGTH;
+TILE_CANNON_MAX_EVENT_LOOP_DELAY_MS, _MAX_RSS_MB (load shedding); TILE_CANNON_FEATURES=false (no OGC API – Features).
+The rest are in the config file (README.md).
 Other commands: \`tile-cannon export --help\` (tiles to a folder or an MBTiles file), \`tile-cannon nginx --help\`.
 Precedence: flags > environment > config file > defaults.`
 

@@ -318,7 +318,10 @@ test('a static image too large is a 400 whatever the renderer\'s state (renderin
 })
 
 test('options configured for a set id that no set has are said in a warning at start; those that match are not', async (t) => {
-  const { lines } = await errorApp(t, { sets: { trails: { missingStatus: 404 }, roads: { cacheControl: 'no-store' } } })
+  // `plain` is a style: its rendered tiles take the options of its id.
+  const styles = tempDir(t)
+  writeFileSync(join(styles, 'plain.json'), JSON.stringify({ version: 8, sources: {}, layers: [] }))
+  const { lines } = await errorApp(t, { styles, sets: { trails: { missingStatus: 404 }, roads: { cacheControl: 'no-store' }, plain: { cacheControl: 'max-age=7' } } })
   const warned = lines.filter((l) => /configured options name no set/.test(l.msg))
   assert.deepEqual(warned.map((l) => l.sets), [['trails']])
 })

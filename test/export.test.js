@@ -420,6 +420,8 @@ test('a source failing for some tiles: failures counted and shown, the rest expo
   assert.match(flaky.stderr, /tile \d+\/\d+\/\d+ failed: tileset 'flaky_points' could not read this tile: flaky tile/)
   assert.match(flaky.stderr, new RegExp(`${tiles.length - failing} tiles written, 0 absent, ${failing} failed`))
   assert.match(flaky.stderr, /run the same command again to retry them/)
+  assert.match(flaky.stderr, /"msg":"tile read failed"/, 'the server\'s log on stderr too')
+  assert.equal(flaky.stdout, '', 'stdout stays clean')
   assert.equal(countTiles(out), tiles.length - failing)
   assert.equal(JSON.parse(readMetadata(out)['tile-cannon:export']).complete, false)
 

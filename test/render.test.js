@@ -192,40 +192,53 @@ test('static images: a centre and zoom, a bbox, auto; a path and a marker drawn 
   }
 })
 
-test('a sprite on another server is drawn (its query string kept); one that cannot be had draws the map without icons', async (t) => {
+test('a sprite that cannot be read fails the render (503, not cached); once it can, the icons are drawn', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)
   const sheet = await sharp({ create: { width: 16, height: 16, channels: 4, background: { r: 255, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  const spriteJson = (ratio) => JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: ratio } })
+  // A port that nothing listens on yet: the sprite's server is down, then comes up.
+  const probe = createServer().listen(0, '127.0.0.1')
+  await once(probe, 'listening')
+  const port = probe.address().port
+  probe.close()
+  const style = (sprite) => JSON.stringify({ version: 8, sources: {}, sprite, layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#0000ff' } }, { id: 'pattern', type: 'background', paint: { 'background-pattern': 'own' } }] })
+  writeFileSync(join(styles, 'remote.json'), style(`http://127.0.0.1:${port}/s/sheet?key=abc`))
+  mkdirSync(join(styles, 'local'))
+  writeFileSync(join(styles, 'local', 'style.json'), style('sprite'))
+  const app = await makeApp(t, { paths: [tiles], styles })
+  const yellow = ([r, g, b]) => r > 200 && g > 200 && b < 60
+
+  for (const url of ['/styles/remote/1/0/0.png', '/styles/local/1/0/0.png', '/styles/local/static/0,0,1/64x64.png']) {
+    const down = await app.inject({ url })
+    assert.equal(down.statusCode, 503, `${url}: ${down.body}`)
+    assert.equal(down.headers['retry-after'] !== undefined, true, 'Retry-After')
+  }
+  assert.match((await app.inject({ url: '/styles/local/1/0/0.png' })).json().message, /sprite/)
+
   const asked = []
   const server = createServer((req, res) => {
     asked.push(req.url)
     const m = /^\/s\/sheet(@2x)?\.(json|png)\?key=abc$/.exec(req.url)
-    if (m === null) return res.writeHead(403).end()
-    const ratio = m[1] ? 2 : 1
-    res.end(m[2] === 'json' ? JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: ratio } }) : sheet)
-  }).listen(0, '127.0.0.1')
+    if (m === null) return res.writeHead(404).end()
+    res.end(m[2] === 'json' ? spriteJson(m[1] ? 2 : 1) : sheet)
+  }).listen(port, '127.0.0.1')
   await once(server, 'listening')
   t.after(() => server.close())
-  const style = (sprite) => JSON.stringify({ version: 8, sources: {}, sprite, layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#0000ff' } }, { id: 'pattern', type: 'background', paint: { 'background-pattern': 'own' } }] })
-  writeFileSync(join(styles, 'remote.json'), style(`http://127.0.0.1:${server.address().port}/s/sheet?key=abc`))
-  const closed = createServer().listen(0, '127.0.0.1')
-  await once(closed, 'listening')
-  const deadPort = closed.address().port
-  closed.close()
-  writeFileSync(join(styles, 'dead.json'), style(`http://127.0.0.1:${deadPort}/s/sheet`))
-  const app = await makeApp(t, { paths: [tiles], styles })
-
-  const yellow = ([r, g, b]) => r > 200 && g > 200 && b < 60
-  const blue = ([r, g, b]) => r < 60 && g < 60 && b > 200
-  const remote = await app.inject({ url: '/styles/remote/1/0/0.png' })
-  assert.equal(remote.statusCode, 200, remote.body)
-  assert.ok(yellow((await pixels(remote.rawPayload)).at(128, 128)), 'the remote sprite\'s pattern')
-  assert.ok(asked.includes('/s/sheet.json?key=abc') || asked.includes('/s/sheet@2x.json?key=abc'), `asked: ${asked}`)
-  for (const url of ['/styles/dead/1/0/0.png', '/styles/dead/1/1/0@2x.png', '/styles/dead/static/0,0,1/64x64.png']) {
-    const dead = await app.inject({ url })
-    assert.equal(dead.statusCode, 200, `${url}: ${dead.body}`)
-    assert.ok(blue((await pixels(dead.rawPayload)).at(20, 20)), `${url}: the map without its pattern`)
+  writeFileSync(join(styles, 'local', 'sprite.json'), spriteJson(1))
+  writeFileSync(join(styles, 'local', 'sprite.png'), sheet)
+  // A failed style is registered with the engine afresh at most once a second (the engine does not retry a sprite).
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  for (const url of ['/styles/remote/1/0/0.png', '/styles/local/1/0/0.png', '/styles/local/static/0,0,1/64x64.png']) {
+    let up = await app.inject({ url })
+    for (let tries = 1; up.statusCode === 503 && tries < 3; tries++) { // a registration that failed before, once
+      await new Promise((resolve) => setTimeout(resolve, 1100))
+      up = await app.inject({ url })
+    }
+    assert.equal(up.statusCode, 200, `${url}: ${up.body}`)
+    assert.ok(yellow((await pixels(up.rawPayload)).at(20, 20)), `${url}: the sprite's pattern, now that it can be read`)
   }
+  assert.ok(asked.some((u) => u.endsWith('.json?key=abc')), `the query string kept, the suffix before it: ${asked}`)
 })
 
 test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {

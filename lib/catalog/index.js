@@ -52,10 +52,16 @@ export class Catalog {
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
     this.loaded = true
-    // Options for a set by an id no set has (a file served under another name, a typo) would apply to nothing, unsaid.
-    const unmatched = Object.entries(this.config.sets).filter(([id, o]) => !o.path && !o.url && this.registry.entries.get(id) === undefined)
+  }
+
+  /**
+   * Says which `sets.<id>` option blocks (no path or URL of their own) name nothing served: no set, and no style
+   * (`isStyle(id)`: a style's rendered tiles take its id's options). They would apply to nothing, unsaid.
+   */
+  warnUnmatchedOptions (isStyle) {
+    const unmatched = Object.entries(this.config.sets).filter(([id, o]) => !o.path && !o.url && this.registry.entries.get(id) === undefined && !isStyle(id))
     if (unmatched.length > 0) {
-      this.log.warn({ sets: unmatched.map(([id]) => id) }, "configured options name no set served (yet): a set's id is its file name without the extension, or the id it is configured under")
+      this.log.warn({ sets: unmatched.map(([id]) => id) }, "configured options name no set or style served (yet): a set's id is its file name without the extension, or the id it is configured under")
     }
   }
 

@@ -14,9 +14,7 @@ import { ABSENT } from '../../pipeline.js'
 import { toldUnavailable } from '../../errors.js'
 import { dataRevision } from '../../catalog/registry.js'
 import { MarkerIcons } from '../markers.js'
-import { encodePng } from '../../raster/png.js'
 import { RenderPool } from './pool.js'
-import { RemoteSprites } from './remote-sprites.js'
 import { renderStyle } from './style.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -24,10 +22,8 @@ const HERE = dirname(fileURLToPath(import.meta.url))
 export const DEFAULT_PYTHON = join(HERE, '..', '..', '..', '.render-venv', 'bin', 'python')
 const WORLD = [-180, -85.051129, 180, 85.051129]
 const SPRITE_NAME = /^(.*?)((?:@[23]x)?\.(?:json|png))$/
-// A sprite with no icons, for one that cannot be read: the engine fails a render on an empty sprite image ("unsupported
-// image type"), and draws this one as a map whose icons are missing.
-const NO_ICONS = { json: Buffer.from('{}'), png: encodePng(new Uint8Array(4), 1, 1, 4) } // 1x1, transparent
-const noSprite = (suffix) => ({ status: 'ok', body: suffix.endsWith('.json') ? NO_ICONS.json : NO_ICONS.png })
+const RETRY_MS = 1000 // a style whose render failed is registered afresh at most this often (see drawing)
+const ENGINE_REFUSED = 'the renderer could not draw this' // pool.js's message for a render the engine failed
 
 /** The engine to start, or null, and why: { backend, command, args, env } | { backend: null, why }. */
 export function chooseBackend (render) {
@@ -56,7 +52,6 @@ async function renderPlugin (app, config) {
   const { catalog, pipeline, styles, fonts, sprites, log } = app
   const options = config.render
   const markers = new MarkerIcons({ dir: config.icons, allowRemote: options.allowRemoteMarkerIcons ?? false })
-  const remoteSprites = new RemoteSprites(log)
   // No styles folder, nothing to render: no engine is started (it costs ~300 MiB and a second).
   const choice = styles.dir === null ? { backend: null, why: 'no styles folder is configured (--styles)' } : chooseBackend(options)
   let pool = null
@@ -115,15 +110,11 @@ async function renderPlugin (app, config) {
       const style = styles.get(decodeURIComponent(rest[0]))
       const m = SPRITE_NAME.exec(decodeURIComponent(rest[1]))
       if (style === undefined || m === null) return { status: 'empty' }
-      // A sprite file missing: the map is drawn without its icons rather than not at all (a missing @2x one is the 1x).
+      // A sprite file missing (a missing @2x one is the 1x): the render fails, answered 503 and not cached, until it
+      // is there. Drawn without its icons instead, the tile would be kept (and shared, and written to a tile
+      // directory) under the style's revision, which a sprite file added later does not change.
       const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
-      return file === null ? noSprite(m[2]) : { status: 'ok', body: file.bytes }
-    }
-    if (kind === 'remote-sprite' && rest.length === 1) { // tc://remote-sprite/<the style's sprite URL, encoded><suffix>
-      const m = SPRITE_NAME.exec(rest[0])
-      if (m === null) return { status: 'empty' }
-      const body = await remoteSprites.read(decodeURIComponent(m[1]), m[2])
-      return body === null ? noSprite(m[2]) : { status: 'ok', body }
+      return file === null ? { status: 'missing', message: `the style's sprite file ${m[2].slice(1)} cannot be read` } : { status: 'ok', body: file.bytes }
     }
     if (kind === 'markers' && rest.length === 1) { // the icons of a static image's markers (lib/style/markers.js)
       const body = markers.read(rest[0])
@@ -174,9 +165,32 @@ async function renderPlugin (app, config) {
     const shared = createHash('sha1').update(portable).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
-    const made = { revision: style.revision, generation, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined }
+    const made = { revision: style.revision, generation, base: name, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
+  }
+
+  /**
+   * Draws with `draw(name)` (the name the style is registered under in the engine); a failure makes the next render
+   * register the style afresh. The engine loads a style's sprite (and a source's TileJSON) once per registration and
+   * keeps failing once that failed: a remote sprite's server down for a moment would otherwise fail the style's renders
+   * until a restart. At most once a second per style; the pool replaces a child that has taken many registrations.
+   */
+  async function drawing (style, draw) {
+    const known = drawnStyle(style)
+    const name = known.name
+    try {
+      return await draw(known)
+    } catch (err) {
+      const now = Date.now()
+      // The engine's refusal (pool.js), not a busy, crashed or timed-out child, which are answered otherwise.
+      if (known.name === name && String(err.message).startsWith(ENGINE_REFUSED) && now - known.retriedAt >= RETRY_MS) {
+        known.retries++
+        known.retriedAt = now
+        known.name = `${known.base}~${known.retries}`
+      }
+      throw err
+    }
   }
 
   function renderedTiles (style, size) {
@@ -195,8 +209,7 @@ async function renderPlugin (app, config) {
         if (pool === null) throw toldUnavailable(reason)
         // The engine draws 256 px tiles one zoom lower; at z0 there is none: the 512 px world, halved.
         const halve = size === 256 && z === 0
-        const { name, json } = drawnStyle(style)
-        const png = await pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json)
+        const png = await drawing(style, ({ name, json }) => pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json))
         return encodeImage(halve ? sharp(png).resize(256 * scale) : png, format)
       },
       close () {},
@@ -209,9 +222,7 @@ async function renderPlugin (app, config) {
    */
   async function renderView (style, request, format, overlay) {
     if (pool === null) throw toldUnavailable(reason)
-    const base = drawnStyle(style)
-    const name = overlay === undefined ? base.name : `${base.name}+${overlay.key}`
-    const png = await pool.render({ ...request, style: name }, overlay?.json ?? base.json)
+    const png = await drawing(style, (base) => pool.render({ ...request, style: overlay === undefined ? base.name : `${base.name}+${overlay.key}` }, overlay?.json ?? base.json))
     return encodeImage(png, format)
   }
 

@@ -2,10 +2,6 @@
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
 import { setNameOf, spritePathOf } from '../rewrite.js'
 
-const isRemote = (url) => typeof url === 'string' && /^https?:\/\//i.test(url)
-// The engine appends `@2x.json` and the like to this (encodeURIComponent leaves no '/' or '?' for it to trip on).
-const viaParent = (url) => `tc://remote-sprite/${encodeURIComponent(url)}`
-
 /**
  * `findSet(name)` → the entry a source name means (or undefined); `hasFonts`: glyphs come from the fonts folder (a
  * remote `glyphs` too, as tileserver-gl does: a renderer offline or behind a firewall still draws labels).
@@ -30,14 +26,9 @@ export function renderStyle (style, findSet, hasFonts) {
     if (source.type === 'raster' || source.type === 'raster-dem') source.tileSize ??= 256
   }
   if (hasFonts || (typeof json.glyphs === 'string' && !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs))) json.glyphs = 'tc://fonts/{fontstack}/{range}.pbf'
-  // Sprites of the styles folder from the parent's sprites; remote ones through the parent too (remote-sprites.js).
   if (spritePathOf(style) !== null) json.sprite = `tc://sprites/${encodeURIComponent(style.id)}/_`
-  else if (isRemote(json.sprite)) json.sprite = viaParent(json.sprite)
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => {
-      if (spritePathOf(style, s?.id) !== null) return { ...s, url: `tc://sprites/${encodeURIComponent(style.id)}/${encodeURIComponent(s.id)}` }
-      return isRemote(s?.url) ? { ...s, url: viaParent(s.url) } : s
-    })
+    json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: `tc://sprites/${encodeURIComponent(style.id)}/${encodeURIComponent(s.id)}` } : s))
   }
   return { json, used }
 }
