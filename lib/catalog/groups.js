@@ -46,12 +46,14 @@ export class Groups {
     for (const { id, source, reason = null } of found) {
       // The entry of an earlier discovery under the id it was given then, so a set that had to take another id (its
       // own taken or reserved, e.g. a table named `list`) keeps that one, not a new one at each discovery.
+      // (Not one another set of this discovery took already: a set whose own id is another's alternative.)
       const previous = registry.entries.get(known.servedAs?.get(id) ?? id)
-      const finalId = previous?.group === url ? previous.id : registry.uniqueId(id, [`${new URL(url).pathname.slice(1) || kind.kind}.${id}`])
+      const reused = previous?.group === url && !ids.has(previous.id)
+      const finalId = reused ? previous.id : registry.uniqueId(id, [`${new URL(url).pathname.slice(1) || kind.kind}.${id}`])
       ids.add(finalId)
       servedAs.set(id, finalId)
       // Unchanged since the last discovery: keep the entry, and with it its cached tiles.
-      const same = previous?.group === url && (source === null
+      const same = reused && (source === null
         ? previous.source === null && previous.reason === reason
         : previous.source !== null && previous.source.signature === source.signature &&
           JSON.stringify(previous.source.tilejson) === JSON.stringify(source.tilejson))
