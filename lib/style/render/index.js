@@ -114,7 +114,7 @@ async function renderPlugin (app, config) {
       // is there. Drawn without its icons instead, the tile would be kept (and shared, and written to a tile
       // directory) under the style's revision, which a sprite file added later does not change.
       const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
-      return file === null ? { status: 'missing', message: `the style's sprite file ${m[2].slice(1)} cannot be read` } : { status: 'ok', body: file.bytes }
+      return file === null ? { status: 'missing', message: `the style's sprite cannot be read (${m[2]})` } : { status: 'ok', body: file.bytes }
     }
     if (kind === 'markers' && rest.length === 1) { // the icons of a static image's markers (lib/style/markers.js)
       const body = markers.read(rest[0])
