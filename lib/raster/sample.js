@@ -5,6 +5,7 @@ import { sourceGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } f
 import { blockTable, readWindow } from './blocks.js'
 import { RasterError } from './errors.js'
 import { applyExpression } from './expression.js'
+import { gatherValues } from './direct.js'
 import { tileExtent } from '../tilemath.js'
 
 /**
@@ -34,12 +35,16 @@ export async function locate (ds, z, x, y, n, options, scratch) {
  */
 export function valuesAt (at, options, scratch) {
   const { level, table, win, grid, resampling, spread, n } = at
-  const window = readWindow(level, table, win, options.bidx, options.nodata, scratch)
-  if (window === null) return null
   const nb = options.bidx.length
   const values = scratchValues(scratch, n * n * nb)
   const { alpha } = scratch
-  resample(level, win, window.bands, window.opaque ? null : window.density, grid, resampling, values, alpha, spread, scratch)
+  if (resampling === 'nearest') { // straight from the blocks, no window copied out first
+    if (!gatherValues(level, table, grid, options.bidx, options.nodata, values, alpha)) return null
+  } else {
+    const window = readWindow(level, table, win, options.bidx, options.nodata, scratch)
+    if (window === null) return null
+    resample(level, win, window.bands, window.opaque ? null : window.density, grid, resampling, values, alpha, spread, scratch)
+  }
   return applyExpression({ values, alpha, nb }, options, scratch)
 }
 

@@ -186,8 +186,10 @@ function subGrid (grid, a, b) {
 /** Every pixel's coordinates (n² each, in the grid's scratch), for the resamplers that want them per pixel. */
 export function fullGrid (grid) {
   if (grid.full !== undefined) return grid.full
-  const { n } = grid
-  const { cols, rows } = grid.scratch
+  const { n, scratch } = grid
+  // Made on first use: only curved or pointwise grids need every pixel's coordinates (2 × 8 bytes a pixel).
+  if (!(scratch.cols?.length >= n * n)) { scratch.cols = new Float64Array(n * n); scratch.rows = new Float64Array(n * n) }
+  const { cols, rows } = scratch
   for (let j = 0; j < n; j++) gridRow(grid, j, cols.subarray(j * n, j * n + n), rows.subarray(j * n, j * n + n))
   grid.full = { separable: false, full: true, cols, rows, n }
   return grid.full
@@ -258,7 +260,8 @@ export function sampleScale (level, grid) {
 }
 
 /**
- * Samples the window for every output pixel. `bands` are Float32Arrays over the window, `density` the window's
+ * Bilinear or cubic: samples the window for every output pixel (nearest is direct.js's gatherValues, straight from the
+ * blocks). `bands` are Float32Arrays over the window, `density` the window's
  * validity (0 transparent … 255 opaque, from alpha, mask and nodata), or null when every pixel of it is opaque. Writes
  * `values` (n² × bands, interleaved) and `alpha` (n², 0..1). Transparent source pixels do not contribute: weights are
  * renormalised over the valid ones, and where the pixel under an output centre is transparent, so is the output
@@ -272,10 +275,7 @@ export function sampleScale (level, grid) {
  */
 export function resample (level, win, bands, density, grid, resampling, values, alpha, scale = [1, 1], scratch = {}) {
   const s = (scratch.warp ??= {})
-  if (resampling === 'nearest') {
-    if (grid.separable) nearestSeparable(level, win, bands, density, grid, values, alpha, s)
-    else nearestRows(level, win, bands, density, grid, values, alpha, s)
-  } else if (grid.separable) convolveSeparable(level, win, bands, density, grid, resampling === 'cubic', values, alpha, scale, s)
+  if (grid.separable) convolveSeparable(level, win, bands, density, grid, resampling === 'cubic', values, alpha, scale, s)
   else convolveRows(level, win, bands, density, grid, resampling === 'cubic', values, alpha, scale, s)
 }
 
@@ -283,110 +283,6 @@ export function resample (level, win, bands, density, grid, resampling, values, 
 function grown (s, name, Type, length) {
   const a = s[name]
   return a !== undefined && a.length >= length ? a : (s[name] = new Type(length))
-}
-
-/**
- * Nearest neighbour when columns depend only on x and rows only on y (a Web Mercator file): the source index of each
- * output column and row is computed once, not per pixel.
- */
-function nearestSeparable (level, win, bands, density, { cols, rows, n }, values, alpha, s) {
-  const [x0, y0, x1, y1] = win
-  const w = x1 - x0
-  const h = y1 - y0
-  const nb = bands.length
-  const colIndex = grown(s, 'colIndex', Int32Array, n)
-  // A centre exactly on a pixel edge (every other pixel, at 2:1) takes the next pixel, as GDAL's floor(x + ε) does.
-  for (let i = 0; i < n; i++) {
-    const c = Math.floor(cols[i] / level.fx - x0 + 1e-6)
-    colIndex[i] = c >= 0 && c < w ? c : -1
-  }
-  const b0 = bands[0]
-  for (let j = 0, k = 0; j < n; j++) {
-    const r = Math.floor(rows[j] / level.fy - y0 + 1e-6)
-    if (r < 0 || r >= h) {
-      alpha.fill(0, k, k + n)
-      k += n
-      continue
-    }
-    const offset = r * w
-    for (let i = 0; i < n; i++, k++) {
-      const c = colIndex[i]
-      const d = c < 0 ? 0 : density === null ? 255 : density[offset + c]
-      if (d === 0) { alpha[k] = 0; continue }
-      const p = offset + c
-      alpha[k] = d / 255
-      if (nb === 1) values[k] = b0[p]
-      else for (let b = 0; b < nb; b++) values[k * nb + b] = bands[b][p]
-    }
-  }
-}
-
-/**
- * Output pixel k takes pixel (ic, ir) of the window (w × h, `bands` and `density` over it): its values and opacity;
- * outside the window (or NaN), transparent. (Small enough for V8 to inline into the loops that call it.)
- */
-function takePixel (k, ic, ir, w, h, bands, density, values, alpha) {
-  if (!(ic >= 0 && ir >= 0 && ic < w && ir < h)) { alpha[k] = 0; return }
-  const q = ir * w + ic
-  const d = density === null ? 255 : density[q]
-  alpha[k] = d / 255
-  if (d === 0) return
-  const nb = bands.length
-  if (nb === 1) values[k] = bands[0][q]
-  else for (let c = 0; c < nb; c++) values[k * nb + c] = bands[c][q]
-}
-
-/**
- * Nearest neighbour on any other grid: each pixel's own source pixel, the grid's coordinates a row at a time (a node
- * grid that bilinear interpolation serves throughout: nearestCells).
- * (Multiplying by the level's inverse reduction rather than dividing: 2× faster, and the same pixels, the ε aside.)
- */
-function nearestRows (level, win, bands, density, grid, values, alpha, s) {
-  if (grid.full === undefined && grid.pointwise === null) return nearestCells(level, win, bands, density, grid, values, alpha)
-  const { n } = grid
-  const [x0, y0, x1, y1] = win
-  const w = x1 - x0
-  const h = y1 - y0
-  const ifx = 1 / level.fx; const ify = 1 / level.fy
-  const lineCols = grown(s, 'lineCols', Float64Array, n)
-  const lineRows = grown(s, 'lineRows', Float64Array, n)
-  const full = grid.full === true ? grid : grid.full // every pixel's coordinates, when already made (fullGrid)
-  for (let j = 0, k = 0; j < n; j++) {
-    let cols = lineCols; let rows = lineRows; let o = 0
-    if (full !== undefined) { cols = full.cols; rows = full.rows; o = j * n } else gridRow(grid, j, lineCols, lineRows)
-    for (let i = 0; i < n; i++, k++) {
-      // A centre exactly on a pixel edge (every other pixel, at 2:1) takes the next pixel, as GDAL's floor(x + ε) does.
-      takePixel(k, Math.floor(cols[o + i] * ifx - x0 + 1e-6), Math.floor(rows[o + i] * ify - y0 + 1e-6), w, h, bands, density, values, alpha)
-    }
-  }
-}
-
-/**
- * nearestRows on a node grid that bilinear interpolation serves throughout (most tiles of a projected file): each
- * pixel's source coordinates computed where they are used, as gridRow's interpolate would write them (the same
- * arithmetic, so the same pixels), instead of written to a row of coordinates and read back. NDVI over a UTM file
- * (bench/raster-analysis.js's bands4.tif, z9, cache off): 2.76-2.82 → 2.68-2.69 ms of server CPU per tile; the tiles
- * byte-identical.
- */
-function nearestCells (level, win, bands, density, grid, values, alpha) {
-  const { n, g, step, gx, gy } = grid
-  const [x0, y0, x1, y1] = win
-  const w = x1 - x0
-  const h = y1 - y0
-  const ifx = 1 / level.fx; const ify = 1 / level.fy
-  for (let j = 0, k = 0; j < n; j++) {
-    const b = Math.floor(j / step)
-    const down = (j - b * step + 0.5) / step // how far down its cell this row is, as interpolate's fy
-    for (let a = 0; a < g; a++) {
-      const p = b * (g + 1) + a
-      const cl = gx[p] + (gx[p + g + 1] - gx[p]) * down; const cr = gx[p + 1] + (gx[p + g + 2] - gx[p + 1]) * down
-      const rl = gy[p] + (gy[p + g + 1] - gy[p]) * down; const rr = gy[p + 1] + (gy[p + g + 2] - gy[p + 1]) * down
-      const dc = (cr - cl) / step; const dr = (rr - rl) / step
-      for (let t = 0; t < step; t++, k++) {
-        takePixel(k, Math.floor((cl + dc * (t + 0.5)) * ifx - x0 + 1e-6), Math.floor((rl + dr * (t + 0.5)) * ify - y0 + 1e-6), w, h, bands, density, values, alpha)
-      }
-    }
-  }
 }
 
 /**

@@ -86,7 +86,7 @@ function transferable (bytes) {
 // Per-tile arrays (several MB at 512 px) are reused rather than left to the GC, kept per tile size: two tiles may be
 // in flight per worker, and a mosaic's tile holds one per part it reads at once (mosaic.js).
 const spares = new Map() // n → scratches
-const MAX_SPARES = 8 // per size: a mosaic batch of 4 parts, its output, and a second tile in flight
+const MAX_SPARES = 10 // per size: two mosaic tiles in flight (concurrentTasksPerWorker), each a batch of 4 parts and its output
 
 /** Per-tile arrays for an n × n tile, from the spares or new; give them back with giveScratch. */
 function takeScratch (n) {
@@ -95,8 +95,6 @@ function takeScratch (n) {
   const count = n * n
   return {
     n,
-    cols: new Float64Array(count),
-    rows: new Float64Array(count),
     colLine: new Float64Array(n),
     rowLine: new Float64Array(n),
     alpha: new Float32Array(count),
