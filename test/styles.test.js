@@ -6,9 +6,13 @@ import { join } from 'node:path'
 import test from 'node:test'
 import { gzipSync } from 'node:zlib'
 import { PbfReader, PbfWriter } from 'pbf'
+import sharp from 'sharp'
 import { FIXTURES, HAVE_FIXTURES, makeApp } from './helpers/app.js'
 import { PNG, makeMvt, tempDir, writeMbtiles } from './helpers/data.js'
 import { writeLiberty } from './helpers/styles.js'
+
+// Another image for the @2x sprite, to tell which file answered.
+const PNG_2X = await sharp({ create: { width: 2, height: 2, channels: 4, background: '#f00' } }).png().toBuffer()
 
 /** A glyph PBF of `name` holding glyphs `ids` (each glyph's advance tells which font it came from). */
 function glyphPbf (name, range, ids, advance) {
@@ -78,7 +82,7 @@ function setUp (t) {
   writeFileSync(join(styles, 'city', 'sprites', 'city.json'), JSON.stringify({ dot: { x: 0, y: 0, width: 1, height: 1, pixelRatio: 1 } }))
   writeFileSync(join(styles, 'city', 'sprites', 'city.png'), PNG)
   writeFileSync(join(styles, 'city', 'sprites', 'city@2x.json'), JSON.stringify({ dot: { x: 0, y: 0, width: 2, height: 2, pixelRatio: 2 } }))
-  writeFileSync(join(styles, 'city', 'sprites', 'city@2x.png'), PNG)
+  writeFileSync(join(styles, 'city', 'sprites', 'city@2x.png'), PNG_2X)
   writeFileSync(join(styles, 'multi.json'), JSON.stringify({
     version: 8,
     sources: {},
@@ -136,11 +140,17 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
     assert.ok(sprite.headers.etag, 'sprites carry an ETag')
   }
   assert.equal((await app.inject({ url: '/styles/city/sprite@2x.json' })).json().dot.pixelRatio, 2)
-  // Without its @2x files, a sprite's @2x is its 1x (pixelRatio 1: enlarged on high-DPI screens, not missing).
+  // A ratio the style has no files for gets the highest it has below it: @3x is its @2x, JSON and PNG alike.
+  assert.equal((await app.inject({ url: '/styles/city/sprite@3x.json' })).json().dot.pixelRatio, 2)
+  assert.deepEqual((await app.inject({ url: '/styles/city/sprite@3x.png' })).rawPayload, PNG_2X)
+  // Without its @2x JSON, a sprite's @2x is its 1x (pixelRatio 1: enlarged on high-DPI screens, not missing), and
+  // so is the @2x PNG left alone (a client pairs the two halves: a 2x image under 1x positions would be garbled).
   rmSync(join(styles, 'city', 'sprites', 'city@2x.json'))
   await app.reloadStyles()
   assert.equal((await app.inject({ url: '/styles/city/sprite@2x.json' })).json().dot.pixelRatio, 1)
   assert.equal((await app.inject({ url: '/styles/city/sprite@3x.json' })).json().dot.pixelRatio, 1)
+  assert.deepEqual((await app.inject({ url: '/styles/city/sprite@3x.png' })).rawPayload, PNG)
+  assert.deepEqual((await app.inject({ url: '/styles/city/sprite@2x.png' })).rawPayload, PNG_2X, 'the file itself when asked by name')
   const glyphs = await app.inject({ url: '/fonts/Sans%20Regular/0-255.pbf' })
   assert.equal(glyphs.statusCode, 200)
   assert.equal(glyphs.headers['content-type'], 'application/x-protobuf')
@@ -167,10 +177,11 @@ test('styles: several sprites, remote ones left out, and nothing outside the sty
     { id: 'escape', url: 'http://h/styles/multi/sprite/escape' },
     { id: 'tsgl', url: 'http://h/styles/multi/sprite/tsgl' },
   ])
-  assert.deepEqual((await app.inject({ url: '/styles/multi/sprite/tsgl@2x.png' })).rawPayload, PNG, "tileserver-gl's {styleJsonFolder}")
+  assert.deepEqual((await app.inject({ url: '/styles/multi/sprite/tsgl@2x.png' })).rawPayload, PNG_2X, "tileserver-gl's {styleJsonFolder}")
   const sprite = await app.inject({ url: '/styles/multi/sprite/default@2x.png' })
   assert.equal(sprite.statusCode, 200)
-  assert.deepEqual(sprite.rawPayload, PNG)
+  assert.deepEqual(sprite.rawPayload, PNG_2X)
+  assert.deepEqual((await app.inject({ url: '/styles/multi/sprite/default.png' })).rawPayload, PNG)
   assert.equal((await app.inject({ url: '/styles/multi/sprite/far.json' })).statusCode, 404, 'a remote sprite is fetched from where it is')
   const escape = await app.inject({ url: '/styles/multi/sprite/escape.json' })
   assert.equal(escape.statusCode, 404, 'a sprite path leaving the styles folder is refused')

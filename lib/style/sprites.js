@@ -5,6 +5,7 @@ import { NotFound } from '../errors.js'
 import { spritePathOf } from './rewrite.js'
 
 const SUFFIX = /^(@[23]x)?\.(json|png)$/
+const RATIOS = ['@3x', '@2x', ''] // highest first
 export const SPRITE_TYPES = { json: 'application/json; charset=utf-8', png: 'image/png' }
 
 export class SpriteFiles {
@@ -22,11 +23,19 @@ export class SpriteFiles {
     if (m === null) throw new NotFound('no such sprite file (sprite[@2x].json or .png)')
     const path = spritePathOf(style, spriteId)
     if (path === null) throw new NotFound(`style '${style.id}' has no sprite${spriteId === undefined ? '' : ` '${spriteId}'`} of its own`)
-    // A style with only 1x sprites answers @2x/@3x with them (their JSON says pixelRatio 1, so clients and the
-    // renderer enlarge the icons) rather than drawing a high-DPI map without icons, or failing its render.
-    const bytes = await this.bytes(style, `${path}${m[1] ?? ''}.${m[2]}`) ?? (m[1] ? await this.bytes(style, `${path}.${m[2]}`) : null)
-    if (bytes === null) throw new NotFound(`style '${style.id}': sprite file missing`)
-    return { bytes, type: SPRITE_TYPES[m[2]] }
+    // A ratio the style has no sprite for is answered with the highest one below it that it has, JSON and PNG both
+    // (@3x with @2x, either with 1x; the JSON says its pixelRatio, so clients and the renderer scale the icons),
+    // rather than drawing a high-DPI map without icons, or failing its render.
+    const ratios = RATIOS.slice(RATIOS.indexOf(m[1] ?? ''))
+    for (const ratio of ratios) {
+      const bytes = await this.bytes(style, `${path}${ratio}.${m[2]}`)
+      if (bytes === null) continue
+      // A lower ratio only when its other half is there too: a client pairs the JSON with the PNG it gets next.
+      if (ratio === (m[1] ?? '') || await this.bytes(style, `${path}${ratio}.${m[2] === 'json' ? 'png' : 'json'}`) !== null) {
+        return { bytes, type: SPRITE_TYPES[m[2]] }
+      }
+    }
+    throw new NotFound(`style '${style.id}': sprite file missing`)
   }
 
   /** A file beside the style, read once per load of the styles (the folder changed, SIGHUP); null when it is missing or outside the styles folder. */
