@@ -1,5 +1,6 @@
 // Decoded blocks of a COG's levels, cached per raster worker by bytes, and windows assembled from them: the reading
-// half of a raster tile (sample.js resamples, direct.js reads blocks straight to pixels). Runs in the raster workers.
+// half of a raster tile (sample.js resamples windows for bilinear and cubic; direct.js reads the blocks straight to
+// pixels or values for nearest). Runs in the raster workers.
 import { workerData } from 'piscina'
 import { getDecoder } from 'geotiff'
 import { LRUCache } from 'lru-cache'

@@ -20,7 +20,7 @@ export class SpriteFiles {
    */
   async read (style, spriteId, suffix) {
     const m = SUFFIX.exec(suffix)
-    if (m === null) throw new NotFound('no such sprite file (sprite[@2x].json or .png)')
+    if (m === null) throw new NotFound('no such sprite file (sprite[@2x|@3x].json or .png)')
     const path = spritePathOf(style, spriteId)
     if (path === null) throw new NotFound(`style '${style.id}' has no sprite${spriteId === undefined ? '' : ` '${spriteId}'`} of its own`)
     // A ratio the style has no sprite for is answered with the highest one below it that it has, JSON and PNG both
@@ -29,16 +29,20 @@ export class SpriteFiles {
     const ratios = RATIOS.slice(RATIOS.indexOf(m[1] ?? ''))
     for (const ratio of ratios) {
       const bytes = await this.bytes(style, `${path}${ratio}.${m[2]}`)
-      if (bytes === null) continue
-      // A lower ratio only when its other half is there too: a client pairs the JSON with the PNG it gets next.
-      if (ratio === (m[1] ?? '') || await this.bytes(style, `${path}${ratio}.${m[2] === 'json' ? 'png' : 'json'}`) !== null) {
+      // A ratio only when its other half is there too: a client pairs the JSON with the PNG it gets next, and 1x
+      // positions over a 2x image (or the reverse) garble every icon.
+      if (bytes !== null && await this.bytes(style, `${path}${ratio}.${m[2] === 'json' ? 'png' : 'json'}`) !== null) {
         return { bytes, type: SPRITE_TYPES[m[2]] }
       }
     }
     throw new NotFound(`style '${style.id}': sprite file missing`)
   }
 
-  /** A file beside the style, read once per load of the styles (the folder changed, SIGHUP); null when it is missing or outside the styles folder. */
+  /**
+   * A file beside the style, read once per load of the styles (the folder changed, SIGHUP); null when it is missing
+   * or outside the styles folder. A missing one is looked for again at each call: a sprite put in place is used at
+   * once, even where the folder is not watched.
+   */
   async bytes (style, relativePath) {
     const file = this.styles.fileOf(style, relativePath)
     if (file === null) return null

@@ -110,7 +110,7 @@ async function renderPlugin (app, config) {
       const style = styles.get(decodeURIComponent(rest[0]))
       const m = SPRITE_NAME.exec(decodeURIComponent(rest[1]))
       if (style === undefined || m === null) return { status: 'empty' }
-      // A sprite file missing (a missing @2x one is the 1x): the render fails, answered 503 and not cached, until it
+      // A sprite file missing (a ratio without its files is the highest one below it that has them): the render fails, answered 503 and not cached, until it
       // is there. Drawn without its icons instead, the tile would be kept (and shared, and written to a tile
       // directory) under the style's revision, which a sprite file added later does not change.
       const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
