@@ -30,6 +30,9 @@ import sheddingPlugin from './shedding.js'
 import sharedCachePlugin from './shared-cache.js'
 import tileDirPlugin from './tile-dir/index.js'
 import { accessLogPlugin, makeLogger } from './logging.js'
+import { methodsOf } from './methods.js'
+
+const ROUTER_OPTIONS = { ignoreTrailingSlash: true, maxParamLength: 512 }
 
 export async function buildApp (config, { loggerInstance } = {}) {
   let front = null // the tile front (routes/tiles.js), once the routes exist: no request arrives before listen()
@@ -49,7 +52,7 @@ export async function buildApp (config, { loggerInstance } = {}) {
     // Starting plugins that wait for child processes (the renderer's engine loads MapLibre Native) can take longer
     // than Fastify's default 10 s on a busy machine; a plugin timed out would leave its children running unowned.
     pluginTimeout: 120_000,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
+    routerOptions: ROUTER_OPTIONS,
     // A malformed URL (bad percent-encoding) gets our JSON shape too.
     frameworkErrors: (err, request, reply) => {
       const status = err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400
@@ -84,7 +87,13 @@ export async function buildApp (config, { loggerInstance } = {}) {
   })
 
   app.setErrorHandler(errorHandler) // each error type its status (lib/errors.js)
+  const allowedFor = methodsOf(app, ROUTER_OPTIONS) // before the routes: it records them (lib/methods.js)
   app.setNotFoundHandler((request, reply) => {
+    const allowed = allowedFor(request)
+    if (allowed !== null) {
+      reply.header('allow', allowed.join(', '))
+      return reply.code(405).send({ statusCode: 405, error: 'Method Not Allowed', message: `${request.method} is not served here: ${allowed.join(' and ')} are` })
+    }
     reply.code(404).send({ statusCode: 404, error: 'Not Found', message: 'no such route' })
   })
 

@@ -325,3 +325,20 @@ test('a malformed URL gets a JSON 400, not a crash', async (t) => {
   assert.equal(res.statusCode, 400)
   assert.equal(res.json().statusCode, 400)
 })
+
+test('a method the server does not serve is 405 with Allow where the path is served, 404 where it is not', async (t) => {
+  const { app } = await fixtureApp(t)
+  const address = await app.listen({ port: 0, host: '127.0.0.1' }) // the tile front answers GET and HEAD before Fastify
+  for (const [method, path] of [['POST', '/roads/1/0/0.pbf'], ['DELETE', '/roads-pm/1/1/1'], ['PUT', '/list'], ['POST', '/roads.json'], ['PATCH', '/data/roads/0/0/0.pbf']]) {
+    const res = await fetch(address + path, { method, body: method === 'DELETE' ? undefined : 'x' })
+    assert.equal(res.status, 405, `${method} ${path}`)
+    assert.equal(res.headers.get('allow'), 'GET, HEAD', `${method} ${path}`)
+    assert.match((await res.json()).message, new RegExp(`^${method} is not served here`))
+  }
+  for (const [method, path] of [['POST', '/no/such/route/at/all'], ['GET', '/no/such/route/at/all'], ['DELETE', '/']]) {
+    const res = await fetch(address + path, { method })
+    assert.equal(res.status, method === 'DELETE' ? 405 : 404, `${method} ${path}`) // '/' is the home page
+  }
+  const tile = await fetch(address + '/roads/1/0/0.pbf') // and the served methods still are
+  assert.equal(tile.status, 200)
+})
