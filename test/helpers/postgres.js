@@ -60,8 +60,15 @@ export async function startPostgis ({ cpus } = {}) {
     adminUrl,
     bin,
     start,
-    /** Stops the server (fast shutdown), keeping its data, to test a database that goes away. */
-    async pause () { run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']) },
+    /**
+     * Stops the server at once (as a crash would), keeping its data, to test a database that goes away. A checkpoint
+     * first: with synchronous_commit off, the last commits' WAL may not be written yet, and an immediate stop lost a
+     * table a test had just made (seen in CI under load).
+     */
+    async pause () {
+      await runSql(adminUrl, 'CHECKPOINT')
+      run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop'])
+    },
     async stop () {
       try { run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']) } catch {}
       rmSync(dir, { recursive: true, force: true })
