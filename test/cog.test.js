@@ -14,7 +14,7 @@ import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { tempDir } from './helpers/data.js'
 import { rangeServer } from './helpers/http.js'
 import { lonLatToTile, tileExtent } from '../lib/tilemath.js'
-import { colormap } from '../lib/raster/render.js'
+import { colormap, encode } from '../lib/raster/render.js'
 import { openDataset } from '../lib/raster/dataset.js'
 import { open as openCog } from '../lib/sources/cog.js'
 import { createRasterPool } from '../lib/raster/pool.js'
@@ -319,6 +319,7 @@ test('COG options: bidx, rescale, colormap_name, nodata, resampling, formats and
     checked++
   }
   assert.ok(checked > 1000)
+  assert.equal(viridis.rawPayload[25], 3, 'an indexed PNG (colour type 3): a byte a pixel')
 
   // rescale changes the picture; the same options spelled differently share a cache entry (same ETag).
   const a = await app.inject(`${base}.png?rescale=0,1000`)
@@ -701,4 +702,36 @@ test('the raster worker pool: sized by raster.threads and raster.blockCacheMB (e
   assert.equal(pool.threads.length, 0, 'destroyed with the app')
   assert.ok(workers.every((w) => w.threadId === -1), 'every worker thread has exited')
   assert.throws(() => app.rasterPool.acquire(), /closed/)
+})
+
+test('colormapped tiles: an indexed PNG where one can say the pixels, RGB(A) where not; the same pixels either way', async () => {
+  const n = 256
+  const count = n * n
+  const ramp = colormap('viridis')
+  // What every encoding must decode to: the ramp's colour at the given opacity, transparent black where it is 0.
+  const expected = (indices, opacity) => {
+    const rgba = Buffer.alloc(count * 4)
+    for (let k = 0; k < count; k++) {
+      if (opacity[k] === 0) continue
+      rgba.set(ramp.subarray(indices[k] * 3, indices[k] * 3 + 3), k * 4)
+      rgba[k * 4 + 3] = opacity[k]
+    }
+    return rgba
+  }
+  const cases = [
+    ['opaque', (k) => k % 200, () => 255, 3],
+    ['transparent stripes', (k) => k % 200, (k) => (k % 7 === 0 ? 0 : 255), 3],
+    ['every colour used, and transparent pixels', (k) => k % 256, (k) => (k % 7 === 0 ? 0 : 255), 6],
+    ['partly transparent pixels', (k) => k % 200, (k) => (k % 7 === 0 ? 128 : 255), 6],
+  ]
+  for (const [name, index, alpha, colourType] of cases) {
+    const indices = Uint8Array.from({ length: count }, (_, k) => index(k))
+    const opacity = Uint8Array.from({ length: count }, (_, k) => alpha(k))
+    const want = expected(indices, opacity)
+    const png = await encode(indices.slice(), opacity, n, 1, 'png', false, ramp)
+    assert.equal(png[25], colourType, `${name}: PNG colour type`)
+    assert.deepEqual(await sharp(png).ensureAlpha().raw().toBuffer(), want, `${name}: PNG pixels`)
+    const webp = await encode(indices.slice(), opacity, n, 1, 'webp', true, ramp)
+    assert.deepEqual(await sharp(webp).ensureAlpha().raw().toBuffer(), want, `${name}: lossless WebP pixels`)
+  }
 })

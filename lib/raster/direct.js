@@ -1,13 +1,13 @@
 // Nearest-neighbour tiles straight from the decoded blocks to 8-bit pixels: the default rendering of most COGs, and the
 // hot path. For 8 and 16-bit integers, every possible sample value is mapped to its output bytes once (a lookup table
 // per rendering), so a pixel costs a block lookup and one table read per channel. Floats and 32-bit integers have too
-// many values for tables: a converter (converterFor) applies the rendering's arithmetic (a linear rescale, a colormap,
-// terrain-RGB) to each sample as it is read, in one loop per kind of output. Either way no window is copied out of
+// many values for tables: a converter (converterFor) applies the rendering's arithmetic (a linear rescale, which is a
+// colormap's index too, terrain-RGB) to each sample as it is read, in one loop per kind of output. Either way no window is copied out of
 // the blocks and no per-tile values array is made. The general path (render.js) gives the same bytes; the tables are
 // built by it and the converters share its arithmetic (render.js: clampByte, stretchOf). Band math and mosaics need
 // the values themselves: with nearest, gatherValues reads them from the blocks the same way (eachRun, the traversal
 // both share); bilinear and cubic read a window and resample it (warp.js).
-import { clampByte, colormap, colourChannels, roundUp, stretchOf, toPixels } from './render.js'
+import { clampByte, colourChannels, roundUp, stretchOf, toPixels } from './render.js'
 import { gridRow } from './warp.js'
 
 const tables = new Map() // dataset + rendering → lookup tables; a few per set in practice
@@ -37,7 +37,7 @@ export function lookupFor (ds, o) {
     offset,
     samples: o.bidx,
     tables: luts,
-    // 8-bit values shown as they are (no rescale, colormap or palette): pixels are copied, not looked up.
+    // 8-bit values shown as they are (no rescale or palette; a colormap's indices): pixels are copied, not looked up.
     identity: size === 256 && offset === 0 && nb === channels && luts.every((t) => t.every((v, i) => v === i)),
   }
   if (tables.size >= MAX_TABLES) tables.delete(tables.keys().next().value)
@@ -46,21 +46,19 @@ export function lookupFor (ds, o) {
 }
 
 /**
- * The direct path for data lookup tables cannot hold (floats, 32-bit integers): { kind, channels, samples, stretch,
- * ramp }, kind 'grey', 'ramp', 'rgb', 'terrarium' or 'mapbox'. Null where it does not apply: band math (it needs the
+ * The direct path for data lookup tables cannot hold (floats, 32-bit integers): { kind, channels, samples, stretch },
+ * kind 'grey' (a colormap's indices too), 'rgb', 'terrarium' or 'mapbox'. Null where it does not apply: band math (it needs the
  * values), a palette, or data the lookup tables serve (lookupFor).
  */
 export function converterFor (ds, o) {
   if (o.expression || o.palette || ((ds.sampleFormat === 1 || ds.sampleFormat === 2) && ds.bits <= 16)) return null
   const nb = o.bidx.length
   if (nb !== 1 && nb !== 3) return null
-  const kind = o.encoding ?? (nb === 3 ? 'rgb' : o.colormap ? 'ramp' : 'grey')
   return {
-    kind,
+    kind: o.encoding ?? (nb === 3 ? 'rgb' : 'grey'), // a colormap's index is its grey byte (render.js: rampOf)
     channels: colourChannels(nb, o),
     samples: o.bidx,
     stretch: o.bidx.map((_, b) => stretchOf(o.rescale, b)),
-    ramp: o.colormap ? colormap(o.colormap) : null,
   }
 }
 
@@ -370,22 +368,6 @@ function convertRun (colour, opacity, conv, nd, v, k0, k1, offsets, o0, base) {
           byte = clampByte((x - m) * f)
         }
         colour[k] = byte
-        opacity[k] = alpha
-        seen |= alpha
-      }
-      return seen
-    }
-    case 'ramp': {
-      const { ramp } = conv
-      for (let k = k0, o = o0; k < k1; k++, o++) {
-        const p = base + offsets[o]
-        const alpha = d === null ? 255 : d[p]
-        if (alpha === 0) continue
-        const x = Math.fround(a0[p * m0 + s0])
-        if (x === nd) continue
-        const g = clampByte((x - m) * f) * 3
-        const q = k * 3
-        colour[q] = ramp[g]; colour[q + 1] = ramp[g + 1]; colour[q + 2] = ramp[g + 2]
         opacity[k] = alpha
         seen |= alpha
       }

@@ -23,8 +23,11 @@ const crc32 = zlib.crc32 ?? ((bytes) => {
 let filtered = new Int32Array(0)
 let scanlines = Buffer.alloc(0) // the filtered rows with their filter bytes, deflate's input
 
-/** A PNG of `pixels`: `width` × `height`, `channels` (1-4) interleaved 8-bit samples per pixel. */
-export function encodePng (pixels, width, height, channels) {
+/**
+ * A PNG of `pixels`: `width` × `height`, `channels` (1-4) interleaved 8-bit samples per pixel; with `palette` (RGB
+ * triples) one channel of indices into it (an indexed PNG), `alphas` the opacities of its first entries (tRNS).
+ */
+export function encodePng (pixels, width, height, channels, { palette = null, alphas = null } = {}) {
   const stride = width * channels
   const size = stride * height
   const words = Math.ceil(size / 4)
@@ -55,10 +58,13 @@ export function encodePng (pixels, width, height, channels) {
   header.writeUInt32BE(width, 0)
   header.writeUInt32BE(height, 4)
   header[8] = 8
-  header[9] = COLOUR_TYPES[channels]
-  const out = Buffer.allocUnsafe(8 + 25 + 12 + idat.length + 12)
+  header[9] = palette === null ? COLOUR_TYPES[channels] : 3
+  const extra = palette === null ? 0 : 12 + palette.length + (alphas === null ? 0 : 12 + alphas.length)
+  const out = Buffer.allocUnsafe(8 + 25 + extra + 12 + idat.length + 12)
   SIGNATURE.copy(out, 0)
   let at = chunk(out, 8, 'IHDR', header)
+  if (palette !== null) at = chunk(out, at, 'PLTE', palette)
+  if (alphas !== null) at = chunk(out, at, 'tRNS', alphas)
   at = chunk(out, at, 'IDAT', idat)
   IEND.copy(out, at)
   return out
@@ -67,7 +73,7 @@ export function encodePng (pixels, width, height, channels) {
 function chunk (out, at, type, body) {
   out.writeUInt32BE(body.length, at)
   out.write(type, at + 4, 'latin1')
-  body.copy(out, at + 8)
+  out.set(body, at + 8)
   out.writeUInt32BE(crc32(out.subarray(at + 4, at + 8 + body.length)), at + 8 + body.length)
   return at + 12 + body.length
 }

@@ -8,7 +8,7 @@ import { openDataset, describeDataset, RasterError } from './dataset.js'
 import { Unavailable } from '../errors.js'
 import { locate, valuesAt } from './sample.js'
 import { converterFor, gatherNearest, lookupFor } from './direct.js'
-import { toPixels, encode } from './render.js'
+import { toPixels, encode, rampOf } from './render.js'
 import { mosaicPixels } from './mosaic.js'
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
@@ -128,7 +128,7 @@ async function render ({ src, z, x, y, format, options }, n, scratch) {
   const { colour, opacity } = scratch
   const channels = pixelsAt(ds, at, options, scratch, colour, opacity)
   if (channels === 0) return null
-  return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null))
+  return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null, rampOf(channels, options)))
 }
 
 /**
@@ -165,7 +165,7 @@ async function mosaic (task) {
   try {
     const channels = await mosaicPixels(task, n, out, MOSAIC_ENGINE)
     if (channels === 0) return null
-    return transferable(await encode(out.colour, out.opacity, n, channels, task.format, task.options.encoding !== null))
+    return transferable(await encode(out.colour, out.opacity, n, channels, task.format, task.options.encoding !== null, rampOf(channels, task.options)))
   } finally {
     giveScratch(out)
   }
