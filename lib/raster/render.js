@@ -37,7 +37,7 @@ export const roundUp = (v) => (v < 0.5 ? 0 : Math.floor(v + 0.5))
 /**
  * 8-bit colour channels of a tile: 1 for a single band shown as it is, rescaled or through a colormap, else 3 (RGB).
  * A colormapped band's byte is its index in the ramp, which the encoder applies (rampOf): a PNG keeps the index (an
- * indexed PNG: a byte a pixel to filter and deflate instead of three or four, and a file a third the size), WebP
+ * indexed PNG: a byte a pixel to filter and deflate instead of three or four, and a file about half the size), WebP
  * and JPEG get the ramp's colours.
  */
 export const colourChannels = (nb, o) => (nb === 1 && !o.palette && !o.encoding ? 1 : 3)
@@ -60,7 +60,7 @@ export const stretchOf = (rescale, b) => {
  * 8-bit pixels from the resampled `values` (count × nb, interleaved) and `alpha` (0..1): `colour` (count × channels,
  * see colourChannels) and `opacity` (count, 0..255). Transparent pixels are 0. Returns the number of channels.
  * `o`: { rescale: [[min, max], …] per band or null, colormap, palette, encoding ('terrarium' | 'mapbox' | null) }.
- * One loop per kind of output (grey, colormap, palette, terrain, RGB), each over typed arrays with its constants
+ * One loop per kind of output (grey or a colormap's index, palette, terrain, RGB), each over typed arrays with its constants
  * hoisted: the former single loop that chose per pixel cost 1.1 ms a 256 px grey tile, these 0.1-0.2 ms.
  */
 export function toPixels (values, alpha, count, nb, o, colour, opacity) {
@@ -147,7 +147,7 @@ const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1
  * Encodes a tile from `colour` (n² × channels) and `opacity` (n², 0..255). Opaque tiles drop the alpha channel
  * (smaller files), as JPEG always does. PNG goes through our own encoder (png.js says why), WebP and JPEG through
  * sharp. With a `ramp` (rampOf), the single channel holds indices into it: an indexed PNG where it can be one (see
- * indexedPng), the ramp's colours otherwise.
+ * indexedPng; its transparent pixels' indices are changed in `colour`, a scratch), the ramp's colours otherwise.
  */
 export async function encode (colour, opacity, n, channels, format, lossless, ramp = null) {
   const count = n * n
