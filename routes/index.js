@@ -31,14 +31,18 @@ function boundsPreview (bounds) {
     `<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(4, px(east) - px(west)).toFixed(1)}" height="${Math.max(4, py(south) - py(north)).toFixed(1)}" fill="rgba(214,39,40,.35)" stroke="#d62728"/></svg>`
 }
 
-/** A raster set's tile at its lowest zoom, where its centre is. */
+/**
+ * A raster set's tile at its lowest zoom, where its centre is; a sparse set may lack that tile, and then the image
+ * gives way to the bounds preview (kept in a template beside it) rather than showing a broken image.
+ */
 function tilePreview (href, entry) {
   const tj = entry.source.tilejson
   const [lon, lat] = Array.isArray(tj.center) ? tj.center : [0, 0]
   const z = tj.minzoom
   const [x, y] = lonLatToTile(lon, lat, z)
   const path = tileUrl('', entry).replace('{z}', z).replace('{x}', x).replace('{y}', y)
-  return `<img class="preview" loading="lazy" alt="tile ${z}/${x}/${y}" src="${href(path)}">`
+  return `<img class="preview" loading="lazy" alt="tile ${z}/${x}/${y}" src="${href(path)}" onerror="this.replaceWith(this.nextElementSibling.content.cloneNode(true))">` +
+    `<template>${boundsPreview(tj.bounds)}</template>`
 }
 
 export default async function indexRoutes (app) {
