@@ -261,8 +261,8 @@ export function sampleScale (level, grid) {
 
 /**
  * Bilinear or cubic: samples the window for every output pixel (nearest is direct.js's gatherValues, straight from the
- * blocks). `bands` are Float32Arrays over the window, `density` the window's
- * validity (0 transparent … 255 opaque, from alpha, mask and nodata), or null when every pixel of it is opaque. Writes
+ * blocks). `bands` are Float32Arrays over the window, `density` the window's validity (0 transparent … 255 opaque,
+ * from alpha, mask and nodata), or null when every pixel of it is opaque. Writes
  * `values` (n² × bands, interleaved) and `alpha` (n², 0..1). Transparent source pixels do not contribute: weights are
  * renormalised over the valid ones, and where the pixel under an output centre is transparent, so is the output
  * (gdalwarp skips it: data does not bleed into nodata areas). When reducing, the bilinear and cubic kernels widen by

@@ -74,6 +74,11 @@ async function describe (src) {
   return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null }
 }
 
+/** Drawn pixels encoded as the rendering asks: terrain-RGB lossless, a colormap's indices through its ramp. */
+async function encodeTile (colour, opacity, n, channels, format, options) {
+  return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null, rampOf(channels, options)))
+}
+
 /** Bytes to hand back to the main thread: moved, not copied, when they own their buffer. */
 function transferable (bytes) {
   const out = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
@@ -128,7 +133,7 @@ async function render ({ src, z, x, y, format, options }, n, scratch) {
   const { colour, opacity } = scratch
   const channels = pixelsAt(ds, at, options, scratch, colour, opacity)
   if (channels === 0) return null
-  return transferable(await encode(colour, opacity, n, channels, format, options.encoding !== null, rampOf(channels, options)))
+  return encodeTile(colour, opacity, n, channels, format, options)
 }
 
 /**
@@ -165,7 +170,7 @@ async function mosaic (task) {
   try {
     const channels = await mosaicPixels(task, n, out, MOSAIC_ENGINE)
     if (channels === 0) return null
-    return transferable(await encode(out.colour, out.opacity, n, channels, task.format, task.options.encoding !== null, rampOf(channels, task.options)))
+    return await encodeTile(out.colour, out.opacity, n, channels, task.format, task.options)
   } finally {
     giveScratch(out)
   }

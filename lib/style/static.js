@@ -105,7 +105,8 @@ function parseMarker (text) {
       continue
     }
     const value = m[2]
-    if (m[1] === 'color' && colour(value) !== null) marker.color = colour(value)
+    const color = m[1] === 'color' ? colour(value) : null
+    if (color !== null) marker.color = color
     else if (m[1] === 'size' && Number(value) > 0 && Number(value) <= 50) marker.size = Number(value)
     else if (m[1] === 'scale' && Number(value) > 0 && Number(value) <= 10) marker.scale = Number(value)
     else if (m[1] === 'offset' && /^-?\d+(\.\d+)?,-?\d+(\.\d+)?$/.test(value)) marker.offset = value.split(',').map(Number)

@@ -110,9 +110,10 @@ async function renderPlugin (app, config) {
       const style = styles.get(decodeURIComponent(rest[0]))
       const m = SPRITE_NAME.exec(decodeURIComponent(rest[1]))
       if (style === undefined || m === null) return { status: 'empty' }
-      // A sprite file missing (a ratio without its files is the highest one below it that has them): the render fails, answered 503 and not cached, until it
-      // is there. Drawn without its icons instead, the tile would be kept (and shared, and written to a tile
-      // directory) under the style's revision, which a sprite file added later does not change.
+      // A sprite file missing (a ratio without its files is the highest one below it that has them): the render
+      // fails, answered 503 and not cached, until it is there. Drawn without its icons instead, the tile would be kept
+      // (and shared, and written to a tile directory) under the style's revision, which a sprite file added later
+      // does not change.
       const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
       return file === null ? { status: 'missing', message: `the style's sprite cannot be read (${m[2]})` } : { status: 'ok', body: file.bytes }
     }
@@ -165,29 +166,29 @@ async function renderPlugin (app, config) {
     const shared = createHash('sha1').update(portable).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
-    const made = { revision: style.revision, generation, base: name, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
+    const made = { revision: style.revision, generation, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
   }
 
   /**
-   * Draws with `draw(name)` (the name the style is registered under in the engine); a failure makes the next render
-   * register the style afresh. The engine loads a style's sprite (and a source's TileJSON) once per registration and
+   * Draws with `draw(name, json)` (the name the style is registered under in the engine: its own, then `~1`, `~2`… per
+   * registration afresh, and its JSON); a failure makes the next render register the style afresh. The engine loads a style's sprite (and a source's TileJSON) once per registration and
    * keeps failing once that failed: a remote sprite's server down for a moment would otherwise fail the style's renders
    * until a restart. At most once a second per style; the pool replaces a child that has taken many registrations.
    */
   async function drawing (style, draw) {
     const known = drawnStyle(style)
-    const name = known.name
+    const { retries } = known
     try {
-      return await draw(known)
+      return await draw(retries === 0 ? known.name : `${known.name}~${retries}`, known.json)
     } catch (err) {
       const now = Date.now()
-      // The engine's refusal (pool.js), not a busy, crashed or timed-out child, which are answered otherwise.
-      if (known.name === name && String(err.message).startsWith(ENGINE_REFUSED) && now - known.retriedAt >= RETRY_MS) {
+      // The engine's refusal (pool.js), not a busy, crashed or timed-out child, which are answered otherwise; once for
+      // renders that failed together.
+      if (known.retries === retries && String(err.message).startsWith(ENGINE_REFUSED) && now - known.retriedAt >= RETRY_MS) {
         known.retries++
         known.retriedAt = now
-        known.name = `${known.base}~${known.retries}`
       }
       throw err
     }
@@ -209,7 +210,7 @@ async function renderPlugin (app, config) {
         if (pool === null) throw toldUnavailable(reason)
         // The engine draws 256 px tiles one zoom lower; at z0 there is none: the 512 px world, halved.
         const halve = size === 256 && z === 0
-        const png = await drawing(style, ({ name, json }) => pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json))
+        const png = await drawing(style, (name, json) => pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json))
         return encodeImage(halve ? sharp(png).resize(256 * scale) : png, format)
       },
       close () {},
@@ -222,7 +223,7 @@ async function renderPlugin (app, config) {
    */
   async function renderView (style, request, format, overlay) {
     if (pool === null) throw toldUnavailable(reason)
-    const png = await drawing(style, (base) => pool.render({ ...request, style: overlay === undefined ? base.name : `${base.name}+${overlay.key}` }, overlay?.json ?? base.json))
+    const png = await drawing(style, (name, json) => pool.render({ ...request, style: overlay === undefined ? name : `${name}+${overlay.key}` }, overlay?.json ?? json))
     return encodeImage(png, format)
   }
 
