@@ -16,7 +16,7 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {} }, log) {
 
   function start () {
     const started = new Piscina({
-      filename: new URL('./worker.js', import.meta.url).href,
+      filename: new URL('./worker.cjs', import.meta.url).href, // worker.cjs says why
       minThreads: threads,
       maxThreads: threads,
       idleTimeout: 60000,

@@ -52,7 +52,7 @@ export class VariantMaker {
     if (this.closed) throw new Error('the variants worker pool is closed')
     if (this.pool === null) {
       this.pool = new Piscina({
-        filename: new URL('./worker.js', import.meta.url).href,
+        filename: new URL('./worker.cjs', import.meta.url).href, // worker.cjs says why
         minThreads: 0,
         maxThreads: this.threads,
         idleTimeout: 30_000, // threads end when no large tile came for a while: most servers rarely make one
