@@ -1,7 +1,7 @@
 // COG sets against a real reference: GDAL (gdalwarp) cuts the same Web Mercator tile from the same file, and the
 // pixels must agree within a stated tolerance. Runs on the shared fixtures (NAIP in 3857 with each compression, UTM,
 // NAD83 UTM, 4326 world and full-earth, the dateline file, int16, float32 DEM, NaN nodata, paletted, RGBA, ZSTD,
-// GOES geostationary) and on COGs the tests make with GDAL (UTM float DEM with nodata, Swiss LV95, big-endian
+// GOES geostationary) and on COGs the tests make with GDAL (UTM float DEM with nodata, Swiss LV95, LERC, big-endian
 // band-interleaved, polar stereographic, geostationary as WKT). Zoom ranges are checked against rio-tiler's rule.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -99,6 +99,12 @@ function generatedCogs (dir) {
   asciiGrid(swiss, { width: 500, height: 500, x0: 2680000, y0: 1240000, cell: 10 }, (c, r) => ((c * 7 + r * 3) % 997) + (c % 50 === 0 ? 4000 : 0))
   execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:2056', '-ot', 'UInt16', '-co', 'COMPRESS=LZW',
     '-co', 'BLOCKSIZE=256', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'swiss_lv95.tif')])
+  // LERC, as elevation is often stored: the DEM's lake as NaN, which GDAL writes as LERC's mask of valid pixels (then
+  // ZSTD over it); and three pixel-interleaved UInt16 bands in one LERC blob, deflated.
+  execFileSync('gdalwarp', ['-q', '-of', 'COG', '-s_srs', 'EPSG:32633', '-srcnodata', '-9999', '-dstnodata', 'nan', '-ot', 'Float32',
+    '-co', 'COMPRESS=LERC_ZSTD', '-co', 'MAX_Z_ERROR=0', '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', dem, join(dir, 'lerc_nan.tif')])
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:2056', '-ot', 'UInt16', '-b', '1', '-b', '1', '-b', '1',
+    '-co', 'COMPRESS=LERC_DEFLATE', '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'lerc_rgb16.tif')])
   // Three bands, band-interleaved (planar), big-endian, ZSTD: all the byte-level variants at once.
   execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-a_srs', 'EPSG:32633', '-ot', 'Int16', '-b', '1', '-b', '1', '-b', '1',
     '-co', 'TILED=YES', '-co', 'BLOCKXSIZE=128', '-co', 'BLOCKYSIZE=128', '-co', 'INTERLEAVE=BAND', '-co', 'ENDIANNESS=BIG',
@@ -117,7 +123,7 @@ function generatedCogs (dir) {
   asciiGrid(swiss, { width: 400, height: 400, x0: -5500000, y0: -5500000, cell: 27500 }, (c, r) => ((c * 7 + r * 3) % 997) + (c % 50 === 0 ? 4000 : 0))
   execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', '+proj=geos +h=35785831 +lon_0=140.7 +ellps=WGS84', '-ot', 'UInt16',
     '-co', 'COMPRESS=DEFLATE', '-co', 'BLOCKSIZE=128', '-co', 'OVERVIEWS=AUTO', swiss, join(dir, 'geos_sweep_y.tif')])
-  return ['utm_dem', 'swiss_lv95', 'planar_bigendian', 'geo_antimeridian', 'polar_3413', 'geos_sweep_y']
+  return ['utm_dem', 'swiss_lv95', 'lerc_nan', 'lerc_rgb16', 'planar_bigendian', 'geo_antimeridian', 'polar_3413', 'geos_sweep_y']
 }
 
 // file stem → tiles to check ([zoom offset from maxzoom] or explicit points) and the tolerances that hold for it.
@@ -188,12 +194,13 @@ test('COG fixtures: tiles match gdalwarp pixel for pixel (nearest and bilinear) 
 })
 
 const GENERATED_CASES = {
+  lerc_nan: { zooms: (tj) => [tj.maxzoom, tj.maxzoom + 2], points: [[16.2247, 48.1995]] }, // the NaN lake, in the corner
   geo_antimeridian: { points: [[179.8, 59.5], [-179.7, 59.5]] },
   polar_3413: { points: [[-45, 84.5], [-10, 82], [-60, 76]] },
   geos_sweep_y: { zooms: () => [1, 3], points: [[140.7, 0], [65, 5]] }, // the middle and the limb
 }
 
-test('generated COGs (UTM float DEM with nodata, Swiss LV95, big-endian planar ZSTD int16, 4326 across the antimeridian, polar stereographic, geostationary as WKT) match gdalwarp', async (t) => {
+test('generated COGs (UTM float DEM with nodata, Swiss LV95, LERC with NaN and three bands, big-endian planar ZSTD int16, 4326 across the antimeridian, polar stereographic, geostationary as WKT) match gdalwarp', async (t) => {
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)
   const ids = generatedCogs(dir)

@@ -109,6 +109,7 @@ function decoderOf (image) {
         samplesPerPixel: image.getSamplesPerPixel(),
       }
       if (compression === 7) parameters.JPEGTables = await fd.loadValue('JPEGTables')
+      if (compression === 34887) parameters.lercParameters = await fd.loadValue('LercParameters')
       return getDecoder(compression, parameters)
     })()
   }

@@ -6,7 +6,9 @@ import { inflateSync } from 'node:zlib'
 import { GeoTIFF, fromFile, addDecoder, BaseDecoder } from 'geotiff'
 import geokeys from 'geotiff-geokeys-to-proj4'
 import proj4 from 'proj4'
+import Lerc from 'lerc'
 import sharp from 'sharp'
+import { ZSTDDecoder } from 'zstddec'
 import { footprint } from './footprint.js'
 import { RasterError } from './errors.js'
 import { Unavailable } from '../errors.js'
@@ -48,6 +50,54 @@ class ZlibDecoder extends BaseDecoder {
   }
 }
 addDecoder([8, 32946], async () => ZlibDecoder)
+
+// LERC (Esri's limited-error compression, common for elevation), by the `lerc` package as geotiff.js does it, but
+// keeping LERC's mask of valid pixels, which geotiff.js drops: GDAL stores a float band's NaN (a NaN nodata) as that
+// mask, so those pixels came back as 0 and were drawn as data. Here they are NaN again, as GDAL reads them. (GDAL
+// writes integer nodata as values, not in the mask.)
+const zstd = new ZSTDDecoder()
+const LERC_EXTRA = { 0: null, 1: 'deflate', 2: 'zstd' } // LercParameters[1]: a compression over the LERC blob
+class LercDecoder extends BaseDecoder {
+  decodeBlock (buffer) {
+    const extra = LERC_EXTRA[this.parameters.lercParameters?.[1] ?? 0]
+    if (extra === undefined) throw new RasterError(`unsupported LERC additional compression ${this.parameters.lercParameters[1]}`)
+    let bytes = new Uint8Array(buffer)
+    if (extra === 'deflate') bytes = inflateSync(bytes)
+    else if (extra === 'zstd') bytes = zstd.decode(bytes)
+    const blob = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes.buffer : bytes.slice().buffer
+    const interleaved = this.parameters.planarConfiguration === 1
+    const { pixels, mask, dimCount: depth = 1, pixelType } = Lerc.decode(blob, { returnPixelInterleavedDims: interleaved })
+    let data = pixels[0]
+    if (pixels.length > 1) data = interleavedBands(pixels, depth) // several LERC bands in one blob (GDAL writes one)
+    if (mask && (pixelType === 'F32' || pixelType === 'F64')) {
+      const step = data.length / mask.length
+      for (let p = 0; p < mask.length; p++) if (mask[p] === 0) data.fill(NaN, p * step, p * step + step)
+    }
+    return data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data.buffer : data.slice().buffer
+  }
+}
+addDecoder(34887, async () => {
+  await zstd.init()
+  return LercDecoder
+}, async (fd) => ({
+  tileWidth: await fd.loadValue('TileWidth'),
+  tileHeight: await fd.loadValue('TileLength'),
+  planarConfiguration: await fd.loadValue('PlanarConfiguration'),
+  bitsPerSample: await fd.loadValue('BitsPerSample'),
+  predictor: (await fd.loadValue('Predictor')) || 1,
+  lercParameters: await fd.loadValue('LercParameters'),
+}), false)
+
+/** Bands decoded one after another (each pixel-interleaved over `depth`) as one pixel-interleaved array. */
+function interleavedBands (bands, depth) {
+  const pixels = bands[0].length / depth
+  const width = bands.length * depth
+  const out = new bands[0].constructor(pixels * width)
+  bands.forEach((band, b) => {
+    for (let p = 0; p < pixels; p++) for (let d = 0; d < depth; d++) out[p * width + b * depth + d] = band[p * depth + d]
+  })
+  return out
+}
 
 const require = createRequire(import.meta.url)
 /**
@@ -210,7 +260,7 @@ export async function openDataset (src, remote = {}) {
   } catch (err) {
     tiff.close?.()
     if (err instanceof RasterError || err instanceof Unavailable) throw err
-    throw new RasterError(`not a usable GeoTIFF: ${err.message}`)
+    throw new RasterError(`not a usable GeoTIFF: ${err?.message ?? err}`)
   }
 }
 
@@ -238,7 +288,7 @@ async function describe (tiff, src) {
     throw new RasterError(`unsupported sample type: ${bits}-bit ${DTYPES[sampleFormat] ?? 'format ' + sampleFormat}`)
   }
   const compression = fd.getValue('Compression') ?? 1
-  if (!COMPRESSIONS[compression] || compression === 34887) throw new RasterError(`unsupported compression ${compression}`)
+  if (!COMPRESSIONS[compression]) throw new RasterError(`unsupported compression ${compression}`)
   const predictor = fd.getValue('Predictor') ?? 1
   // geotiff.js undoes the predictor on file-order bytes: wrong for big-endian samples wider than a byte.
   if (!base.littleEndian && predictor > 1 && bits > 8) throw new RasterError('unsupported: a big-endian file with a predictor (rewrite it little-endian with gdal_translate -of COG)')
