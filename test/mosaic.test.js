@@ -349,6 +349,53 @@ async function servedCopy (t) {
   return { dir, app, remove }
 }
 
+// Part 1 with a colour table, part 2 without: its values have no colours to draw in the mosaic's palette.
+const PALETTED = `
+import sys, json
+import numpy as np
+from osgeo import gdal, osr
+gdal.UseExceptions()
+out, parts, x0, y0 = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+R = 2 * 20037508.342789244 / 256 / 4096
+srs = osr.SpatialReference(); srs.ImportFromEPSG(3857)
+for i, (ox, oy, w, h) in enumerate(parts, start=1):
+    mem = gdal.GetDriverByName('MEM').Create('', w, h, 1, gdal.GDT_Byte)
+    mem.SetGeoTransform((-20037508.342789244 + (x0 * 256 + ox) * R, R, 0, 20037508.342789244 - (y0 * 256 + oy) * R, 0, -R))
+    mem.SetProjection(srs.ExportToWkt())
+    mem.GetRasterBand(1).WriteArray((np.arange(w)[None, :].repeat(h, 0) // 32 % 4).astype(np.uint8))
+    if i == 1:
+        table = gdal.ColorTable()
+        for k, rgb in enumerate([(200, 30, 30), (30, 200, 30), (30, 30, 200), (220, 220, 40)]):
+            table.SetColorEntry(k, rgb + (255,))
+        mem.GetRasterBand(1).SetRasterColorTable(table)
+    gdal.Translate(f'{out}/part{i}.tif', mem, format='COG', creationOptions=['BLOCKSIZE=256', 'COMPRESS=DEFLATE'])
+`
+
+test('a part without the colour table the first part has is left out of a folder (as gdalbuildvrt leaves it out), a 503 naming it in a document', async (t) => {
+  if (missing(t)) return
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-palette-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  mkdirSync(join(dir, 'parts'))
+  execFileSync(PYTHON, ['-c', PALETTED, join(dir, 'parts'), JSON.stringify(PARTS.slice(0, 2)), String(X0), String(Y0)], { env: GDAL_ENV })
+  writeFileSync(join(dir, 'index.json'), JSON.stringify(mosaicJson(['parts/part1.tif', 'parts/part2.tif'], { boxes: PARTS.slice(0, 2).map(partBox) })))
+  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'parts', 'part1.tif')], sets: { folder: { path: join(dir, 'parts'), mosaic: true } }, cacheMB: 0 })
+  assert.equal((await app.inject('/folder/meta')).json().mosaic.leftOut, 1)
+  const alone = over(12, 0, 0) // part 1's alone
+  const second = over(12, 3, 2) // part 2's alone
+  const { rgba: own } = await ourTile(app, `/part1/${alone.join('/')}.png`)
+  assert.ok(own !== null)
+  for (const id of ['folder', 'index']) {
+    const { res, rgba } = await ourTile(app, `/${id}/${alone.join('/')}.png`)
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    assert.ok(rgba.equals(own), `${id}: part 1 drawn through its colour table, as the COG set draws it`)
+  }
+  const left = await app.inject(`/folder/${second.join('/')}.png`)
+  assert.ok([204, 404].includes(left.statusCode), `the folder's part 2 is left out: ${left.statusCode}`)
+  const named = await app.inject(`/index/${second.join('/')}.png`)
+  assert.equal(named.statusCode, 503)
+  assert.equal(named.json().message, 'tileset \'index\' could not read this tile: part2.tif: no colour table, where the mosaic\'s first part has one')
+})
+
 test('parts outside a tile are never read', async (t) => {
   if (missing(t)) return
   const { app, remove } = await servedCopy(t)

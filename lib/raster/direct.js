@@ -25,12 +25,13 @@ export function lookupFor (ds, o) {
   const size = 2 ** ds.bits
   const offset = ds.sampleFormat === 2 ? size / 2 : 0
   const nb = o.bidx.length
-  const channels = colourChannels(nb, o)
+  const rendering = { ...o, palette: o.palette ? ds.palette : null } // the file's own colour table, if it has one
+  const channels = colourChannels(nb, rendering)
   // Every value through the general conversion, each band given the same value: channel c's table is read off it.
   const values = new Float32Array(size * nb)
   for (let i = 0; i < size; i++) values.fill(i - offset, i * nb, i * nb + nb)
   const colour = new Uint8Array(size * channels)
-  toPixels(values, new Float32Array(size).fill(1), size, nb, { ...o, palette: o.palette ? ds.palette : null }, colour, new Uint8Array(size))
+  toPixels(values, new Float32Array(size).fill(1), size, nb, rendering, colour, new Uint8Array(size))
   const luts = Array.from({ length: channels }, (_, c) => Uint8Array.from({ length: size }, (_, i) => colour[i * channels + c]))
   lut = {
     channels,

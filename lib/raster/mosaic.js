@@ -308,6 +308,8 @@ async function partDataset (task, asset, src, engine) {
   const colour = ds.alphaBand >= 0 ? ds.bands - 1 : ds.bands
   const expected = task.stack[asset]
   if (colour !== expected) throw partError(src, `${colour} bands, where the mosaic's first part has ${expected}`)
+  // Drawn through its colour table, as the first part is: a part without one has no colours to draw.
+  if (task.options.palette && ds.palette === null) throw partError(src, 'no colour table, where the mosaic\'s first part has one')
   return ds
 }
 

@@ -178,6 +178,10 @@ async function folderMosaic (spec, workers, log, overzoom) {
       log(name, `${colourBands(info.meta)} bands, where ${described[0].name} has ${colourBands(first.meta)}`)
       continue
     }
+    if (info.meta.palette !== first.meta.palette) { // indices and values do not mix (gdalbuildvrt leaves such files out too)
+      log(name, `${info.meta.palette ? 'a' : 'no'} colour table, where ${described[0].name} has ${first.meta.palette ? 'one' : 'none'}`)
+      continue
+    }
     const zooms = zoomRange(info.meta, info.warp, overzoom)
     parts.push({ name, srcs: [src], boxes: mercatorBoxes(info.lonLatBounds), lonLat: info.lonLatBounds, zooms })
   }
