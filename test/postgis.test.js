@@ -200,6 +200,27 @@ test('a tile function that raises is a 503 naming its set (its backend failed), 
   assert.equal((await app.inject({ url: `/${encodeURIComponent('Mixed Case Roads')}/0/0/0` })).statusCode, 200, 'other sets keep serving')
 })
 
+test('a tile function that refuses its query (a bad cast of a parameter, its own invalid_parameter_value) is a 400 saying why', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE FUNCTION picky_tile(z integer, x integer, y integer, query json) RETURNS bytea AS $$
+    DECLARE n integer := coalesce((query->>'n')::integer, 1);
+    BEGIN
+      IF n < 0 THEN RAISE EXCEPTION 'n must be 0 or more, not %', n USING ERRCODE = 'invalid_parameter_value'; END IF;
+      RETURN (SELECT ST_AsMVT(q, 'picky') FROM (SELECT n AS n, ST_AsMVTGeom(ST_Point(0, 0, 3857), ST_TileEnvelope(z, x, y)) AS geom) q);
+    END $$ LANGUAGE plpgsql`)
+  t.after(() => runSql(db.url, 'DROP FUNCTION picky_tile'))
+  const app = await makeApp(t, { paths: [db.url] })
+  assert.equal((await app.inject({ url: '/picky_tile/0/0/0?n=5' })).statusCode, 200)
+  const cast = await app.inject({ url: '/picky_tile/0/0/0?n=abc' })
+  assert.equal(cast.statusCode, 400, cast.payload)
+  assert.equal(cast.json().message, 'tileset \'picky_tile\' refused the query: invalid input syntax for type integer: "abc"')
+  const own = await app.inject({ url: '/picky_tile/0/0/0?n=-2' })
+  assert.equal(own.statusCode, 400, own.payload)
+  assert.equal(own.json().message, 'tileset \'picky_tile\' refused the query: n must be 0 or more, not -2')
+  assert.equal(own.headers['retry-after'], undefined)
+  assert.equal((await app.inject({ url: '/picky_tile/0/0/0?n=5' })).statusCode, 200, 'the set keeps serving')
+})
+
 test('re-discovery (SIGHUP) finds new tables and drops removed ones', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await makeApp(t, { paths: [db.url] })

@@ -1,5 +1,6 @@
 // The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
 // run per request on the provider's tile connections (lanes.js) as a named prepared statement.
+import { BadRequest } from '../../errors.js'
 import { buildTileJson, describedBy } from '../tilejson.js'
 import { functionTileSql, layerFields, mayBeCurved, mercatorBox, statementName, tableTileSql, takesQuery } from './sql.js'
 
@@ -77,6 +78,18 @@ function featuresOf (t, pool, domain) {
   })
 }
 
+/**
+ * A tile function's data exception (SQLSTATE class 22: `(query->>'n')::int` of `?n=abc`, a value out of range, or the
+ * function's own `RAISE ... USING ERRCODE = 'invalid_parameter_value'`) as the 400 it is: the request's query is all
+ * the function was given beyond z/x/y, which the server checked. The database's message is the answer (it echoes the
+ * request, or is the function author's); null for any other error.
+ */
+function refusedQuery (id, err) {
+  if (typeof err?.code !== 'string' || !err.code.startsWith('22') || typeof err.severity !== 'string') return null
+  const reason = String(err.message).replace(/\s+/g, ' ').slice(0, 200)
+  return new BadRequest(`tileset '${id}' refused the query: ${reason}`)
+}
+
 /** The set of a tile function (a FUNCTIONS_SQL row); its comment may name the format ('mlt') and TileJSON fields. */
 export function functionSource (id, f, { tiles, cacheTtlS }) {
   const withQuery = takesQuery(f)
@@ -106,9 +119,13 @@ export function functionSource (id, f, { tiles, cacheTtlS }) {
     signature: sql, // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles
     statement: name,
     async getTile (z, x, y, query) {
-      const values = withQuery ? [z, x, y, JSON.stringify(query ?? {})] : [z, x, y]
-      const res = await tiles.query({ name, text: sql, values })
-      return res.rows[0]?.tile ?? null
+      if (!withQuery) return (await tiles.query({ name, text: sql, values: [z, x, y] })).rows[0]?.tile ?? null
+      try {
+        const res = await tiles.query({ name, text: sql, values: [z, x, y, JSON.stringify(query ?? {})] })
+        return res.rows[0]?.tile ?? null
+      } catch (err) {
+        throw refusedQuery(id, err) ?? err
+      }
     },
     close () {},
   }
