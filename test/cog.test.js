@@ -632,7 +632,8 @@ test('broken, non-COG and unsupported TIFFs are unavailable with a reason; the o
     // Interrupted Goode Homolosine: GeoTIFF has no keys for it, GDAL writes it as WKT, proj4 has no such projection.
     execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', '+proj=igh +ellps=WGS84', '-a_ullr', '-1000000', '1000000', '1000000', '-1000000',
       '-outsize', '64', '64', cog.file, join(dir, 'goode.tif')])
-    broken.push('goode')
+    execFileSync('gdal_translate', ['-q', '-of', 'COG', '-ot', 'Int64', '-outsize', '64', '64', cog.file, join(dir, 'int64.tif')])
+    broken.push('goode', 'int64')
   }
   const app = await makeApp(t, { paths: [dir] })
   assert.deepEqual((await app.inject('/list')).json(), ['good'])
@@ -645,7 +646,10 @@ test('broken, non-COG and unsupported TIFFs are unavailable with a reason; the o
     assert.match((await app.inject('/nocog/3/1/1.png')).json().message, /not a Cloud Optimized GeoTIFF/)
     assert.match((await app.inject('/cog_hirise_mars/3/1/1.png')).json().message, /not the Earth/)
   }
-  if (HAVE_GDAL) assert.match((await app.inject('/goode/3/1/1.png')).json().message, /unsupported CRS: .*only WKT describes \(projection "Goode_Homolosine"\)/)
+  if (HAVE_GDAL) {
+    assert.match((await app.inject('/goode/3/1/1.png')).json().message, /unsupported CRS: .*only WKT describes \(projection "Goode_Homolosine"\)/)
+    assert.match((await app.inject('/int64/3/1/1.png')).json().message, /unsupported sample type: 64-bit int$/)
+  }
   const tilejson = (await app.inject('/good.json')).json()
   const [z, x, y] = tileAt(tilejson, tilejson.maxzoom)
   assert.equal((await app.inject(`/good/${z}/${x}/${y}.png`)).statusCode, 200)

@@ -284,7 +284,8 @@ async function describe (tiff, src) {
   const bands = base.getSamplesPerPixel()
   const sampleFormat = base.getSampleFormat()
   const bits = base.getBitsPerSample()
-  if (!DTYPES[sampleFormat] || ![8, 16, 32, 64].includes(bits) || (sampleFormat === 3 && bits < 32)) {
+  // 64-bit integers: geotiff.js has no arrays for them (and JavaScript numbers cannot hold them all).
+  if (!DTYPES[sampleFormat] || ![8, 16, 32, 64].includes(bits) || (sampleFormat === 3 && bits < 32) || (sampleFormat !== 3 && bits === 64)) {
     throw new RasterError(`unsupported sample type: ${bits}-bit ${DTYPES[sampleFormat] ?? 'format ' + sampleFormat}`)
   }
   const compression = fd.getValue('Compression') ?? 1
