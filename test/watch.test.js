@@ -1,10 +1,11 @@
 // The catalog follows its folders: new, replaced and deleted files, files still being written, SIGHUP-style reloads.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { renameSync, rmSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { makeApp } from './helpers/app.js'
+import { makeApp, needs } from './helpers/app.js'
 import { PNG, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
 /** Polls until `check` holds (fs events arrive asynchronously), failing after a few seconds. */
@@ -138,6 +139,62 @@ test('a WAL-mode MBTiles is served, and survives a reload', async (t) => {
   assert.equal((await app.inject({ url: '/wal/0/0/0' })).statusCode, 200)
   await app.catalog.reload()
   assert.equal((await app.inject({ url: '/wal/0/0/0' })).statusCode, 200)
+})
+
+test('a WAL-mode MBTiles is served though readers left a -wal and -shm beside it (a second server, a restart), and replaced by mv', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'wal.mbtiles')
+  writeMbtiles(file, { tiles: [{ z: 0, x: 0, y: 0, data: PNG }] })
+  const Database = (await import('better-sqlite3')).default
+  const db = new Database(file)
+  db.pragma('journal_mode = WAL')
+  db.close()
+  const first = await makeApp(t, { paths: [dir], watch: true, watchDebounceMs: 50 })
+  assert.equal((await first.inject({ url: '/wal/0/0/0' })).statusCode, 200)
+  assert.ok(existsSync(file + '-wal') && existsSync(file + '-shm'), 'the reader made them')
+  const second = await makeApp(t, { paths: [dir] }) // another replica on the same file, while the first serves it
+  assert.equal((await second.inject({ url: '/wal/0/0/0' })).statusCode, 200)
+  await second.close()
+  const restarted = await makeApp(t, { paths: [dir] })
+  assert.ok(existsSync(file + '-wal'), 'a read-only connection cannot remove it on close')
+  assert.equal((await restarted.inject({ url: '/wal/0/0/0' })).statusCode, 200)
+  // Replaced by a rename (a rollback-mode file), the old -wal and -shm still beside it.
+  writeMbtiles(join(dir, 'next.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
+  renameSync(join(dir, 'next.tmp'), file)
+  await eventually(async () => (await first.inject({ url: '/wal/0/0/0' })).headers['content-type'] === 'application/x-protobuf', 'the replaced file')
+})
+
+// A read-only folder (a `:ro` Docker volume), made with a bind mount in a mount namespace of its own (root only).
+const CAN_MOUNT = spawnSync('unshare', ['-m', 'true']).status === 0
+
+test('a WAL-mode MBTiles in a read-only folder is read (immutable) where its -wal is empty, refused with the way out where it is not', async (t) => {
+  if (!needs(t, CAN_MOUNT, 'unshare -m and mount (root) to make a read-only folder')) return
+  const src = tempDir(t)
+  const ro = tempDir(t)
+  const Database = (await import('better-sqlite3')).default
+  for (const name of ['clean', 'pending']) {
+    writeMbtiles(join(src, `${name}.mbtiles`), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }] })
+    const db = new Database(join(src, `${name}.mbtiles`))
+    db.pragma('journal_mode = WAL')
+    if (name === 'pending') { // a change left in the -wal: a copy of the -wal taken while the writer had it open
+      db.pragma('wal_autocheckpoint = 0')
+      db.prepare("INSERT INTO metadata VALUES ('name', 'pending')").run()
+      copyFileSync(join(src, 'pending.mbtiles-wal'), join(src, 'pending.wal-copy'))
+    }
+    db.close()
+  }
+  renameSync(join(src, 'pending.wal-copy'), join(src, 'pending.mbtiles-wal'))
+  const script = `const { open } = await import(${JSON.stringify(new URL('../lib/sources/mbtiles.js', import.meta.url).href)})
+    for (const name of ['clean', 'pending']) {
+      try { const s = await open({ id: name, path: ${JSON.stringify(ro)} + '/' + name + '.mbtiles' }); console.log(name, 'tile', s.getTile(0, 0, 0).length) }
+      catch (err) { console.log(name, 'refused:', err.message) }
+    }`
+  const run = spawnSync('unshare', ['-m', 'sh', '-c', `mount --bind "$1" "$2" && mount -o remount,bind,ro "$2" && exec "$3" --input-type=module -e "$4"`,
+    'sh', src, ro, process.execPath, script], { encoding: 'utf8' })
+  assert.equal(run.status, 0, run.stderr)
+  const lines = run.stdout.trim().split('\n')
+  assert.equal(lines[0], `clean tile ${PNG.length}`)
+  assert.match(lines[1], /^pending refused: a WAL-mode file with changes in its -wal, where SQLite cannot make its -shm \(a read-only folder\): checkpoint it/)
 })
 
 test('a set configured by path is watched too', async (t) => {

@@ -87,7 +87,7 @@ export class Catalog {
     } else if (file !== null && !file.isFile() && !(file.isDirectory() && kind.opensFolders)) {
       reason = 'not a regular file'
     } else if (spec.path && !ours && isWriting(spec.path)) {
-      reason = 'still being written (a -journal or -wal file is beside it)'
+      reason = 'still being written (a -journal, or a -wal changing, beside it)'
     } else {
       try {
         const { kind: _, ...rest } = spec

@@ -10,6 +10,7 @@ import { claimed, isUrl, specOf } from './discover.js'
 
 const sameFile = (a, b) => a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino
 export const isWriting = (path) => kindForFile(path)?.writing?.(path) ?? false
+const WRITING_RECHECK_MS = 1000 // how often a file being written is looked at again
 /** The tileset file a changed name stands for: itself, or the file it is a companion of (an SQLite `-wal`). */
 const tilesetName = (name) => {
   for (const kind of KINDS) {
@@ -52,8 +53,12 @@ export class FileWatcher {
     // A new file of a kind that shares its extension with other documents (.json): only one the kind claims.
     if (!known && !(await claimed(specOf(path), this.log))) return
     if (known && !force && known.file && sameFile(known.file, info) && known.source !== null) return
-    // SQLite keeps readers consistent while another process writes in place; re-read when it is done.
-    if (known && known.source !== null && !force && isWriting(path)) return
+    // SQLite keeps readers consistent while another process writes in place; re-read when it is done. The writer's
+    // last change may be followed by no event (a WAL that just goes quiet): looked at again until it has stopped.
+    if (!force && isWriting(path)) {
+      this.schedule(path, WRITING_RECHECK_MS)
+      if (known && known.source !== null) return
+    }
     // A writer may pause between commits (its journal gone meanwhile): open only what has stopped changing for a
     // debounce. A file last changed that long ago (ctime: a rename counts, and no tool sets it back) has stopped
     // already: a finished file renamed into place, as deploys do, is served one debounce after the rename.
@@ -126,12 +131,13 @@ export class FileWatcher {
   }
 
   /** Debounces bursts of events (a copy in progress fires many) into one re-check per file. */
-  schedule (path) {
+  schedule (path, delayMs = this.config.watchDebounceMs) {
+    if (this.closed) return
     clearTimeout(this.timers.get(path))
     this.timers.set(path, setTimeout(() => {
       this.timers.delete(path)
       this.refresh(path).catch((err) => this.log.error({ err: err.message }, 'reloading a tileset failed'))
-    }, this.config.watchDebounceMs).unref())
+    }, delayMs).unref())
   }
 
   close () {

@@ -1,23 +1,34 @@
 // MBTiles (SQLite) source: one read-only better-sqlite3 handle and one prepared statement per file, kept open.
-import { existsSync } from 'node:fs'
+import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs'
 import { basename } from 'node:path'
 import Database from 'better-sqlite3'
 import { flipY } from '../tilemath.js'
 import { describeTile } from '../tiletype.js'
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat, numberList } from './tilejson.js'
 
+// SQLite URI file names (`file:…?immutable=1`, see openDatabase) are off in better-sqlite3's build unless this is set
+// when its native addon loads, at the process's first `new Database` (which comes after every module has loaded).
+// Absolute paths, which the catalog always gives, mean the same either way.
+process.env.SQLITE_USE_URI ??= '1'
+
 export const kind = 'mbtiles'
 export const title = 'MBTiles'
 export const extensions = ['.mbtiles']
 
 // SQLite writes a `-journal` (rollback) or `-wal` (write-ahead log) beside a database it is writing; `-shm` goes with
-// the WAL. A file with one of the first two beside it is still being written; a change to any of them is a change to
-// the file.
-const WRITING = ['-journal', '-wal']
-const COMPANIONS = [...WRITING, '-shm']
+// the WAL. A change to any of them is a change to the file. A `-journal` means a writer is at work. A `-wal` does not
+// by itself: WAL-mode readers make one too, and a read-only connection cannot remove it when it closes (every later
+// start, and every other replica, would have refused the file); and a WAL reader sees whole transactions only. So a
+// `-wal` counts as a writer while it has content and changed in the last WAL_QUIET_MS.
+const COMPANIONS = ['-journal', '-wal', '-shm']
+export const WAL_QUIET_MS = 2000
 
 /** A writer is at work on the file: open it later (it would be read half-written, or hold the writer up). */
-export const writing = (path) => WRITING.some((suffix) => existsSync(path + suffix))
+export function writing (path) {
+  if (existsSync(path + '-journal')) return true
+  const wal = statSync(path + '-wal', { throwIfNoEntry: false })
+  return wal !== undefined && wal.size > 0 && Date.now() - wal.mtimeMs < WAL_QUIET_MS
+}
 
 /** 'roads.mbtiles-wal' → 'roads.mbtiles': the watcher re-checks the tileset when its companions change. */
 export const companionOf = (name) => {
@@ -73,9 +84,9 @@ function presentZooms (db, tablesOnly) {
 
 /** Opens an MBTiles file. Throws with a human reason when the file is not a usable MBTiles. */
 export async function open (spec) {
-  const db = new Database(spec.path, { readonly: true, fileMustExist: true })
+  const db = openDatabase(spec.path)
   try {
-    const wal = db.pragma('journal_mode', { simple: true }) === 'wal'
+    const wal = db.immutable || db.pragma('journal_mode', { simple: true }) === 'wal'
     const objects = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").pluck().all())
     const schema = SCHEMAS.find((s) => s.needs.every((name) => objects.has(name)))
     if (schema === undefined) throw new Error('no tiles table: not an MBTiles file')
@@ -142,6 +153,41 @@ export async function open (spec) {
   } catch (err) {
     db.close()
     throw new Error(reason(err, spec.path))
+  }
+}
+
+/**
+ * The file's read-only handle. A WAL-mode file needs its `-shm` beside it, which SQLite cannot make on a read-only
+ * volume (a `:ro` Docker mount): such a file whose `-wal` holds nothing is read as immutable (no locks, no `-shm`), its
+ * main file being all of it. One whose `-wal` holds changes cannot be read there without them: refused with the way out.
+ */
+function openDatabase (path) {
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  try {
+    db.pragma('schema_version') // the first read: where SQLite finds it cannot make the -shm
+    return db
+  } catch (err) {
+    db.close()
+    if (err.code !== 'SQLITE_CANTOPEN' || !walMode(path)) throw err
+    if ((statSync(path + '-wal', { throwIfNoEntry: false })?.size ?? 0) > 0) {
+      throw new Error(`a WAL-mode file with changes in its -wal, where SQLite cannot make its -shm (a read-only folder): checkpoint it where it was written (sqlite3 ${basename(path)} 'PRAGMA wal_checkpoint(TRUNCATE)'), or make it a rollback-mode file ('PRAGMA journal_mode=DELETE')`)
+    }
+    const uri = 'file:' + path.split('/').map(encodeURIComponent).join('/') + '?immutable=1'
+    return Object.assign(new Database(uri, { readonly: true, fileMustExist: true }), { immutable: true })
+  }
+}
+
+/** Whether the file's header says WAL mode (its read and write versions are 2). */
+function walMode (path) {
+  const header = Buffer.alloc(20)
+  let fd = null
+  try {
+    fd = openSync(path, 'r')
+    return readSync(fd, header, 0, 20, 0) === 20 && header[18] === 2 && header[19] === 2
+  } catch {
+    return false
+  } finally {
+    if (fd !== null) closeSync(fd)
   }
 }
 
