@@ -50,12 +50,14 @@ export function sniffFormat (buf, hint) {
 }
 
 /** Content-Encoding of stored bytes. */
-export function sniffEncoding (buf, declared) {
+export function sniffEncoding (buf, declared, format) {
   if (buf.length >= 3 && buf[0] === 0x1f && buf[1] === 0x8b && buf[2] === 0x08) return 'gzip'
   if (buf.length >= 4 && buf.readUInt32LE(0) === 0xfd2fb528) return 'zstd'
-  // zlib: CMF says deflate with a window ≤ 32K and the header checksum holds.
-  // 0x78 is the usual first byte (32K window); no image or MVT starts with it.
-  if (buf.length >= 2 && buf[0] === 0x78 && ((buf[0] << 8) | buf[1]) % 31 === 0) return 'deflate'
+  // zlib: CMF says deflate with a window ≤ 32K and the header checksum holds. 0x78 is the usual first byte (32K
+  // window); no image or MVT starts with it. Two bytes are a weak sign, though: an uncompressed MLT tile whose first
+  // layer is 120 bytes long starts `78 01` too. So not where the archive says its tiles are uncompressed, nor for MLT
+  // (stored uncompressed or gzipped).
+  if (buf.length >= 2 && buf[0] === 0x78 && ((buf[0] << 8) | buf[1]) % 31 === 0 && declared !== 'identity' && format !== 'mlt') return 'deflate'
   if (declared === 'br') return 'br'
   return 'identity'
 }
@@ -79,7 +81,7 @@ function peekInside (buf, encoding) {
  *   a zlib stream (~6 µs a tile, a tenth of a cold request); tiles of one set are alike, so it is done once per set.
  */
 export function describeTile (buf, hints = {}, memo) {
-  const encoding = sniffEncoding(buf, hints.compression)
+  const encoding = sniffEncoding(buf, hints.compression, hints.format)
   let format
   if (encoding === 'identity') {
     format = sniffFormat(buf, hints.format)

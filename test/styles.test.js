@@ -90,6 +90,7 @@ function setUp (t) {
     layers: [],
   }))
   writeFileSync(join(styles, 'broken.json'), '{ "version": 8, ')
+  writeFileSync(join(styles, 'bom.json'), '\uFEFF' + JSON.stringify({ version: 8, sources: {}, layers: [] })) // as Windows editors save it
   writeFileSync(join(styles, 'old.json'), JSON.stringify({ version: 7, sources: {}, layers: [] }))
   mkdirSync(join(styles, 'not-a-style')) // a folder without style.json: ignored
   const fonts = join(dir, 'fonts')
@@ -106,7 +107,7 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
   const app = await makeApp(t, { paths: [tiles], styles, fonts })
 
   const list = (await app.inject({ url: '/styles.json', headers: { host: 'maps.test' } })).json()
-  assert.deepEqual(list.map((s) => s.id).sort(), ['city', 'multi'], 'broken JSON, version 7 and a folder without style.json are not styles')
+  assert.deepEqual(list.map((s) => s.id).sort(), ['bom', 'city', 'multi'], 'broken JSON, version 7 and a folder without style.json are not styles (a byte order mark is no matter)')
   assert.deepEqual(list.find((s) => s.id === 'city'), { version: 8, name: 'City', id: 'city', url: 'http://maps.test/styles/city/style.json' })
 
   const res = await app.inject({ url: '/styles/city/style.json', headers: { host: 'maps.test' } })
@@ -162,6 +163,7 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
   assert.equal(again.body, '')
 
   assert.equal((await app.inject({ url: '/styles/nope/style.json' })).statusCode, 404)
+  assert.equal((await app.inject({ url: '/styles/bom/style.json' })).statusCode, 200, 'a byte order mark is not an error')
   const broken = await app.inject({ url: '/styles/broken/style.json' })
   assert.equal(broken.statusCode, 404)
   assert.match(broken.json().message, /not valid JSON/, 'says why the style is not served')

@@ -43,8 +43,18 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   writeMbtiles(join(dir, 'bare.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf' } })
   writePmtiles(join(dir, 'bare-pm.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: {} })
   writeMbtiles(join(dir, 'dated.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf', version: '2024-05-01', json: { vector_layers: [] } } })
+  // No format, and a zero-length blob in the first row: the format and layers come from the first tile with bytes.
+  writeMbtiles(join(dir, 'emptyfirst.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: Buffer.alloc(0) }, ...vectorTiles([[1, 0, 0]])], metadata: {} })
+  // Fiji: bounds across the antimeridian, no center.
+  writeMbtiles(join(dir, 'fiji.mbtiles'), { tiles: vectorTiles(pyramid(0, 6)), metadata: { format: 'pbf', bounds: '176,-21,-178,-12' } })
   const app = await makeApp(t, { paths: [dir] })
   await checkEverySet(app)
+
+  const emptyFirst = (await app.inject({ url: '/emptyfirst.json' })).json()
+  assert.equal(emptyFirst.format, 'pbf', 'sniffed past the empty tile')
+  assert.deepEqual(emptyFirst.vector_layers.map((l) => l.id), ['points'])
+  assert.equal((await app.inject({ url: '/emptyfirst/0/0/0' })).statusCode, 204, 'an empty vector tile')
+  assert.deepEqual((await app.inject({ url: '/fiji.json' })).json().center, [179, -16.5, 5], 'the middle of bounds across the antimeridian, at the zoom they fill')
 
   const liar = (await app.inject({ url: '/liar.json' })).json()
   assert.deepEqual([liar.minzoom, liar.maxzoom], [13, 13], 'the zooms the file holds')

@@ -36,6 +36,13 @@ test('formats and encodings come from the bytes', () => {
   // What bytes cannot say, the archive's declaration does: brotli has no magic number, MLT none either.
   assert.deepEqual(describeTile(brotliCompressSync(mvt), { format: 'pbf', compression: 'br' }), { format: 'pbf', contentType: 'application/x-protobuf', encoding: 'br' })
   assert.deepEqual(describeTile(Buffer.from([0x02, 0x01, 0x05]), { format: 'mlt' }), { format: 'mlt', contentType: 'application/vnd.maplibre-vector-tile', encoding: 'identity' })
+  // An uncompressed MLT tile whose first layer is 120 bytes long starts `78 01`, as a zlib stream does: not deflate
+  // for an MLT set, nor where the archive says its tiles are uncompressed (PMTiles tile_compression none).
+  const mltLike = Buffer.concat([Buffer.from([0x78, 0x01]), Buffer.alloc(119, 0x05)])
+  assert.equal(((0x78 << 8) | 0x01) % 31, 0, 'a valid zlib header')
+  assert.deepEqual(describeTile(mltLike, { format: 'mlt' }), { format: 'mlt', contentType: 'application/vnd.maplibre-vector-tile', encoding: 'identity' })
+  assert.equal(describeTile(mltLike, { compression: 'identity' }).encoding, 'identity')
+  assert.equal(describeTile(deflateSync(mvt), { format: 'pbf' }).encoding, 'deflate', 'zlib where nothing says otherwise')
   // A PNG in a set that claims pbf is still a PNG.
   assert.equal(describeTile(PNG, { format: 'pbf' }).contentType, 'image/png')
 })

@@ -93,7 +93,7 @@ export async function open (spec) {
   if (size > MAX_BYTES) throw new Error(`GeoJSON file too large to tile in memory (${Math.round(size / 2 ** 20)} MiB; at most ${MAX_BYTES / 2 ** 20}): load it into PostGIS or convert it to PMTiles`)
   let data
   try {
-    data = JSON.parse(await readFile(spec.path, 'utf8'))
+    data = JSON.parse((await readFile(spec.path, 'utf8')).replace(/^\uFEFF/, '')) // a byte order mark, as Windows tools write: RFC 8259 lets parsers ignore it
   } catch (err) {
     throw new Error(`not valid JSON: ${String(err.message).split('\n')[0]}`)
   }

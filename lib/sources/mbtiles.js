@@ -95,7 +95,7 @@ export async function open (spec) {
     const tileStatement = db.prepare(`SELECT ${data} FROM ${from} WHERE ${p}zoom_level = ? AND ${p}tile_column = ? AND ${p}tile_row = ?`).pluck()
     // Reads a tile now, so a corrupt file fails here rather than on a request; it also tells the format when the
     // metadata does not.
-    const sample = db.prepare(`SELECT ${data} FROM ${from} WHERE ${data} IS NOT NULL LIMIT 1`).pluck().get()
+    const sample = db.prepare(`SELECT ${data} FROM ${from} WHERE length(${data}) > 0 LIMIT 1`).pluck().get()
 
     // The metadata's zoom range is a claim; the tiles are the truth (a file saying z0-14 may hold only z13, and
     // clients would then ask z14 and get nothing instead of overzooming z13). Narrowed to the zooms present.

@@ -145,7 +145,7 @@ export async function open (spec, context = {}) {
     const { etag, ...headerFields } = header
     const metadata = {
       ...json,
-      header: { ...headerFields, tileType: TileType[header.tileType] ?? header.tileType, tileCompression: compression, internalCompression: COMPRESSION[header.internalCompression] },
+      header: { ...headerFields, tileType: TileType[header.tileType] ?? header.tileType, tileCompression: compression ?? 'unknown', internalCompression: COMPRESSION[header.internalCompression] },
     }
     const bounds = header.minLon < header.maxLon && header.minLat < header.maxLat
       ? [header.minLon, header.minLat, header.maxLon, header.maxLat]

@@ -104,10 +104,14 @@ export function buildTileJson ({ name, description, attribution, version, minzoo
   const b = bounds ?? WORLD_BOUNDS
   const min = Number.isInteger(minzoom) ? clampZoom(minzoom) : 0
   const max = Number.isInteger(maxzoom) ? Math.max(min, clampZoom(maxzoom)) : Math.max(min, 14)
-  const fit = Math.floor(Math.log2(360 / Math.max(b[2] - b[0], 1e-9)))
-  const c = center ?? [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2, fit]
-  // Bounds across the antimeridian (west > east) leave the longitude as it is.
-  const lon = b[0] <= b[2] ? clamp(c[0], b[0], b[2]) : c[0]
+  // Bounds across the antimeridian (west > east, as TileJSON writes them): their width goes through 180°, and so does
+  // their middle (176…-178: 179).
+  const across = b[0] > b[2]
+  const width = across ? b[2] + 360 - b[0] : b[2] - b[0]
+  const fit = Math.floor(Math.log2(360 / Math.max(width, 1e-9)))
+  const middle = b[0] + width / 2
+  const c = center ?? [middle > 180 ? middle - 360 : middle, (b[1] + b[3]) / 2, fit]
+  const lon = across ? (c[0] >= b[0] || c[0] <= b[2] ? c[0] : middle > 180 ? middle - 360 : middle) : clamp(c[0], b[0], b[2])
   const lat = clamp(c[1], Math.min(b[1], b[3]), Math.max(b[1], b[3]))
   const tilejson = {
     tilejson: '3.0.0',

@@ -99,7 +99,7 @@ async function readStyle (id, file) {
   const bytes = await readFile(file)
   let json
   try {
-    json = JSON.parse(bytes.toString('utf8'))
+    json = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, '')) // a byte order mark, as Windows editors write: RFC 8259 lets parsers ignore it
   } catch (err) {
     throw new Error(`not valid JSON: ${err.message.replaceAll(file, basename(file))}`)
   }
