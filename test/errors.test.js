@@ -304,10 +304,11 @@ test('a static image too large is a 400 whatever the renderer\'s state (renderin
   writeFileSync(join(dir, 'styles', 'plain.json'), JSON.stringify({ version: 8, sources: {}, layers: [] }))
   const { app } = await errorApp(t, { styles: join(dir, 'styles'), render: { backend: 'off', maxSize: 1000 } })
   for (const [url, status, message] of [
-    ['/styles/plain/static/0,0,2/1001x10.png', 400, /^an image is 1 to 1000 pixels on each side$/],
-    ['/styles/plain/static/0,0,2/10x99999.png', 400, /^an image is 1 to 1000 pixels on each side$/],
+    ['/styles/plain/static/0,0,2/1001x10.png', 400, /^an image is 1 to 1000 pixels on each side, its @2x or @3x scale included$/],
+    ['/styles/plain/static/0,0,2/10x99999.png', 400, /^an image is 1 to 1000 pixels on each side, its @2x or @3x scale included$/],
     ['/styles/plain/static/0,0,2/999999x10@2x.png', 400, /is not a size/],
-    ['/styles/plain/static/0,0,2/0x10.png', 400, /^an image is 1 to 1000 pixels on each side$/],
+    ['/styles/plain/static/0,0,2/0x10.png', 400, /^an image is 1 to 1000 pixels on each side, its @2x or @3x scale included$/],
+    ['/styles/plain/static/0,0,2/400x400@3x.png', 400, /^an image is 1 to 1000 pixels on each side, its @2x or @3x scale included$/], // 1200 px drawn
     ['/styles/nope/static/0,0,2/1001x10.png', 404, /^no style 'nope'$/],
     ['/styles/plain/static/0,0,2/1000x1000.png', 503, /cannot be rendered: rendering is turned off/],
   ]) {

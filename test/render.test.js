@@ -70,6 +70,13 @@ function setUp (t) {
   writeFileSync(join(styles, 'corrupt.json'), JSON.stringify({ ...dotsStyle(), sources: { dots: { type: 'vector', url: 'mbtiles://corrupt' } } }))
   writeFileSync(join(styles, 'nosource.json'), JSON.stringify({ ...dotsStyle(), sources: { dots: { type: 'vector', url: 'mbtiles://nowhere' } } }))
   writeFileSync(join(styles, 'badlayer.json'), JSON.stringify({ ...dotsStyle(), layers: [{ id: 'x', type: 'no-such-type', source: 'dots' }] }))
+  // A raster layer over a vector source: MapLibre Native aborts its whole process on it.
+  writeFileSync(join(styles, 'crasher.json'), JSON.stringify({ ...dotsStyle(), layers: [...dotsStyle().layers, { id: 'r', type: 'raster', source: 'dots' }] }))
+  // Local files the catalog does not serve, named around it: drawn as empty, never opened by the engine.
+  writeFileSync(join(styles, 'around.json'), JSON.stringify({
+    ...dotsStyle(),
+    sources: { dots: { type: 'vector', url: `mbtiles://${join(tiles, 'dots.mbtiles')}x` }, file: { type: 'vector', tiles: [`file://${tiles}/{z}/{x}/{y}.pbf`] } },
+  }))
   return { dir, tiles, styles }
 }
 
@@ -358,11 +365,24 @@ test('a broken style, a missing set, a corrupt tile and a killed renderer each e
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)
   const app = await makeApp(t, { paths: [tiles], styles, render: { timeoutMs: 20_000 } })
-  for (const url of ['/styles/badlayer/1/0/0.png', '/styles/nosource/1/0/0.png', '/styles/corrupt/1/0/0.png']) {
-    const res = await app.inject({ url })
-    assert.ok([200, 503].includes(res.statusCode), `${url}: ${res.statusCode} ${res.body.slice(0, 200)}`)
-    if (res.statusCode === 503) assert.match(res.json().message, /render|style|draw/i)
+  const before = app.renderer.pids()
+  // Styles the spec refuses are not served, so never drawn (one crashed every child that took it, again and again).
+  for (const id of ['badlayer', 'crasher']) {
+    const res = await app.inject({ url: `/styles/${id}/1/0/0.png` })
+    assert.equal(res.statusCode, 404, `${id}: ${res.body}`)
+    assert.match(res.json().message, /not a valid MapLibre style: /)
   }
+  // A set the style names that is missing, or a file around the catalog: the map is drawn without it.
+  for (const id of ['nosource', 'around']) {
+    const res = await app.inject({ url: `/styles/${id}/1/0/0.png` })
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    const px = await pixels(res.rawPayload)
+    assert.deepEqual(px.at(128, 128).slice(0, 3), [255, 0, 0], `${id}: the background, and no dots`)
+  }
+  const corrupt = await app.inject({ url: '/styles/corrupt/1/0/0.png' })
+  assert.ok([200, 503].includes(corrupt.statusCode), `corrupt: ${corrupt.statusCode} ${corrupt.body.slice(0, 200)}`)
+  if (corrupt.statusCode === 503) assert.match(corrupt.json().message, /render|style|draw/i)
+  assert.deepEqual(app.renderer.pids(), before, 'no child was lost')
   // A child killed in the middle of a render: that render answers 503, the child comes back, the next render works.
   const pending = app.inject({ url: '/styles/dots/4/3/3@3x.png' })
   await new Promise((resolve) => setTimeout(resolve, 5))
@@ -395,7 +415,7 @@ test('a full queue answers 503 with Retry-After at once; a render past its time 
   assert.equal(refused[0].headers['retry-after'], '1')
   assert.match(refused[0].json().message, /busy/)
 
-  const slow = await makeApp(t, { paths: [tiles], styles, cacheMB: 0, render: { timeoutMs: 100, children: 1 } })
+  const slow = await makeApp(t, { paths: [tiles], styles, cacheMB: 0, render: { timeoutMs: 100, children: 1, maxSize: 4000 } })
   const pid = slow.renderer.pids()[0]
   // An 8 MP static image takes this engine longer than 100 ms.
   const late = await slow.inject({ url: '/styles/dots/static/0,0,3/2000x2000@2x.png' })

@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib'
 import { PbfReader, PbfWriter } from 'pbf'
 import sharp from 'sharp'
 import { FIXTURES, HAVE_FIXTURES, makeApp } from './helpers/app.js'
-import { PNG, makeMvt, tempDir, writeMbtiles } from './helpers/data.js'
+import { PNG, makeMvt, tempDir, writeMbtiles, writePmtiles } from './helpers/data.js'
 import { writeLiberty } from './helpers/styles.js'
 
 // Another image for the @2x sprite, to tell which file answered.
@@ -57,6 +57,9 @@ function setUp (t) {
   mkdirSync(tiles)
   writeMbtiles(join(tiles, 'roads.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
   writeMbtiles(join(tiles, 'water.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
+  // Two files of one name: the MBTiles is the set `twin`, the PMTiles `twin.pmtiles`.
+  writeMbtiles(join(tiles, 'twin.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
+  writePmtiles(join(tiles, 'twin.pmtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
   const styles = join(dir, 'styles')
   mkdirSync(join(styles, 'city', 'sprites'), { recursive: true })
   const city = {
@@ -69,6 +72,9 @@ function setUp (t) {
       d: { type: 'vector', url: '{roads}' },
       e: { type: 'vector', url: 'water' },
       f: { type: 'vector', url: 'data/roads.json' },
+      g: { type: 'vector', url: 'pmtiles://twin.pmtiles' },
+      h: { type: 'vector', url: 'mbtiles://twin.mbtiles' },
+      i: { type: 'vector', url: 'roads.json?encoding=mlt' },
       remote: { type: 'vector', url: 'https://tiles.example.org/planet.json' },
       remotePmtiles: { type: 'vector', url: 'pmtiles://https://example.org/x.pmtiles' },
       gone: { type: 'vector', url: 'mbtiles://nowhere' },
@@ -122,6 +128,9 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
     d: 'http://maps.test/roads.json',
     e: 'http://maps.test/water.json',
     f: 'http://maps.test/roads.json',
+    g: 'http://maps.test/twin.pmtiles.json', // the file named, not the MBTiles beside it
+    h: 'http://maps.test/twin.json',
+    i: 'http://maps.test/roads.json?encoding=mlt', // the set's options kept
     remote: 'https://tiles.example.org/planet.json',
     remotePmtiles: 'pmtiles://https://example.org/x.pmtiles',
     gone: 'mbtiles://nowhere', // served as written (and logged): the rest of the map still draws
@@ -134,6 +143,9 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
   // Every URL the style now names answers.
   const tileJson = (await app.inject({ url: new URL(urls.a).pathname })).json()
   assert.match(tileJson.tiles[0], /\/roads\/\{z\}\/\{x\}\/\{y\}\.pbf$/)
+  assert.equal((await app.inject({ url: new URL(urls.g).pathname })).json().id, 'twin.pmtiles')
+  assert.equal((await app.inject({ url: new URL(urls.h).pathname })).json().id, 'twin')
+  assert.match((await app.inject({ url: new URL(urls.i).pathname + new URL(urls.i).search })).json().tiles[0], /\/roads\/\{z\}\/\{x\}\/\{y\}\.mlt$/)
   for (const suffix of ['.json', '.png', '@2x.json', '@2x.png']) {
     const sprite = await app.inject({ url: `/styles/city/sprite${suffix}` })
     assert.equal(sprite.statusCode, 200, suffix)
@@ -225,6 +237,9 @@ test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a m
 
   const fallback = readGlyphs((await app.inject({ url: '/fonts/Comic%20Sans/0-255.pbf' })).rawPayload)
   assert.deepEqual([...fallback.glyphs.keys()], [65, 66, 67], 'an unknown font is served by the first Regular font')
+  // An unknown font before a known one: the known one's glyphs first, the fallback filling in after it.
+  const unknownFirst = readGlyphs((await app.inject({ url: '/fonts/Comic%20Sans,Sans%20Bold/0-255.pbf' })).rawPayload)
+  assert.deepEqual([...unknownFirst.glyphs], [[65, 10], [66, 20], [67, 20], [68, 20], [69, 20]], 'Sans Bold wins over the fallback')
   const chosen = await makeApp(t, { styles, fonts, defaultFont: 'Sans Bold' })
   assert.deepEqual([...readGlyphs((await chosen.inject({ url: '/fonts/Comic%20Sans/0-255.pbf' })).rawPayload).glyphs.keys()], [66, 67, 68, 69], 'or by the configured one')
 
@@ -240,6 +255,7 @@ test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a m
     assert.ok(res.statusCode === 400 || (res.statusCode === 200 && readGlyphs(res.rawPayload).glyphs.size <= 3), `${url}: ${res.statusCode}`)
   }
   assert.equal((await app.inject({ url: '/fonts/Sans%20Regular/0-256.pbf' })).statusCode, 400)
+  assert.equal((await app.inject({ url: '/fonts/Sans%20Regular/00-255.pbf' })).statusCode, 400, 'no file has that name')
   const cached = await app.inject({ url: '/fonts/Sans%20Regular/0-255.pbf' })
   assert.equal((await app.inject({ url: '/fonts/Sans%20Regular/0-255.pbf', headers: { 'if-none-match': cached.headers.etag } })).statusCode, 304)
   assert.equal(cached.headers['cache-control'], 'public, max-age=3600', 'glyphs last as long as tiles')

@@ -15,7 +15,7 @@ export function parseRange (range) {
   if (m === null) return null
   const start = Number(m[1])
   const end = Number(m[2])
-  return start % 256 === 0 && end === start + 255 && end <= 65535 ? range : null
+  return start % 256 === 0 && end === start + 255 && end <= 65535 && range === `${start}-${end}` ? range : null // `00-255`: no file has that name
 }
 
 /** The glyphs of a glyph PBF: Map id → the glyph message's bytes (the first fontstack's, as every file has one). */
@@ -74,7 +74,7 @@ export function mergeGlyphs (parts, stackName, range) {
 
 /**
  * The fonts of a folder: `fonts()` lists them, `glyphs(stack, range)` answers a range of a comma-separated stack, merged
- * (fonts unknown here are replaced by `defaultFont`, or the first font listed, once in the stack). Files are read on
+ * (fonts unknown here are replaced by `defaultFont`, or the first font listed, once, after the stack's fonts that are here). Files are read on
  * demand and the merged answers kept (an LRU of `maxBytes`).
  */
 export class FontCatalog {
@@ -127,7 +127,11 @@ export class FontCatalog {
     const known = this.cache.get(key)
     if (known !== undefined) return known
     const wanted = stack.split(',').map((s) => s.trim()).filter(Boolean).slice(0, 16)
-    const fonts = [...new Set(wanted.map((name) => this.resolve(name)).filter((f) => f !== null))]
+    // The fonts of the stack that are here, in its order; the fallback last, standing in for those that are not (first,
+    // it would take every glyph from the fonts after it: `Missing Font,Roboto Medium` drew in the default font).
+    const present = wanted.filter((name) => this.names.includes(name))
+    const fallbacks = wanted.filter((name) => !this.names.includes(name)).map((name) => this.resolve(name))
+    const fonts = [...new Set([...present, ...fallbacks].filter((f) => f !== null))]
     const parts = await Promise.all(fonts.map((font) => readFile(join(this.dir, font, `${range}.pbf`)).catch(() => null)))
     const merged = mergeGlyphs(parts, wanted.join(','), range)
     this.cache.set(key, merged)

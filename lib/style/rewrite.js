@@ -9,7 +9,7 @@ const EXTENSION = /\.(mbtiles|pmtiles|json)$/i
 /**
  * The set a source URL names, as tileserver-gl styles write it: `mbtiles://name`, `mbtiles://{name}`,
  * `pmtiles://name.pmtiles`, `{name}`, a bare set id, or a relative path ending in the set's name: the name, without
- * braces or extension; null for a remote URL (including `pmtiles://https://…`, the pmtiles protocol's own form).
+ * braces, percent-decoded; null for a remote URL (including `pmtiles://https://…`, the pmtiles protocol's own form).
  */
 export function setNameOf (url) {
   if (typeof url !== 'string' || url === '') return null
@@ -17,17 +17,38 @@ export function setNameOf (url) {
   const scheme = SCHEMES.exec(url)
   if (scheme !== null) name = scheme[2]
   if (REMOTE.test(name) || name.startsWith('//')) return null
-  name = name.replace(/^\{(.*)\}$/, '$1')
+  name = name.replace(/[?#].*$/, '').replace(/^\{(.*)\}$/, '$1')
   name = name.slice(name.lastIndexOf('/') + 1)
-  return name.replace(EXTENSION, '') || null
+  try {
+    name = decodeURIComponent(name)
+  } catch {} // a lone % is part of the name
+  return name || null
+}
+
+/** A source URL's query string, `?` included ('' without one): a raster set's options (`dem.json?encoding=mapbox`). */
+export const searchOf = (url) => {
+  const at = url.indexOf('?')
+  return at < 0 ? '' : url.slice(at).replace(/#.*$/, '')
+}
+
+/**
+ * What `findSet(name)` gives for the set a source URL names (see setNameOf), or undefined: the file's full name first
+ * (`x.pmtiles` is the PMTiles file where an `x.mbtiles` beside it is the set `x`), then without its extension.
+ */
+export function setFor (url, findSet) {
+  const name = setNameOf(url)
+  if (name === null) return undefined
+  const found = findSet(name)
+  if (found !== undefined || !EXTENSION.test(name)) return found
+  const stem = name.replace(EXTENSION, '')
+  return stem === '' ? undefined : findSet(stem)
 }
 
 /** The sets a style's sources name that `findSet(name)` knows and can serve (entries with a source), in source order. */
 export function setsOf (style, findSet) {
   const entries = []
   for (const source of Object.values(style.json.sources ?? {})) {
-    const name = setNameOf(source?.url)
-    const entry = name === null ? undefined : findSet(name)
+    const entry = setFor(source?.url, findSet)
     if (entry?.source != null) entries.push(entry)
   }
   return entries
@@ -48,11 +69,10 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
   const styleUrl = `${base}/styles/${encodeURIComponent(style.id)}`
   for (const [key, source] of Object.entries(json.sources)) {
     if (source === null || typeof source !== 'object' || typeof source.url !== 'string') continue
-    const name = setNameOf(source.url)
-    if (name === null) continue
-    const id = findSet(name)
+    if (setNameOf(source.url) === null) continue
+    const id = setFor(source.url, findSet)
     if (id === undefined) missing(key, source.url)
-    else source.url = link(`${base}/${encodeURIComponent(id)}.json`)
+    else source.url = link(`${base}/${encodeURIComponent(id)}.json${searchOf(source.url)}`) // options kept: `?encoding=mapbox`
   }
   // MapLibre puts `@2x.json` before a sprite URL's query string, and fills a glyphs URL's placeholders around it.
   if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite`)

@@ -27,11 +27,15 @@ export const STATIC_DEFAULTS = { maxSize: 2048, maxOverlays: 100, maxPathPoints:
  */
 export function parseStatic (view, size, limits) {
   const s = SIZE.exec(size)
-  if (s === null) throw new BadRequest(`'${size}' is not a size: WIDTHxHEIGHT[@2x].png|jpg|webp`)
+  if (s === null) throw new BadRequest(`'${size}' is not a size: WIDTHxHEIGHT[@2x|@3x].png|jpg|webp`)
   const width = Number(s[1])
   const height = Number(s[2])
-  if (width < 1 || height < 1 || width > limits.maxSize || height > limits.maxSize) throw new BadRequest(`an image is 1 to ${limits.maxSize} pixels on each side`)
-  const out = { width, height, ratio: s[3] ? Number(s[3]) : 1, format: s[4] === 'jpeg' ? 'jpg' : s[4] }
+  const ratio = s[3] ? Number(s[3]) : 1
+  // The pixels drawn, scale included (as tileserver-gl counts them): 2048x2048@3x is a 6144 px image.
+  if (width < 1 || height < 1 || width * ratio > limits.maxSize || height * ratio > limits.maxSize) {
+    throw new BadRequest(`an image is 1 to ${limits.maxSize} pixels on each side, its @2x or @3x scale included`)
+  }
+  const out = { width, height, ratio, format: s[4] === 'jpeg' ? 'jpg' : s[4] }
   if (view === 'auto') return { ...out, op: 'auto' }
   const c = CENTER.exec(view)
   if (c !== null) {

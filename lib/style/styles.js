@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { basename, dirname, join, relative, resolve, sep } from 'node:path'
+import { validateStyleMin } from '@maplibre/maplibre-gl-style-spec'
 import { NotFound } from '../errors.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
@@ -107,6 +108,14 @@ async function readStyle (id, file) {
   if (json.version !== 8) throw new Error(`style version ${JSON.stringify(json.version)}: only version 8 is a MapLibre style`)
   if (!Array.isArray(json.layers)) throw new Error('no layers list')
   if (json.sources === null || typeof json.sources !== 'object') throw new Error('no sources object')
+  // Checked against the style spec as MapLibre checks it before drawing: the engine aborts its whole process on some
+  // invalid styles (a raster layer over a vector source), which would take down renders of every style, again and
+  // again. tileserver-gl refuses such a style too.
+  const problems = validateStyleMin(json)
+  if (problems.length > 0) {
+    const listed = problems.slice(0, 3).map((p) => p.message).join('; ')
+    throw new Error(`not a valid MapLibre style: ${listed}${problems.length > 3 ? ` (and ${problems.length - 3} more)` : ''}`)
+  }
   return {
     id,
     name: typeof json.name === 'string' && json.name !== '' ? json.name : id,

@@ -93,12 +93,17 @@ async function renderPlugin (app, config) {
 
   /** A tc:// URL a child asks for, answered from the pipeline, the fonts and the sprites. */
   async function fetchResource (url) {
-    const [kind, ...rest] = url.slice('tc://'.length).split('/')
-    if (kind === 'tiles' && rest.length === 5) { // tc://tiles/<set>/<its cache key>/z/x/y
+    const at = url.indexOf('?')
+    const [kind, ...rest] = url.slice('tc://'.length, at < 0 ? undefined : at).split('/')
+    if (kind === 'tiles' && rest.length === 5) { // tc://tiles/<set>/<its cache key>/z/x/y[?options]
       const entry = catalog.get(decodeURIComponent(rest[0]))
       if (entry?.source == null) return { status: 'empty' } // a set gone or unavailable: drawn without it
       const [z, x, y] = rest.slice(2).map(Number)
-      const record = await pipeline.record(entry, z, x, y)
+      // The set's options, as a tile URL's query gives them (lib/resolve.js resolveTile); a bad one fails the render.
+      const { source } = entry
+      const query = at < 0 ? {} : Object.fromEntries(new URLSearchParams(url.slice(at + 1)))
+      const options = source.parseQuery !== undefined ? source.parseQuery(query) : source.takesQuery && at >= 0 ? query : undefined
+      const record = await pipeline.record(entry, z, x, y, options)
       if (record === ABSENT) return { status: 'empty' }
       const answer = await pipeline.encoded(record, 0, entry) // as a client without Accept-Encoding gets it
       return { status: 'ok', body: answer.body }
@@ -114,9 +119,10 @@ async function renderPlugin (app, config) {
       // fails, answered 503 and not cached, until it is there. Drawn without its icons instead, the tile would be kept
       // (and shared, and written to a tile directory) under the style's revision, which a sprite file added later
       // does not change.
-      const file = await sprites.read(style, m[1] === '_' ? undefined : m[1], m[2]).catch(() => null)
+      const file = await sprites.read(style, m[1] === '_' ? undefined : m[1].replace(/^~/, ''), m[2]).catch(() => null)
       return file === null ? { status: 'missing', message: `the style's sprite cannot be read (${m[2]})` } : { status: 'ok', body: file.bytes }
     }
+    if (kind === 'empty') return { status: 'empty' } // a source naming no set here (render/style.js)
     if (kind === 'markers' && rest.length === 1) { // the icons of a static image's markers (lib/style/markers.js)
       const body = markers.read(rest[0])
       return body === null ? { status: 'empty' } : { status: 'ok', body }

@@ -56,6 +56,7 @@ export class RenderPool {
     this.nextId = 1
     this.closing = false
     this.restarts = 0
+    this.crashes = 0 // children lost since the last render that worked
     this.renders = 0
   }
 
@@ -97,7 +98,10 @@ export class RenderPool {
         if (job === undefined) return
         child.inflight.delete(header.rid)
         this.finish(job)
-        if (header.op === 'done') job.resolve(payload)
+        if (header.op === 'done') {
+          this.crashes = 0 // a child that draws is healthy again: the next loss restarts at once
+          job.resolve(payload)
+        }
         else job.reject(toldUnavailable(`the renderer could not draw this: ${header.message || header.error}`))
         if (child.retiring && child.inflight.size === 0) this.end(child)
       }
@@ -123,12 +127,14 @@ export class RenderPool {
         job.reject(toldUnavailable('the renderer stopped during this render; it is being restarted'))
       }
       child.inflight.clear()
-      // A child lost after the pool started is replaced, with a growing pause (a child that cannot start, again and
-      // again, costs a try every 5 s at most); at start-up, start() reports instead.
+      // A child lost after the pool started is replaced, with a pause that grows with the losses since the last
+      // render that worked (a child that cannot start, again and again, costs a try every 5 s at most); at
+      // start-up, start() reports instead.
       if (!this.closing && this.started && !child.retiring) {
         this.restarts++
+        this.crashes++
         this.log.warn({ renderer: this.name, exit: signal ?? code }, 'renderer child exited; restarting it')
-        setTimeout(() => { if (!this.closing) this.spawnChild() }, Math.min(5000, 100 * this.restarts)).unref()
+        setTimeout(() => { if (!this.closing) this.spawnChild() }, Math.min(5000, 100 * this.crashes)).unref()
       }
     })
     this.children.push(child)
