@@ -246,6 +246,16 @@ test('a sprite that cannot be read fails the render (503, not cached); once it c
     assert.ok(yellow((await pixels(up.rawPayload)).at(20, 20)), `${url}: the sprite's pattern, now that it can be read`)
   }
   assert.ok(asked.some((u) => u.endsWith('.json?key=abc')), `the query string kept, the suffix before it: ${asked}`)
+
+  // A sprite of a list whose id is `_` (its icons are `_:name`).
+  mkdirSync(join(styles, 'listed'))
+  writeFileSync(join(styles, 'listed', 'style.json'), JSON.stringify({ version: 8, sources: {}, sprite: [{ id: '_', url: 'sprite' }], layers: [{ id: 'pattern', type: 'background', paint: { 'background-pattern': '_:own' } }] }))
+  writeFileSync(join(styles, 'listed', 'sprite.json'), spriteJson(1))
+  writeFileSync(join(styles, 'listed', 'sprite.png'), sheet)
+  await app.reloadStyles()
+  const listed = await app.inject({ url: '/styles/listed/1/0/0.png' })
+  assert.equal(listed.statusCode, 200, listed.body)
+  assert.ok(yellow((await pixels(listed.rawPayload)).at(20, 20)), 'the listed sprite `_` draws its pattern')
 })
 
 test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {
