@@ -42,11 +42,14 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   // No vector_layers at all: read off a tile.
   writeMbtiles(join(dir, 'bare.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf' } })
   writePmtiles(join(dir, 'bare-pm.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: {} })
+  writePmtiles(join(dir, 'bare-leaves.pmtiles'), { tiles: vectorTiles(pyramid(0, 2)), metadata: {}, leafSize: 4 }) // its root: leaves only
   writeMbtiles(join(dir, 'dated.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf', version: '2024-05-01', json: { vector_layers: [] } } })
   // No format, and a zero-length blob in the first row: the format and layers come from the first tile with bytes.
   writeMbtiles(join(dir, 'emptyfirst.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: Buffer.alloc(0) }, ...vectorTiles([[1, 0, 0]])], metadata: {} })
   // Fiji: bounds across the antimeridian, no center.
   writeMbtiles(join(dir, 'fiji.mbtiles'), { tiles: vectorTiles(pyramid(0, 6)), metadata: { format: 'pbf', bounds: '176,-21,-178,-12' } })
+  // Bounds and center as JSON arrays in text, as some writers put them.
+  writeMbtiles(join(dir, 'jsontext.mbtiles'), { tiles: vectorTiles(pyramid(0, 2)), metadata: { format: 'pbf', bounds: '[-10, -10, 10, 10]', center: '[1,2,2]' } })
   const app = await makeApp(t, { paths: [dir] })
   await checkEverySet(app)
 
@@ -54,6 +57,8 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   assert.equal(emptyFirst.format, 'pbf', 'sniffed past the empty tile')
   assert.deepEqual(emptyFirst.vector_layers.map((l) => l.id), ['points'])
   assert.equal((await app.inject({ url: '/emptyfirst/0/0/0' })).statusCode, 204, 'an empty vector tile')
+  const jsonText = (await app.inject({ url: '/jsontext.json' })).json()
+  assert.deepEqual([jsonText.bounds, jsonText.center], [[-10, -10, 10, 10], [1, 2, 2]])
   assert.deepEqual((await app.inject({ url: '/fiji.json' })).json().center, [179, -16.5, 5], 'the middle of bounds across the antimeridian, at the zoom they fill')
 
   const liar = (await app.inject({ url: '/liar.json' })).json()
@@ -66,7 +71,7 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   assert.equal((await app.inject({ url: '/liar/13/0/0' })).statusCode, 200)
 
   assert.equal((await app.inject({ url: '/old.json' })).json().version, '2.0.0')
-  for (const id of ['bare', 'bare-pm']) {
+  for (const id of ['bare', 'bare-pm', 'bare-leaves']) {
     assert.deepEqual((await app.inject({ url: `/${id}.json` })).json().vector_layers, [{ id: 'points', fields: { z: 'Number', x: 'Number', y: 'Number' } }], `${id}: layers from a tile`)
   }
   assert.equal((await app.inject({ url: '/dated.json' })).json().version, undefined, 'a version that is not a version is left out')

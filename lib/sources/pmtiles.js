@@ -154,11 +154,15 @@ export async function open (spec, context = {}) {
     const rootEntries = await cache.getDirectory(source, header.rootDirectoryOffset, header.rootDirectoryLength, header)
     const tileDataOffset = header.tileDataOffset
     const leafDirectoryOffset = header.leafDirectoryOffset
-    // No vector_layers in the metadata: read them off the first tile, when the root directory points at one.
+    // No vector_layers in the metadata: read them off the first tile, found through the leaf directories where the
+    // root points at leaves (every large archive's root does).
     let vectorLayers = json.vector_layers
-    const first = rootEntries[0]
-    if (vectorLayers === undefined && format === 'pbf' && first?.runLength > 0) {
-      vectorLayers = layersOfTile(await source.read(tileDataOffset + first.offset, first.length), compression)
+    if (vectorLayers === undefined && format === 'pbf') {
+      let entry = rootEntries[0]
+      for (let depth = 0; depth < 3 && entry !== undefined && entry.runLength === 0; depth++) {
+        entry = (await cache.getDirectory(source, header.leafDirectoryOffset + entry.offset, entry.length, header))[0]
+      }
+      if (entry?.runLength > 0) vectorLayers = layersOfTile(await source.read(tileDataOffset + entry.offset, entry.length), compression)
     }
 
     // Leaf directories already read, by offset: a tile whose path is known is found synchronously, and read so from a

@@ -17,7 +17,8 @@ const finite = (list, length) => Array.isArray(list) && list.length === length &
 
 /** Numbers from "a,b,c" or an array; undefined unless there are exactly `length` finite ones. */
 export function numberList (value, length) {
-  const list = Array.isArray(value) ? value.map(Number) : typeof value === 'string' ? value.split(',').map(Number) : null
+  // "a,b,c,d" as the MBTiles spec writes it; "[a,b,c,d]" (JSON) as some writers do.
+  const list = Array.isArray(value) ? value.map(Number) : typeof value === 'string' ? value.trim().replace(/^\[(.*)\]$/, '$1').split(',').map(Number) : null
   return finite(list, length) ? list : undefined
 }
 
