@@ -430,6 +430,7 @@ test('a full queue answers 503 with Retry-After at once; a render past its time 
   // An 8 MP static image takes this engine longer than 100 ms.
   const late = await slow.inject({ url: '/styles/dots/static/0,0,3/2000x2000@2x.png' })
   assert.equal(late.statusCode, 503, late.body)
+  assert.equal(late.json().message, 'the render took longer than 0.1 s (render.timeoutMs)')
   for (let i = 0; i < 100 && (slow.renderer.pids().length === 0 || slow.renderer.pids()[0] === pid); i++) await new Promise((resolve) => setTimeout(resolve, 100))
   assert.notEqual(slow.renderer.pids()[0], pid, 'the child that overran was replaced')
   assert.ok(slow.renderer.pids().length === 1)

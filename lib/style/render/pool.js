@@ -190,6 +190,10 @@ export class RenderPool {
       job.timer = setTimeout(() => {
         // A render past its time may never end: the child is replaced, and what it had in flight answers 503.
         this.log.warn({ renderer: this.name, op: request.op, style: request.style }, 'render timed out; replacing its renderer')
+        if (child.inflight.delete(rid)) { // this one says why; the others the child had answer that it stopped
+          this.finish(job)
+          job.reject(toldUnavailable(`the render took longer than ${this.timeoutMs / 1000} s (render.timeoutMs)`))
+        }
         child.proc.kill('SIGKILL')
       }, this.timeoutMs)
       child.inflight.set(rid, job)
