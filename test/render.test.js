@@ -392,7 +392,8 @@ test('a broken style, a missing set, a corrupt tile and a killed renderer each e
   const corrupt = await app.inject({ url: '/styles/corrupt/1/0/0.png' })
   assert.ok([200, 503].includes(corrupt.statusCode), `corrupt: ${corrupt.statusCode} ${corrupt.body.slice(0, 200)}`)
   if (corrupt.statusCode === 503) assert.match(corrupt.json().message, /render|style|draw/i)
-  assert.deepEqual(app.renderer.pids(), before, 'no child was lost')
+  const after = app.renderer.pids()
+  assert.ok(before.every((pid) => after.includes(pid)), `no child was lost: ${before} then ${after}`)
   // A child killed in the middle of a render: that render answers 503, the child comes back, the next render works.
   const pending = app.inject({ url: '/styles/dots/4/3/3@3x.png' })
   await new Promise((resolve) => setTimeout(resolve, 5))

@@ -84,7 +84,12 @@ function presentZooms (db, tablesOnly) {
 
 /** Opens an MBTiles file. Throws with a human reason when the file is not a usable MBTiles. */
 export async function open (spec) {
-  const db = openDatabase(spec.path)
+  let db
+  try {
+    db = openDatabase(spec.path)
+  } catch (err) {
+    throw new Error(reason(err, spec.path))
+  }
   try {
     const wal = db.immutable || db.pragma('journal_mode', { simple: true }) === 'wal'
     const objects = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").pluck().all())
