@@ -77,6 +77,8 @@ function setUp (t) {
     ...dotsStyle(),
     sources: { dots: { type: 'vector', url: `mbtiles://${join(tiles, 'dots.mbtiles')}x` }, file: { type: 'vector', tiles: [`file://${tiles}/{z}/{x}/{y}.pbf`] } },
   }))
+  // The set as tile URLs from this server's root, as a hand-written style may give them.
+  writeFileSync(join(styles, 'rooted.json'), JSON.stringify({ ...dotsStyle(), sources: { dots: { type: 'vector', tiles: ['/dots/{z}/{x}/{y}.pbf'], maxzoom: 4 } } }))
   return { dir, tiles, styles }
 }
 
@@ -389,6 +391,9 @@ test('a broken style, a missing set, a corrupt tile and a killed renderer each e
     const px = await pixels(res.rawPayload)
     assert.deepEqual(px.at(128, 128).slice(0, 3), [255, 0, 0], `${id}: the background, and no dots`)
   }
+  const rooted = await app.inject({ url: '/styles/rooted/512/2/1/1.png' })
+  assert.equal(rooted.statusCode, 200, rooted.body)
+  assert.deepEqual((await pixels(rooted.rawPayload)).at(256, 256).slice(0, 3), [0, 0, 255], 'tiles from the server\'s root: its set, drawn')
   const corrupt = await app.inject({ url: '/styles/corrupt/1/0/0.png' })
   assert.ok([200, 503].includes(corrupt.statusCode), `corrupt: ${corrupt.statusCode} ${corrupt.body.slice(0, 200)}`)
   if (corrupt.statusCode === 503) assert.match(corrupt.json().message, /render|style|draw/i)

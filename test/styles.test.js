@@ -75,6 +75,7 @@ function setUp (t) {
       g: { type: 'vector', url: 'pmtiles://twin.pmtiles' },
       h: { type: 'vector', url: 'mbtiles://twin.mbtiles' },
       i: { type: 'vector', url: 'roads.json?encoding=mlt' },
+      j: { type: 'vector', tiles: ['/roads/{z}/{x}/{y}.pbf'] }, // from this server's root
       remote: { type: 'vector', url: 'https://tiles.example.org/planet.json' },
       remotePmtiles: { type: 'vector', url: 'pmtiles://https://example.org/x.pmtiles' },
       gone: { type: 'vector', url: 'mbtiles://nowhere' },
@@ -131,11 +132,13 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
     g: 'http://maps.test/twin.pmtiles.json', // the file named, not the MBTiles beside it
     h: 'http://maps.test/twin.json',
     i: 'http://maps.test/roads.json?encoding=mlt', // the set's options kept
+    j: undefined,
     remote: 'https://tiles.example.org/planet.json',
     remotePmtiles: 'pmtiles://https://example.org/x.pmtiles',
     gone: 'mbtiles://nowhere', // served as written (and logged): the rest of the map still draws
     inline: undefined,
   })
+  assert.deepEqual(style.sources.j.tiles, ['http://maps.test/roads/{z}/{x}/{y}.pbf'], 'made absolute: a path prefix applies')
   assert.equal(style.sprite, 'http://maps.test/styles/city/sprite')
   assert.equal(style.glyphs, 'http://maps.test/fonts/{fontstack}/{range}.pbf', 'the placeholders stay as MapLibre wants them')
   assert.deepEqual(style.layers, [{ id: 'bg', type: 'background', paint: { 'background-color': '#eee' } }])

@@ -68,7 +68,10 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
   const json = structuredClone(style.json)
   const styleUrl = `${base}/styles/${encodeURIComponent(style.id)}`
   for (const [key, source] of Object.entries(json.sources)) {
-    if (source === null || typeof source !== 'object' || typeof source.url !== 'string') continue
+    if (source === null || typeof source !== 'object') continue
+    // Tile URLs written from this server's root (`/roads/{z}/{x}/{y}.pbf`): made absolute, so a path prefix and keys apply.
+    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && t.startsWith('/') && !t.startsWith('//') ? link(`${base}${t}`) : t))
+    if (typeof source.url !== 'string') continue
     if (setNameOf(source.url) === null) continue
     const id = setFor(source.url, findSet)
     if (id === undefined) missing(key, source.url)

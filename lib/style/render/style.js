@@ -6,6 +6,8 @@ import { searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
 // naming no set here) are read only through the catalog, never around it.
 const LOCAL = /^(file|mbtiles|pmtiles):/i
 const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}'] // a source with no tiles: every tile answers empty
+// A tile URL of this server written from its root (`/roads/{z}/{x}/{y}.pbf`, `/data/roads/…`): the set, and options.
+const ROOTED = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?$/
 
 /**
  * `findSet(name)` → the entry a source name means (or undefined); `hasFonts`: glyphs come from the fonts folder (a
@@ -17,8 +19,16 @@ export function renderStyle (style, findSet, hasFonts) {
   const used = []
   for (const source of Object.values(json.sources)) {
     if (source === null || typeof source !== 'object') continue
-    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t))) {
-      source.tiles = source.tiles.filter((t) => !LOCAL.test(t))
+    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ROOTED.test(t))) {
+      source.tiles = source.tiles.flatMap((t) => {
+        if (LOCAL.test(t)) return []
+        const m = ROOTED.exec(t) // this server's own tile URL, written from its root: its set, drawn from here
+        if (m === null) return [t]
+        const entry = setFor(m[1], findSet)
+        if (entry === undefined || entry.source === null) return []
+        used.push(entry)
+        return [`tc://tiles/${encodeURIComponent(entry.id)}/${encodeURIComponent(entry.key)}/{z}/{x}/{y}${m[2] ?? ''}`]
+      })
       if (source.tiles.length === 0) source.tiles = EMPTY_TILES
     }
     if (typeof source.url !== 'string') continue
