@@ -45,6 +45,8 @@ before(async () => {
     INSERT INTO dateline VALUES (1, 'SRID=4326;POINT(179.5 0)'), (2, 'SRID=4326;POINT(-179.5 1)'), (3, 'SRID=4326;POINT(0 0)'), (4, 'SRID=4326;POINT(179.9 10)');
     CREATE TABLE geo_places (id integer PRIMARY KEY, name text, geog geography(Point, 4326));
     INSERT INTO geo_places SELECT i, 'g' || i, ST_SetSRID(ST_MakePoint(8 + random(), 47 + random()), 4326)::geography FROM generate_series(1, 60) AS i;
+    -- Just inside and just outside a 20° box's parallels, where its edges as great circles would bulge north.
+    INSERT INTO geo_places VALUES (61, 'in', 'SRID=4326;POINT(10 50.2)'), (62, 'out', 'SRID=4326;POINT(10 60.2)'), (63, 'in', 'SRID=4326;POINT(10 59.8)');
     CREATE INDEX ON geo_places USING gist (geog);
     CREATE TABLE coded (code text PRIMARY KEY, label text, geom geometry(Point, 3857));
     INSERT INTO coded VALUES ('a-1', 'A', ST_Transform('SRID=4326;POINT(8.5 47.4)'::geometry, 3857)),
@@ -209,7 +211,11 @@ test('bbox finds exactly what ST_Intersects finds, in CRS84, EPSG:4326 (lat,lon)
     ['swiss_lines', 'bbox=8.3,47.3,8.6,47.6', 'ST_Intersects(geom, ST_Transform(ST_Segmentize(ST_MakeEnvelope(8.3, 47.3, 8.6, 47.6, 4326), 0.3 / 64), 2056))'],
     ['swiss_lines', 'bbox=2650000,1200000,2700000,1250000&bbox-crs=EPSG:2056', 'ST_Intersects(geom, ST_MakeEnvelope(2650000, 1200000, 2700000, 1250000, 2056))'],
     ['dateline', 'bbox=179,-5,-179,5', 'ST_Intersects(geom, ST_MakeEnvelope(179, -5, 180, 5, 4326)) OR ST_Intersects(geom, ST_MakeEnvelope(-180, -5, -179, 5, 4326))'],
-    ['geo_places', 'bbox=8.2,47.2,8.6,47.7', 'ST_Intersects(geog, ST_MakeEnvelope(8.2, 47.2, 8.6, 47.7, 4326)::geography)'],
+    // A bbox is a box in lon/lat, its edges along parallels, on geography too.
+    ['geo_places', 'bbox=8.2,47.2,8.6,47.7', 'ST_Intersects(geog::geometry, ST_MakeEnvelope(8.2, 47.2, 8.6, 47.7, 4326))'],
+    ['geo_places', 'bbox=0,50,20,60', 'ST_Intersects(geog::geometry, ST_MakeEnvelope(0, 50, 20, 60, 4326))'],
+    ['geo_places', 'bbox=-170,-80,170,80', 'ST_Intersects(geog::geometry, ST_MakeEnvelope(-170, -80, 170, 80, 4326))'],
+    ['geo_places', `bbox=556597,6446276,2226390,8399738&bbox-crs=EPSG:3857`, 'ST_Intersects(geog::geometry, ST_Transform(ST_MakeEnvelope(556597, 6446276, 2226390, 8399738, 3857), 4326))'],
     ['coded', 'bbox=8.45,47.35,8.55,47.45', "ST_Intersects(geom, ST_Transform(ST_MakeEnvelope(8.45, 47.35, 8.55, 47.45, 4326), 3857))"],
   ]
   for (const [table, params, where] of cases) {
@@ -571,6 +577,22 @@ function download (url, onBytes = () => {}) {
     req.end()
   })
 }
+
+test('a page larger than the part answered in one piece is valid JSON, however its rows fall across the chunks', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // One polygon of 120,000 vertices (about 3 MB of GeoJSON): its row alone fills the buffered part and a chunk.
+  await runSql(db.url, `CREATE TABLE big_polygon (id integer PRIMARY KEY, name text, geom geometry(Polygon, 4326));
+    INSERT INTO big_polygon VALUES (1, 'big', ST_Buffer(ST_SetSRID(ST_MakePoint(8, 47), 4326), 1, 30000)), (2, 'small', ST_MakeEnvelope(0, 0, 1, 1, 4326));`)
+  t.after(() => runSql(db.url, 'DROP TABLE big_polygon'))
+  const app = await appOf(t)
+  for (const limit of [1, 2]) {
+    const res = await get(app, `/ogc/collections/big_polygon/items?limit=${limit}`)
+    assert.equal(res.statusCode, 200)
+    assert.ok(res.body.length > 2e6, `${res.body.length} bytes`)
+    const fc = JSON.parse(res.body) // `…}},]` was not JSON
+    assert.deepEqual(ids(fc), limit === 1 ? [1] : [1, 2])
+  }
+})
 
 test('a million features stream with flat memory; a client that goes away ends its query', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return

@@ -84,6 +84,7 @@ export function answerRows ({ pool, statement, values, limit, prefix, suffix, co
       }
     }
     const joined = () => {
+      if (parts.length === 0) return '' // nothing since the last write: no separator (`},]` was invalid JSON)
       const text = (first ? '' : ',') + parts.join(',')
       first = false
       parts = []

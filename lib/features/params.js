@@ -105,7 +105,19 @@ function readBbox (query, c) {
   if (geographic && c.d.srid === 3857) [y1, y2] = [y1, y2].map((y) => Math.max(-MERCATOR_LAT, Math.min(MERCATOR_LAT, y)))
   let values = x1 > x2 ? [x1, y1, 180, y2, -180, y1, x2, y2] : [x1, y1, x2, y2]
   if (c.d.domain && crs.srid !== c.d.srid) values = withinDomain(values, crs.srid, c.d.domain)
+  if (geographic && c.d.geography) values = narrowed(values, 90) // see sql.js geographyBox
   return { srid: crs.srid, values: values.map(String) } // no values: the box holds nothing the table can
+}
+
+/** Boxes (runs of x1, y1, x2, y2) cut into boxes at most `most` wide, side by side. */
+function narrowed (values, most) {
+  const out = []
+  for (let i = 0; i < values.length; i += 4) {
+    const [x1, y1, x2, y2] = values.slice(i, i + 4)
+    const pieces = Math.max(1, Math.ceil((x2 - x1) / most))
+    for (let k = 0; k < pieces; k++) out.push(x1 + ((x2 - x1) * k) / pieces, y1, k === pieces - 1 ? x2 : x1 + ((x2 - x1) * (k + 1)) / pieces, y2)
+  }
+  return out
 }
 
 /**

@@ -56,13 +56,34 @@ function boxOf (d, srid, i) {
     box = `ST_Transform(${box}, ${d.srid})`
   }
   if (d.storedSrid === 0) box = `ST_SetSRID(${box}, 0)`
-  if (d.geography) box = `${box}::geography`
+  if (d.geography) return geographyBox(d, box, srid, i)
   return plain ? box : `(SELECT ${box})`
+}
+
+/**
+ * A bbox over a geography column: a box in lon/lat, its edges along parallels and meridians as for every other table
+ * (cast to geography as it is, its edges became great circles, and a box 20° wide found points north of it and missed
+ * some inside). The spatial index takes a geography box a little larger than the box (1 % a side, finely
+ * segmentized: no point of the box is outside its great-circle edges), then the exact test is on the lon/lat box.
+ * params.js cuts geographic boxes wider than 90° (a geography polygon is ambiguous past 180°).
+ */
+function geographyBox (d, box, srid, i) {
+  // `box` is in the column's lon/lat already; a box asked in it widens by its own size, one transformed by 0.01°.
+  const [x1, y1, x2, y2] = srid === d.srid ? [i, i + 1, i + 2, i + 3].map((k) => `$${k}::float8`) : ['ST_XMin(b)', 'ST_YMin(b)', 'ST_XMax(b)', 'ST_YMax(b)']
+  const m = srid === d.srid ? `(0.01 * greatest(${x2} - ${x1}, ${y2} - ${y1}) + 1e-9)` : '0.01'
+  const wider = `ST_MakeEnvelope(greatest(${x1} - ${m}, -180), greatest(${y1} - ${m}, -90), least(${x2} + ${m}, 180), least(${y2} + ${m}, 90), ${d.srid})`
+  const index = `ST_Segmentize(${wider}, 0.25)::geography`
+  return {
+    index: srid === d.srid ? `(SELECT ${index})` : `(SELECT ${index} FROM (SELECT ${box} AS b) AS b)`,
+    exact: `(SELECT ${box})`,
+  }
 }
 
 // ST_Intersects brings its own `&&` on the GiST index (PostGIS >= 3.0 adds it to the plan as the index condition);
 // writing `&&` beside it again would square the planner's estimate of the rows in the box, and with it its choices.
-const intersects = (d, box) => `ST_Intersects(${col(d.geom)}, ${box})`
+const intersects = (d, box) => typeof box === 'string'
+  ? `ST_Intersects(${col(d.geom)}, ${box})`
+  : `(${col(d.geom)} && ${box.index} AND ST_Intersects(${col(d.geom)}::geometry, ${box.exact}))`
 
 const from = (d) => `FROM ${q(d.schema)}.${q(d.table)} AS g`
 
