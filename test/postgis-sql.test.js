@@ -87,7 +87,7 @@ test('SRID-0 rows with a configured SRID: declared for drawing, and the envelope
 })
 
 test('column types that may hold curves go through ST_CurveToLine before the transform; the filter keeps the raw column', () => {
-  for (const geomType of ['GEOMETRY', 'GeometryCollection', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'multisurface']) {
+  for (const geomType of ['GEOMETRY', 'GeometryCollection', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'multisurface', 'CIRCULARSTRINGM', 'GEOMETRYZM', 'MultiSurfaceZ']) {
     const sql = tableTileSql(table({ geomType, srid: 4326, storedSrid: 4326 }))
     assert.equal(drawnOf(sql), 'ST_Transform(ST_CurveToLine(g."geom"), 3857)', geomType)
     assert.equal(filterOf(sql).column, 'g."geom"', geomType)

@@ -221,6 +221,25 @@ test('a tile function that refuses its query (a bad cast of a parameter, its own
   assert.equal((await app.inject({ url: '/picky_tile/0/0/0?n=5' })).statusCode, 200, 'the set keeps serving')
 })
 
+test('curved geometries with M (CIRCULARSTRINGM, a GEOMETRYM holding a curve) are drawn and listed as features', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE arcs_m (id integer PRIMARY KEY, geom geometry(CircularStringM, 4326));
+    INSERT INTO arcs_m VALUES (1, 'SRID=4326;CIRCULARSTRINGM(0 0 1, 1 1 2, 2 0 3)');
+    CREATE TABLE mixed_m (id integer PRIMARY KEY, geom geometry(GeometryM, 4326));
+    INSERT INTO mixed_m VALUES (1, 'SRID=4326;POINTM(0.5 0.5 1)'), (2, 'SRID=4326;CIRCULARSTRINGM(0 0 1, 1 1 2, 2 0 3)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE arcs_m, mixed_m'))
+  const app = await makeApp(t, { paths: [db.url] })
+  for (const [id, count] of [['arcs_m', 1], ['mixed_m', 2]]) {
+    const res = await app.inject({ url: `/${id}/0/0/0` })
+    assert.equal(res.statusCode, 200, `${id}: ${res.payload}`)
+    assert.equal(decode(res.rawPayload).layers[id].length, count, id)
+    const items = await app.inject({ url: `/ogc/collections/${id}/items` })
+    assert.equal(items.statusCode, 200, `${id}: ${items.payload}`)
+    assert.equal(items.json().features.length, count)
+    assert.ok(items.json().features.every((f) => f.geometry.type === 'Point' || f.geometry.type === 'LineString'), 'arcs as lines')
+  }
+})
+
 test('re-discovery (SIGHUP) finds new tables and drops removed ones', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await makeApp(t, { paths: [db.url] })

@@ -16,7 +16,7 @@ const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
 const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'MULTISURFACE'])
 
 /** Whether a column of this geometry type may hold curves (ST_CurveToLine first: MVT and GeoJSON have none). */
-export const mayBeCurved = (geomType) => MAYBE_CURVED.has(String(geomType).toUpperCase())
+export const mayBeCurved = (geomType) => MAYBE_CURVED.has(String(geomType).toUpperCase().replace(/Z?M?$/, '')) // CIRCULARSTRINGM too
 
 /** The column name of the drawn geometry in the tile query; a table column of that name is left out of the tile. */
 export const GEOM_ALIAS = 'tc_mvt_geom'
