@@ -578,6 +578,19 @@ function download (url, onBytes = () => {}) {
   })
 }
 
+test('a column altered since discovery (integer to text) still gives valid JSON: a value cannot add keys', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE altered (id integer PRIMARY KEY, b integer, geom geometry(Point, 4326));
+    INSERT INTO altered VALUES (1, 7, 'SRID=4326;POINT(1 1)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE altered'))
+  const app = await appOf(t)
+  assert.equal((await get(app, '/ogc/collections/altered/items')).json().features[0].properties.b, 7)
+  await runSql(db.url, `ALTER TABLE altered ALTER b TYPE text; UPDATE altered SET b = '0,"injected":true'`)
+  const res = await get(app, '/ogc/collections/altered/items')
+  assert.equal(res.statusCode, 200, res.body)
+  assert.deepEqual(JSON.parse(res.body).features[0].properties, { b: '0,"injected":true' })
+})
+
 test('a page larger than the part answered in one piece is valid JSON, however its rows fall across the chunks', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   // One polygon of 120,000 vertices (about 3 MB of GeoJSON): its row alone fills the buffered part and a chunk.

@@ -8,15 +8,16 @@ import { quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis
 // Past this many shapes a collection's statements run unnamed: a client inventing shapes (every subset of
 // properties) must not fill each connection with prepared statements.
 const SHAPES = 200
-const INTEGERS = new Set(['int2', 'int4', 'int8', 'oid'])
 // Types a bound value is cast to for `=`, so that the column's own index and operator serve; others compare as text.
 const CASTS = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'numeric', 'bool', 'text', 'varchar', 'bpchar', 'name',
   'date', 'time', 'timestamp', 'timestamptz', 'uuid'])
 const MERCATOR_FRIENDS = new Set([4326, 3857]) // boxes stay boxes between these two: no densifying
 
 const col = (name) => `g.${q(name)}`
-// Integers and booleans print as JSON already; everything else through to_json (strings escaped, json as it is).
-const jsonOf = (c) => (INTEGERS.has(c.type) || c.type === 'bool' ? `${col(c.name)}::text` : `to_json(${col(c.name)})::text`)
+// Every value through to_json (strings escaped, json as it is), integers and booleans too: printed as text on the
+// type found at discovery, a column altered since (integer to text) put its raw text into the JSON, where a value
+// could add keys of its own (`0,"admin":true`).
+const jsonOf = (c) => `to_json(${col(c.name)})::text`
 const param = (i, column) => (CASTS.has(column.type) ? `$${i}::${column.type}` : `$${i}::text`)
 const compared = (column, i) => (CASTS.has(column.type) ? `${col(column.name)} = ${param(i, column)}` : `${col(column.name)}::text = $${i}::text`)
 
