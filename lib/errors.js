@@ -91,9 +91,12 @@ const OTHER_CODES = new RegExp([
 // PostgreSQL SQLSTATEs (pg's DatabaseError): connection (08), authentication (28), resources (53), operator
 // intervention (57: 57014 is the statement timeout, 57P01 a shutdown), system (58), internal (XX), locks and
 // deadlocks (55P03, 40001, 40P01), the database gone (3D000), a table, column or function dropped since discovery
-// (42P01, 42703, 42883); and a tile function failing in itself: PL/pgSQL's RAISE and ASSERT (P0), routine errors (2F,
-// 38, 39), a division by zero (22012). Other data exceptions (22P02, a bad cast) may be this server's binding: bugs.
-const SQLSTATE = /^(08|28|53|57|58|XX|2F|38|39|P0)|^(55P03|40001|40P01|3D000|42P01|42703|42883|22012)$/
+// (42P01, 42703, 42883); a tile function failing in itself: PL/pgSQL's RAISE and ASSERT (P0), routine errors (2F, 38,
+// 39); and data that cannot be read (22, data exceptions: a view casting a value that does not fit, a division by
+// zero in it). Where a request's own values reach the SQL, their data exceptions are the client's and answered 400
+// before this (a function's query: postgis/sources.js; features' filters and ids: features/items.js); the server
+// binds nothing else but numbers it has checked.
+const SQLSTATE = /^(08|28|53|57|58|XX|2F|38|39|P0|22)|^(55P03|40001|40P01|3D000|42P01|42703|42883)$/
 const MESSAGES = new RegExp([
   // pg and pg-pool
   '^Connection terminated', '^timeout exceeded when trying to connect$', '^Query read timeout$', '^timeout expired$',

@@ -159,7 +159,7 @@ export default async function featureRoutes (app) {
         coding,
       })
     } catch (err) {
-      throw queryFailure(entry, err, request.log)
+      throw queryFailure(entry, err, request.log, q.filters.length > 0)
     }
     featureHeaders(reply, entry, format, q.crs, coding)
     return reply.send(answer.stream ?? await encodeWhole(answer.text, coding))
@@ -183,7 +183,7 @@ export default async function featureRoutes (app) {
     try {
       res = await featurePool(c.d.pool).query({ name: statement.name, text: statement.text, values: [id], rowMode: 'array' })
     } catch (err) {
-      const failure = queryFailure(entry, err, request.log)
+      const failure = queryFailure(entry, err, request.log, true)
       throw failure instanceof BadRequest ? missing() : failure // an id that is no value of the key's type: no such feature
     }
     const text = res.rows[0]?.[0]

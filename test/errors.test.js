@@ -202,6 +202,7 @@ test('how a source\'s error is classified: its backend failing (503) or a bug (5
     coded('x', 'SQLITE_IOERR_READ'), coded('x', 'SQLITE_CORRUPT'), coded('x', 'Z_DATA_ERROR'),
     pg('08006'), pg('57014'), pg('57P01'), pg('53300'), pg('42P01'), pg('42703'),
     pg('P0001'), pg('P0004'), pg('38001'), pg('22012'), // a tile function's RAISE or ASSERT, a routine's error, x / 0
+    pg('22P02'), // data that cannot be read: a view's cast that does not fit (a client's values are a 400 before this)
     new Error('Connection terminated'), new Error('Query read timeout'), new Error('Bad response code: 500'),
     new Error('Task queue is at limit'), new Error('connect ECONNREFUSED 127.0.0.1:80'), // a worker's error, code lost
     new TypeError('fetch failed', { cause: coded('getaddrinfo ENOTFOUND example', 'ENOTFOUND') }),
@@ -209,7 +210,7 @@ test('how a source\'s error is classified: its backend failing (503) or a bug (5
   ]
   const bugs = [
     new TypeError('x is not a function'), new RangeError('Invalid array length'), new ReferenceError('y is not defined'),
-    new SyntaxError('Unexpected token'), new Error('something nobody expected'), pg('42601'), pg('22P02'),
+    new SyntaxError('Unexpected token'), new Error('something nobody expected'), pg('42601'),
     coded('x', 'ERR_INVALID_ARG_TYPE'), new TypeError('Connection terminated'), // a TypeError is a bug whatever it says
     new TypeError('fetch failed'), // no network cause: a bad URL
     new BadRequest('an answer, not a failure'), new NotFound('an answer, not a failure'), 'a string', null, undefined,

@@ -221,6 +221,26 @@ test('a tile function that refuses its query (a bad cast of a parameter, its own
   assert.equal((await app.inject({ url: '/picky_tile/0/0/0?n=5' })).statusCode, 200, 'the set keeps serving')
 })
 
+test('a view whose data cannot be read (a cast that does not fit) is a 503 naming it, for tiles and features; a filter value that does not fit is a 400', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE raw_rows (id integer PRIMARY KEY, v text, geom geometry(Point, 4326));
+    INSERT INTO raw_rows VALUES (1, '5', 'SRID=4326;POINT(1 1)'), (2, 'x', 'SRID=4326;POINT(2 2)');
+    CREATE VIEW cast_view AS SELECT id, v::integer AS n, day, geom FROM (SELECT id, v, date '2024-01-01' AS day, geom FROM raw_rows) AS r;`)
+  t.after(() => runSql(db.url, 'DROP VIEW cast_view; DROP TABLE raw_rows'))
+  const app = await makeApp(t, { paths: [db.url] })
+  const tile = await app.inject({ url: '/cast_view/0/0/0' })
+  assert.equal(tile.statusCode, 503, tile.payload)
+  assert.equal(tile.json().message, "tileset 'cast_view' could not read this tile")
+  const items = await app.inject({ url: '/ogc/collections/cast_view/items' })
+  assert.equal(items.statusCode, 503, items.payload)
+  assert.equal(items.json().message, "tileset 'cast_view' could not read these features")
+  const filtered = await app.inject({ url: '/ogc/collections/raw_rows/items?v=5' })
+  assert.equal(filtered.statusCode, 200)
+  const badDay = await app.inject({ url: '/ogc/collections/cast_view/items?day=notadate' })
+  assert.equal(badDay.statusCode, 400, badDay.payload)
+  assert.match(badDay.json().message, /^a value does not fit its property: /)
+})
+
 test('curved geometries with M (CIRCULARSTRINGM, a GEOMETRYM holding a curve) are drawn and listed as features', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `CREATE TABLE arcs_m (id integer PRIMARY KEY, geom geometry(CircularStringM, 4326));

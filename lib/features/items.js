@@ -39,8 +39,9 @@ export function encodeWhole (text, coding) {
  * that is no date, an integer out of range) is the client's mistake, 400; the database down, busy or slow is 503 for
  * that set (lib/errors.js readFailure); anything else is a bug (500).
  */
-export function queryFailure (entry, err, log) {
-  if (typeof err?.severity === 'string' && /^22/.test(err.code ?? '')) return new BadRequest(`a value does not fit its property: ${String(err.message).split('\n')[0]}`)
+export function queryFailure (entry, err, log, clientValues) {
+  // A data exception is the client's where it sent values PostgreSQL casts (filters, a feature id); else the data's.
+  if (clientValues && typeof err?.severity === 'string' && /^22/.test(err.code ?? '')) return new BadRequest(`a value does not fit its property: ${String(err.message).split('\n')[0]}`)
   return readFailure(entry, err, log, 'these features')
 }
 
