@@ -221,6 +221,20 @@ test('a tile function that refuses its query (a bad cast of a parameter, its own
   assert.equal((await app.inject({ url: '/picky_tile/0/0/0?n=5' })).statusCode, 200, 'the set keeps serving')
 })
 
+test('fn(z, x, y) beside fn(z, x, y, query DEFAULT …): only the one PostgreSQL can call by name is served', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const body = (label) => `SELECT ST_AsMVT(q, '${label}') FROM (SELECT 1 AS n, ST_AsMVTGeom(ST_Point(0, 0, 3857), ST_TileEnvelope(z, x, y)) AS geom) q`
+  await runSql(db.url, `CREATE FUNCTION twin_tile(z integer, x integer, y integer) RETURNS bytea AS $$ ${body('three')} $$ LANGUAGE sql;
+    CREATE FUNCTION twin_tile(z integer, x integer, y integer, query json DEFAULT '{}') RETURNS bytea AS $$ ${body('four')} $$ LANGUAGE sql;`)
+  t.after(() => runSql(db.url, 'DROP FUNCTION twin_tile(integer, integer, integer); DROP FUNCTION twin_tile(integer, integer, integer, json)'))
+  const app = await makeApp(t, { paths: [db.url] })
+  const twins = [...app.catalog.registry.entries.values()].filter((e) => e.id.includes('twin_tile')).map((e) => e.id)
+  assert.deepEqual(twins, ['twin_tile'])
+  const res = await app.inject({ url: '/twin_tile/0/0/0' })
+  assert.equal(res.statusCode, 200, res.payload)
+  assert.deepEqual(Object.keys(decode(res.rawPayload).layers), ['four'])
+})
+
 test('a view whose data cannot be read (a cast that does not fit) is a 503 naming it, for tiles and features; a filter value that does not fit is a 400', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `CREATE TABLE raw_rows (id integer PRIMARY KEY, v text, geom geometry(Point, 4326));

@@ -33,6 +33,9 @@ WHERE p.prorettype = 'bytea'::regtype AND p.prokind = 'f' AND NOT p.proretset
   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
   AND has_function_privilege(p.oid, 'EXECUTE')
   AND array_to_string(p.proargtypes::regtype[], ',') IN ('integer,integer,integer', 'integer,integer,integer,json', 'integer,integer,integer,jsonb')
+  -- fn(z, x, y) beside an fn(z, x, y, query DEFAULT …) cannot be called by its name: PostgreSQL finds both ("not unique")
+  AND NOT (p.pronargs = 3 AND EXISTS (SELECT 1 FROM pg_proc o WHERE o.pronamespace = p.pronamespace AND o.proname = p.proname
+    AND o.oid <> p.oid AND o.pronargs > 3 AND o.pronargs - o.pronargdefaults <= 3))
 ORDER BY n.nspname, p.proname`
 
 /** `schemas` from the config: null (or absent) means every schema. */
