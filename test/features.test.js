@@ -578,6 +578,21 @@ function download (url, onBytes = () => {}) {
   })
 }
 
+test('a table in a geographic CRS other than 4326 (NAD83) answers its own CRS latitude first, and reads its bbox so', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE nad83 (id integer PRIMARY KEY, geom geometry(Point, 4269));
+    INSERT INTO nad83 VALUES (1, 'SRID=4269;POINT(-100 40)'), (2, 'SRID=4269;POINT(-80 30)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE nad83'))
+  const app = await appOf(t)
+  const own = encodeURIComponent(EPSG(4269))
+  const res = await get(app, `/ogc/collections/nad83/items?crs=${own}`)
+  assert.equal(res.headers['content-crs'], `<${EPSG(4269)}>`)
+  assert.deepEqual(res.json().features.map((f) => f.geometry.coordinates), [[40, -100], [30, -80]], 'EPSG:4269 is lat,lon')
+  const boxed = await get(app, `/ogc/collections/nad83/items?bbox=35,-110,45,-90&bbox-crs=${own}`)
+  assert.deepEqual(ids(boxed.json()), [1], 'a bbox in EPSG:4269 is minLat,minLon,maxLat,maxLon')
+  assert.deepEqual((await get(app, '/ogc/collections/nad83/items')).json().features[0].geometry.coordinates, [-100, 40], 'CRS84 stays lon,lat')
+})
+
 test('a column altered since discovery (integer to text) still gives valid JSON: a value cannot add keys', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `CREATE TABLE altered (id integer PRIMARY KEY, b integer, geom geometry(Point, 4326));

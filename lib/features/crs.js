@@ -1,7 +1,10 @@
 // The coordinate reference systems a collection offers (OGC API – Features Part 2), as URIs, and the `crs` and
 // `bbox-crs` parameters read against them. Axis order follows the CRS: CRS84 is lon,lat; EPSG:4326 is lat,lon (its
 // definition), so its output is flipped and its bbox read as minLat,minLon,maxLat,maxLon.
+import { createRequire } from 'node:module'
 import { BadRequest } from '../errors.js'
+
+const require = createRequire(import.meta.url)
 
 export const CRS84 = 'http://www.opengis.net/def/crs/OGC/1.3/CRS84'
 const EPSG = 'http://www.opengis.net/def/crs/EPSG/0/'
@@ -16,8 +19,22 @@ export const KNOWN_GEOGRAPHIC = new Set([4326, 4258, 4269, 4617, 4283, 4167, 467
  */
 export function offeredCrs (srid) {
   const list = [{ uri: CRS84, srid: 4326, latLon: false }, { uri: epsgUri(4326), srid: 4326, latLon: true }, { uri: epsgUri(3857), srid: 3857, latLon: false }]
-  if (srid !== 4326 && srid !== 3857) list.push({ uri: epsgUri(srid), srid, latLon: false })
+  if (srid !== 4326 && srid !== 3857) list.push({ uri: epsgUri(srid), srid, latLon: geographicEpsg(srid) })
   return list
+}
+
+/**
+ * Whether an SRID is an EPSG geographic CRS, whose axes EPSG defines latitude first (as 4326's): EPSG:4269 answers
+ * lat,lon and reads its bbox so, as Part 2 asks (PostGIS stores lon,lat). Projected CRSs are easting first here.
+ */
+function geographicEpsg (srid) {
+  if (KNOWN_GEOGRAPHIC.has(srid)) return true
+  if (!Number.isInteger(srid) || srid < 1024 || srid >= 32767) return false
+  try {
+    return require(`epsg-index/s/${srid}.json`).kind === 'CRS-GEOGCRS'
+  } catch {
+    return false
+  }
 }
 
 /** The storage CRS: PostGIS keeps SRID 4326 as lon,lat, which is CRS84. */
