@@ -376,6 +376,8 @@ test('expressions parse to one canonical text, with Python\'s precedence; option
   assert.equal(canonical('b1*(0.5+0.25) + 1e3'), 'b1*0.75+1000')
   assert.equal(canonical('where(1 > 0, b1, b2)'), 'b1', 'a constant condition takes its branch')
   assert.equal(canonical('B1 ; b2;b3'), 'b1;b2;b3')
+  assert.equal(canonical('b1;b2;b3; '), 'b1;b2;b3', 'a trailing ; ends the last output (titiler takes it too)')
+  assert.throws(() => parseExpression(';'), /empty expression at position 0/)
   assert.equal(canonical('b1 - (b2 - b3)'), 'b1-(b2-b3)')
   assert.equal(canonical('(b1 - b2) - b3'), 'b1-b2-b3')
   assert.equal(canonical('1/0 + b1'), '1/0+b1', 'a constant that is not finite stays as written')

@@ -527,7 +527,9 @@ test('TileJSON bounds and zooms come from the parts (MosaicJSON: its own fields)
   if (missing(t)) return
   writeFileSync(join(DATA, 'named.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)), { minzoom: 9, maxzoom: 13, qz: 10, name: 'Vienna mosaic' })))
   writeFileSync(join(DATA, 'three.json'), JSON.stringify(stacItems(DATA, DATA, 3)))
-  const app = await makeApp(t, { paths: [join(DATA, 'named.json'), join(DATA, 'three.json')], sets: { folder: { path: join(DATA, 'rgb'), mosaic: true, overzoom: 2 } } })
+  // Its quadkeys finer than its maxzoom.
+  writeFileSync(join(DATA, 'fine.json'), JSON.stringify(mosaicJson(rgbParts(DATA).map((p) => relative(DATA, p)), { minzoom: 9, maxzoom: 11, qz: 12 })))
+  const app = await makeApp(t, { paths: [join(DATA, 'named.json'), join(DATA, 'three.json'), join(DATA, 'fine.json')], sets: { folder: { path: join(DATA, 'rgb'), mosaic: true, overzoom: 2 } } })
   const boxes = PARTS.map((p) => lonLatBox(partBox(p)))
   const union = (list) => [Math.min(...list.map((b) => b[0])), Math.min(...list.map((b) => b[1])), Math.max(...list.map((b) => b[2])), Math.max(...list.map((b) => b[3]))]
   const close = (a, b, what) => a.forEach((v, i) => assert.ok(Math.abs(v - b[i]) < 1e-6, `${what}: ${a} vs ${b}`))
@@ -540,6 +542,8 @@ test('TileJSON bounds and zooms come from the parts (MosaicJSON: its own fields)
   assert.deepEqual(namedMeta.mosaic, { type: 'MosaicJSON', parts: 5, leftOut: 0, quadkeyZoom: 10 })
   assert.deepEqual(namedMeta.servedZooms, { minzoom: 9, maxzoom: 17 })
   assert.equal((await app.inject(`/named/${over(8).join('/')}.png`)).statusCode, 404) // below its minzoom
+  assert.equal((await app.inject('/fine/meta')).json().mosaic.quadkeyZoom, 12)
+  for (const z of [10, 11, 12]) assert.equal((await app.inject(`/fine/${over(z).join('/')}.png`)).statusCode, 200, `quadkeys past maxzoom, z${z}`)
 
   // The folder: the parts' union; maxzoom of z12 pixels 12, minzoom by rio-tiler's rule on the largest part (640 px).
   const folder = (await app.inject('/folder.json')).json()

@@ -139,6 +139,7 @@ class Parser {
     const roots = []
     do {
       this.skipSpace()
+      if (roots.length > 0 && this.at >= this.text.length) break // a trailing `;`, as rio-tiler (titiler) takes it
       if (this.at >= this.text.length || this.text[this.at] === ';') this.fail('empty expression')
       roots.push(this.expression())
       this.skipSpace()

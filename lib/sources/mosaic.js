@@ -276,7 +276,7 @@ const intZoom = (v) => Number.isInteger(v) && v >= 0 && v <= MAX_ZOOM
 async function mosaicJson (doc, spec, { workers, log, roots, base, overzoom }) {
   const { minzoom, maxzoom } = doc
   if (!intZoom(minzoom) || !intZoom(maxzoom) || minzoom > maxzoom) throw new Error('MosaicJSON needs integer minzoom and maxzoom (0-30), minzoom <= maxzoom')
-  const qz = intZoom(doc.quadkey_zoom) && doc.quadkey_zoom <= maxzoom ? doc.quadkey_zoom : minzoom
+  const qz = intZoom(doc.quadkey_zoom) ? doc.quadkey_zoom : minzoom // past maxzoom too (cogeo-mosaic writes such)
   const tms = doc.tilematrixset
   if (isObject(tms) && tms.id !== undefined && tms.id !== 'WebMercatorQuad') throw new Error(`MosaicJSON on the tile matrix set ${String(tms.id).slice(0, 40)}: only WebMercatorQuad is served`)
   const prefix = typeof doc.asset_prefix === 'string' ? doc.asset_prefix : ''
