@@ -288,6 +288,30 @@ function anyCog (t) {
   return { file: join(dir, id + '.tif'), id }
 }
 
+test('nodata= stands instead of the file\'s nodata (as titiler reads it), not beside it', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  // Tile 10/300/400 pixel for pixel: rows 0-31 the file's nodata (-9999), column 0 -1000, the rest data.
+  const cell = (2 * 20037508.342789244) / 256 / 1024
+  const grid = join(dir, 'nd.asc')
+  asciiGrid(grid, { width: 256, height: 256, x0: -20037508.342789244 + 300 * 256 * cell, y0: 20037508.342789244 - 401 * 256 * cell, cell },
+    (c, r) => (r < 32 ? -9999 : c === 0 ? -1000 : 100 + c))
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:3857', '-ot', 'Int16', '-co', 'BLOCKSIZE=256', grid, join(dir, 'nd.tif')])
+  const app = await makeApp(t, { paths: [join(dir, 'nd.tif')], cacheMB: 0 })
+  const transparent = async (query) => {
+    const { res, rgba } = await ourTile(app, `/nd/10/300/400.png?rescale=-1000,400${query}`)
+    assert.equal(res.statusCode, 200, res.body)
+    let n = 0
+    for (let k = 3; k < rgba.length; k += 4) if (rgba[k] === 0) n++
+    return n
+  }
+  assert.equal(await transparent(''), 32 * 256, 'the file\'s nodata rows')
+  assert.equal(await transparent('&nodata=-1000'), 224, 'only the -1000 column below the rows, which are drawn now')
+  const bilinear = await transparent('&nodata=-1000&resampling=bilinear')
+  assert.ok(bilinear >= 224 && bilinear < 2 * 256, `bilinear: about the column (${bilinear})`)
+  assert.equal(await transparent('&nodata=-1000&expression=b1%2B1'), 224, 'band math too')
+})
+
 test('COG options: bidx, rescale, colormap_name, nodata, resampling, formats and @2x; bad values are 400', async (t) => {
   const cog = anyCog(t)
   if (cog === null) return

@@ -58,7 +58,8 @@ export function readWindow (level, table, win, samples, nodataOption, scratch) {
     const cx0 = Math.max(x0, left); const cx1 = Math.min(x1, left + tw, level.width)
     const cy0 = Math.max(y0, top); const cy1 = Math.min(y1, top + th, level.height)
     if (cx0 >= cx1) continue
-    if (b.density !== null) opaque = false
+    const bd = densityFor(b, nodataOption)
+    if (bd !== null) opaque = false
     const len = cx1 - cx0
     for (let r = cy0; r < cy1; r++) {
       const from = (r - top) * tw + (cx0 - left)
@@ -69,8 +70,8 @@ export function readWindow (level, table, win, samples, nodataOption, scratch) {
         if (stride === 1) band.set(data.subarray(from, from + len), to)
         else for (let p = from * stride + start, q = to, end = to + len; q < end; p += stride, q++) band[q] = data[p]
       }
-      if (b.density === null) density.fill(255, to, to + len)
-      else density.set(b.density.subarray(from, from + len), to)
+      if (bd === null) density.fill(255, to, to + len)
+      else density.set(bd.subarray(from, from + len), to)
     }
   }
   if (nodataOption !== null && nodataOption !== undefined && applyNodata(bands, density, nodataOption === 'nan' ? NaN : nodataOption)) opaque = false
@@ -162,6 +163,12 @@ function block (ds, level, bx, by) {
     const arrays = new Set(samples.map((s) => s.data))
     const bytes = [...arrays].reduce((sum, a) => sum + a.byteLength, 0) + (density ? density.byteLength : 0)
     const decoded = { samples, density, bytes }
+    // For a request with a `nodata` of its own, which stands instead of the file's: the density without the file's
+    // nodata, made the first time one asks (see densityFor).
+    let own
+    decoded.withoutFileNodata = ds.nodata === null || Number.isNaN(ds.nodata)
+      ? () => density
+      : () => (own ??= { density: densityOf(ds, samples, mask, pixels, false) }).density
     blocks.set(key, decoded)
     return decoded
   })()
@@ -170,15 +177,22 @@ function block (ds, level, bx, by) {
   return promise
 }
 
-function densityOf (ds, samples, mask, n) {
-  if (ds.alphaBand < 0 && mask === null && ds.nodata === null && ds.sampleFormat !== 3) return null // nothing can hide a pixel
+/**
+ * A block's density for a request: with the file's nodata, or without it where the request gives a `nodata` of its
+ * own (`nodata=` is "instead of the file's own", as in titiler; it was added to it), which applies on top.
+ */
+export const densityFor = (b, nodataOption) => (nodataOption === null || nodataOption === undefined ? b.density : b.withoutFileNodata())
+
+function densityOf (ds, samples, mask, n, fileNodata = true) {
+  const nodata = fileNodata ? ds.nodata : null
+  if (ds.alphaBand < 0 && mask === null && nodata === null && ds.sampleFormat !== 3) return null // nothing can hide a pixel
   const density = new Uint8Array(n).fill(255)
   let opaque = true
   const colour = samples.filter((_, s) => s !== ds.alphaBand)
   const float = ds.sampleFormat === 3
-  const hasNodata = ds.nodata !== null && !Number.isNaN(ds.nodata)
-  const nd = ds.nodata
-  const ndf = Math.fround(ds.nodata)
+  const hasNodata = nodata !== null && !Number.isNaN(nodata)
+  const nd = nodata
+  const ndf = Math.fround(nodata)
   const alpha = ds.alphaBand >= 0 ? samples[ds.alphaBand] : null
   const alphaScale = 255 / (2 ** ds.bits - 1)
   for (let p = 0; p < n; p++) {

@@ -9,6 +9,7 @@
 // both share); bilinear and cubic read a window and resample it (warp.js).
 import { clampByte, colourChannels, roundUp, stretchOf, toPixels } from './render.js'
 import { gridRow } from './warp.js'
+import { densityFor } from './blocks.js'
 
 const tables = new Map() // dataset + rendering → lookup tables; a few per set in practice
 const MAX_TABLES = 32
@@ -78,7 +79,9 @@ export function gatherNearest (level, table, grid, lut, nodata, colour, opacity)
   const [s0, s1 = s0, s2 = s0] = lut.samples
   // Per block: its density and the samples shown (the same one thrice for one band in colour), and whether a run of
   // it can be copied as it is: the shown samples lie in one array, consecutive and in order, all opaque.
-  const views = table.blocks.map(({ density, samples }) => {
+  const views = table.blocks.map((block) => {
+    const { samples } = block
+    const density = densityFor(block, nodata)
     const [a, b = a, c = a] = [samples[s0], samples[s1], samples[s2]]
     const packed = lut.identity === true && nd === null && density === null && a.stride === cc && a.start === 0 &&
       (cc === 1 || (b.data === a.data && c.data === a.data && b.start === 1 && c.start === 2))
@@ -129,7 +132,7 @@ export function gatherValues (level, table, grid, samples, nodata, values, alpha
   const { n } = grid
   const nb = samples.length
   const nd = typeof nodata === 'number' ? Math.fround(nodata) : NaN // 'nan': nothing to match (NaN is transparent already)
-  const views = table.blocks.map(({ density, samples: planes }) => ({ d: density, planes: samples.map((s) => planes[s]) }))
+  const views = table.blocks.map((block) => ({ d: densityFor(block, nodata), planes: samples.map((s) => block.samples[s]) }))
   alpha.fill(0, 0, n * n)
   const repeat = (k) => {
     values.copyWithin(k * nb, (k - n) * nb, k * nb)
