@@ -288,6 +288,22 @@ function anyCog (t) {
   return { file: join(dir, id + '.tif'), id }
 }
 
+test('a file whose only overview is far coarser serves every advertised zoom (the next coarser level draws what the full image would take too much of)', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null || !needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  const file = join(dir, 'bigov.tif')
+  execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-outsize', '8192', '8192', '-co', 'TILED=YES', '-co', 'COMPRESS=DEFLATE', cog.file, file])
+  execFileSync('gdaladdo', ['-q', '-r', 'average', file, '64'])
+  const app = await makeApp(t, { paths: [file], cacheMB: 0 })
+  const tilejson = (await app.inject('/bigov.json')).json()
+  for (let z = tilejson.minzoom; z <= tilejson.maxzoom; z++) {
+    const [, x, y] = tileAt(tilejson, z)
+    const res = await app.inject(`/bigov/${z}/${x}/${y}.png`)
+    assert.equal(res.statusCode, 200, `z${z}: ${res.body}`)
+  }
+})
+
 test('nodata= stands instead of the file\'s nodata (as titiler reads it), not beside it', async (t) => {
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)

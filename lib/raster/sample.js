@@ -17,13 +17,19 @@ export async function locate (ds, z, x, y, n, options, scratch) {
   if (ds.reader?.stale) throw ds.reader.stale
   const extent = tileExtent(z, x, y)
   const grid = sourceGrid(ds, extent, n, scratch)
-  const level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(grid))
   const resampling = ds.palette && options.palette ? 'nearest' : options.resampling // indices do not interpolate
-  const spread = resampling === 'nearest' ? [1, 1] : sampleScale(level, grid)
-  const win = windowOf(level, grid, resampling, Math.max(...spread))
-  if (win === null) return null
-  // A safety net for odd projections (near a pole, say): no tile may make a worker hold more than 16 Mpx of one level.
-  if ((win[2] - win[0]) * (win[3] - win[1]) > 16e6) throw new RasterError('this tile would need too large a part of the raster')
+  // No tile may make a worker hold more than 16 Mpx of one level: where the level chosen would (a file whose only
+  // overview is far coarser than the full image, read at a zoom between them), the next coarser level that fits
+  // draws it; none fitting (odd projections near a pole) is refused.
+  let level = chooseLevel(ds, (extent[2] - extent[0]) / n, tileRatio(grid))
+  let spread, win
+  for (let i = level.index; ; level = ds.levels[++i]) {
+    spread = resampling === 'nearest' ? [1, 1] : sampleScale(level, grid)
+    win = windowOf(level, grid, resampling, Math.max(...spread))
+    if (win === null) return null
+    if ((win[2] - win[0]) * (win[3] - win[1]) <= 16e6) break
+    if (i + 1 >= ds.levels.length) throw new RasterError('this tile would need too large a part of the raster')
+  }
   const table = await blockTable(ds, level, win)
   return { grid, level, resampling, spread, win, table, n }
 }
