@@ -97,6 +97,9 @@ const OTHER_CODES = new RegExp([
 // before this (a function's query: postgis/sources.js; features' filters and ids: features/items.js); the server
 // binds nothing else but numbers it has checked.
 const SQLSTATE = /^(08|28|53|57|58|XX|2F|38|39|P0|22)|^(55P03|40001|40P01|3D000|42P01|42703|42883)$/
+
+/** A PostgreSQL data exception (SQLSTATE class 22): a value that does not fit, a bad cast, a division by zero. */
+export const isDataException = (err) => typeof err?.severity === 'string' && typeof err.code === 'string' && err.code.startsWith('22')
 const MESSAGES = new RegExp([
   // pg and pg-pool
   '^Connection terminated', '^timeout exceeded when trying to connect$', '^Query read timeout$', '^timeout expired$',

@@ -6,7 +6,7 @@
 import { PassThrough } from 'node:stream'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
-import { BadRequest, readFailure } from '../errors.js'
+import { BadRequest, isDataException, readFailure } from '../errors.js'
 import { TextRows } from './row-stream.js'
 
 const BUFFERED = 512 * 1024
@@ -41,7 +41,7 @@ export function encodeWhole (text, coding) {
  */
 export function queryFailure (entry, err, log, clientValues) {
   // A data exception is the client's where it sent values PostgreSQL casts (filters, a feature id); else the data's.
-  if (clientValues && typeof err?.severity === 'string' && /^22/.test(err.code ?? '')) return new BadRequest(`a value does not fit its property: ${String(err.message).split('\n')[0]}`)
+  if (clientValues && isDataException(err)) return new BadRequest(`a value does not fit its property: ${String(err.message).split('\n')[0]}`)
   return readFailure(entry, err, log, 'these features')
 }
 

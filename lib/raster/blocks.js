@@ -165,10 +165,11 @@ function block (ds, level, bx, by) {
     const decoded = { samples, density, bytes }
     // For a request with a `nodata` of its own, which stands instead of the file's: the density without the file's
     // nodata, made the first time one asks (see densityFor).
-    let own
-    decoded.withoutFileNodata = ds.nodata === null || Number.isNaN(ds.nodata)
-      ? () => density
-      : () => (own ??= { density: densityOf(ds, samples, mask, pixels, false) }).density
+    let own // undefined until asked; densityOf gives an array or null
+    decoded.withoutFileNodata = () => {
+      if (own === undefined) own = ds.nodata === null || Number.isNaN(ds.nodata) ? density : densityOf(ds, samples, mask, pixels, false)
+      return own
+    }
     blocks.set(key, decoded)
     return decoded
   })()

@@ -22,31 +22,37 @@ const EARTH_RADIUS = 6378137
 const COMPRESSIONS = { 1: 'none', 5: 'LZW', 7: 'JPEG', 8: 'DEFLATE', 32946: 'DEFLATE', 32773: 'PackBits', 34887: 'LERC', 50000: 'ZSTD', 50001: 'WEBP' }
 const DTYPES = { 1: 'uint', 2: 'int', 3: 'float' }
 
+/** The ArrayBuffer of exactly `view`'s bytes, as geotiff.js wants a block: its own when it has no more, else a copy. */
+const ownBuffer = (view) => (view.byteOffset === 0 && view.byteLength === view.buffer.byteLength
+  ? view.buffer
+  : view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength))
+
+/** The decoder parameters of our own decoders (tiled files only: strips are refused), with `extra` ones. */
+const tiledParameters = (extra) => async (fd) => ({
+  tileWidth: await fd.loadValue('TileWidth'),
+  tileHeight: await fd.loadValue('TileLength'),
+  planarConfiguration: await fd.loadValue('PlanarConfiguration'),
+  bitsPerSample: await fd.loadValue('BitsPerSample'),
+  predictor: (await fd.loadValue('Predictor')) || 1,
+  ...(await extra(fd)),
+})
+
 // GDAL writes WebP tiles (compression 50001); geotiff.js decodes WebP only in a browser, so sharp (libwebp) does it.
 class WebpDecoder extends BaseDecoder {
   async decodeBlock (buffer) {
     const channels = this.parameters.samplesPerPixel
     let image = sharp(Buffer.from(buffer))
     image = channels === 4 ? image.ensureAlpha() : image.removeAlpha()
-    const data = await image.raw().toBuffer()
-    return data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)
+    return ownBuffer(await image.raw().toBuffer())
   }
 }
-addDecoder(50001, async () => WebpDecoder, async (fd) => ({
-  tileWidth: await fd.loadValue('TileWidth'),
-  tileHeight: await fd.loadValue('TileLength'),
-  planarConfiguration: await fd.loadValue('PlanarConfiguration'),
-  bitsPerSample: await fd.loadValue('BitsPerSample'),
-  predictor: 1,
-  samplesPerPixel: await fd.loadValue('SamplesPerPixel'),
-}), false)
+addDecoder(50001, async () => WebpDecoder, tiledParameters(async (fd) => ({ predictor: 1, samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
 
 // DEFLATE tiles through Node's zlib rather than geotiff.js's pako: native inflate, about twice as fast on the blocks
 // of the shared fixtures. (These decoders run in the raster workers, so a synchronous inflate blocks no requests.)
 class ZlibDecoder extends BaseDecoder {
   decodeBlock (buffer) {
-    const data = inflateSync(new Uint8Array(buffer))
-    return data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)
+    return ownBuffer(inflateSync(new Uint8Array(buffer)))
   }
 }
 addDecoder([8, 32946], async () => ZlibDecoder)
@@ -64,29 +70,21 @@ class LercDecoder extends BaseDecoder {
     let bytes = new Uint8Array(buffer)
     if (extra === 'deflate') bytes = inflateSync(bytes)
     else if (extra === 'zstd') bytes = zstd.decode(bytes)
-    const blob = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes.buffer : bytes.slice().buffer
     const interleaved = this.parameters.planarConfiguration === 1
-    const { pixels, mask, dimCount: depth = 1, pixelType } = Lerc.decode(blob, { returnPixelInterleavedDims: interleaved })
+    const { pixels, mask, dimCount: depth = 1, pixelType } = Lerc.decode(ownBuffer(bytes), { returnPixelInterleavedDims: interleaved })
     let data = pixels[0]
     if (pixels.length > 1) data = interleavedBands(pixels, depth) // several LERC bands in one blob (GDAL writes one)
     if (mask && (pixelType === 'F32' || pixelType === 'F64')) {
       const step = data.length / mask.length
       for (let p = 0; p < mask.length; p++) if (mask[p] === 0) data.fill(NaN, p * step, p * step + step)
     }
-    return data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data.buffer : data.slice().buffer
+    return ownBuffer(data)
   }
 }
 addDecoder(34887, async () => {
   await zstd.init()
   return LercDecoder
-}, async (fd) => ({
-  tileWidth: await fd.loadValue('TileWidth'),
-  tileHeight: await fd.loadValue('TileLength'),
-  planarConfiguration: await fd.loadValue('PlanarConfiguration'),
-  bitsPerSample: await fd.loadValue('BitsPerSample'),
-  predictor: (await fd.loadValue('Predictor')) || 1,
-  lercParameters: await fd.loadValue('LercParameters'),
-}), false)
+}, tiledParameters(async (fd) => ({ lercParameters: await fd.loadValue('LercParameters') })), false)
 
 /** Bands decoded one after another (each pixel-interleaved over `depth`) as one pixel-interleaved array. */
 function interleavedBands (bands, depth) {

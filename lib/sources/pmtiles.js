@@ -160,7 +160,7 @@ export async function open (spec, context = {}) {
     if (vectorLayers === undefined && format === 'pbf') {
       let entry = rootEntries[0]
       for (let depth = 0; depth < 3 && entry !== undefined && entry.runLength === 0; depth++) {
-        entry = (await cache.getDirectory(source, header.leafDirectoryOffset + entry.offset, entry.length, header))[0]
+        entry = (await cache.getDirectory(source, leafDirectoryOffset + entry.offset, entry.length, header))[0]
       }
       if (entry?.runLength > 0) vectorLayers = layersOfTile(await source.read(tileDataOffset + entry.offset, entry.length), compression)
     }

@@ -110,9 +110,10 @@ export function buildTileJson ({ name, description, attribution, version, minzoo
   const across = b[0] > b[2]
   const width = across ? b[2] + 360 - b[0] : b[2] - b[0]
   const fit = Math.floor(Math.log2(360 / Math.max(width, 1e-9)))
-  const middle = b[0] + width / 2
-  const c = center ?? [middle > 180 ? middle - 360 : middle, (b[1] + b[3]) / 2, fit]
-  const lon = across ? (c[0] >= b[0] || c[0] <= b[2] ? c[0] : middle > 180 ? middle - 360 : middle) : clamp(c[0], b[0], b[2])
+  const east = b[0] + width / 2 // past 180 for bounds across the antimeridian
+  const middle = east > 180 ? east - 360 : east
+  const c = center ?? [middle, (b[1] + b[3]) / 2, fit]
+  const lon = across ? (c[0] >= b[0] || c[0] <= b[2] ? c[0] : middle) : clamp(c[0], b[0], b[2])
   const lat = clamp(c[1], Math.min(b[1], b[3]), Math.max(b[1], b[3]))
   const tilejson = {
     tilejson: '3.0.0',

@@ -1,6 +1,6 @@
 // The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
 // run per request on the provider's tile connections (lanes.js) as a named prepared statement.
-import { BadRequest } from '../../errors.js'
+import { BadRequest, isDataException } from '../../errors.js'
 import { buildTileJson, describedBy } from '../tilejson.js'
 import { functionTileSql, layerFields, mayBeCurved, mercatorBox, statementName, tableTileSql, takesQuery } from './sql.js'
 
@@ -85,7 +85,7 @@ function featuresOf (t, pool, domain) {
  * request, or is the function author's); null for any other error.
  */
 function refusedQuery (id, err) {
-  if (typeof err?.code !== 'string' || !err.code.startsWith('22') || typeof err.severity !== 'string') return null
+  if (!isDataException(err)) return null
   const reason = String(err.message).replace(/\s+/g, ' ').slice(0, 200)
   return new BadRequest(`tileset '${id}' refused the query: ${reason}`)
 }

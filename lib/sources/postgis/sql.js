@@ -13,17 +13,19 @@ const NATIVE_TYPES = new Set([...NUMBER_TYPES, 'bool', 'text', 'varchar', 'bpcha
 // Geometry types ST_AsMVTGeom rejects ("'Triangle' geometry type not supported"): such a column is never served.
 const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
 // Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
+/** A geometry type without its dimensions: 'CircularStringM' → 'CIRCULARSTRING', 'POLYGONZM' → 'POLYGON'. */
+const baseType = (geomType) => String(geomType).toUpperCase().replace(/Z?M?$/, '')
 const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'MULTISURFACE'])
 
 /** Whether a column of this geometry type may hold curves (ST_CurveToLine first: MVT and GeoJSON have none). */
-export const mayBeCurved = (geomType) => MAYBE_CURVED.has(String(geomType).toUpperCase().replace(/Z?M?$/, '')) // CIRCULARSTRINGM too
+export const mayBeCurved = (geomType) => MAYBE_CURVED.has(baseType(geomType))
 
 /** The column name of the drawn geometry in the tile query; a table column of that name is left out of the tile. */
 export const GEOM_ALIAS = 'tc_mvt_geom'
 const WORLD_BOX = 'ST_MakeEnvelope(-20037508.342789244, -20037508.342789244, 20037508.342789244, 20037508.342789244, 3857)::box2d'
 
 /** Whether ST_AsMVTGeom can draw a column of this geometry_columns type ('TINZ', 'POINTM' …: the Z/M suffix aside). */
-export const undrawable = (geomType) => UNDRAWABLE.has(String(geomType).toUpperCase().replace(/Z?M?$/, ''))
+export const undrawable = (geomType) => UNDRAWABLE.has(baseType(geomType))
 
 /** Statement names from the SQL itself: re-discovery reuses what each connection already prepared. */
 export const statementName = (sql) => 'tc_' + createHash('sha1').update(sql).digest('hex').slice(0, 24)

@@ -9,6 +9,10 @@ const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}'] // a source with no tiles: every 
 // A tile URL of this server written from its root (`/roads/{z}/{x}/{y}.pbf`, `/data/roads/…`): the set, and options.
 const ROOTED = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?$/
 
+// A set's tiles as the child asks the parent for them, with its cache key: a replaced or purged set is new to the
+// engine too (it keeps tiles it loaded). `search`: the set's options, `?…` or ''.
+const tilesOf = (entry, search) => `tc://tiles/${encodeURIComponent(entry.id)}/${encodeURIComponent(entry.key)}/{z}/{x}/{y}${search}`
+
 /**
  * `findSet(name)` → the entry a source name means (or undefined); `hasFonts`: glyphs come from the fonts folder (a
  * remote `glyphs` too, as tileserver-gl does: a renderer offline or behind a firewall still draws labels).
@@ -27,7 +31,7 @@ export function renderStyle (style, findSet, hasFonts) {
         const entry = setFor(m[1], findSet)
         if (entry === undefined || entry.source === null) return []
         used.push(entry)
-        return [`tc://tiles/${encodeURIComponent(entry.id)}/${encodeURIComponent(entry.key)}/{z}/{x}/{y}${m[2] ?? ''}`]
+        return [tilesOf(entry, m[2] ?? '')]
       })
       if (source.tiles.length === 0) source.tiles = EMPTY_TILES
     }
@@ -46,8 +50,7 @@ export function renderStyle (style, findSet, hasFonts) {
     const tj = entry.source.tilejson
     const search = searchOf(source.url) // the set's options (a raster-dem's `?encoding=mapbox`)
     delete source.url
-    // The set's cache key in the URL: a replaced or purged set is new to the engine too (it keeps tiles it loaded).
-    source.tiles = [`tc://tiles/${encodeURIComponent(entry.id)}/${encodeURIComponent(entry.key)}/{z}/{x}/{y}${search}`]
+    source.tiles = [tilesOf(entry, search)]
     source.minzoom = tj.minzoom
     source.maxzoom = tj.maxzoom
     if (Array.isArray(tj.bounds)) source.bounds = tj.bounds
