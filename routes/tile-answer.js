@@ -3,7 +3,7 @@
 // (CORS included) and written with one writeHead. Fastify's reply (header objects merged per request, onSend hooks,
 // length computed) cost ~6 % of a warm tile's CPU. 204/404 for an absent tile, 304 for a matching If-None-Match.
 import { acceptMask } from '../lib/encoding.js'
-import { ABSENT, etagMatches } from '../lib/pipeline.js'
+import { ABSENT, etagMatches, notModifiedHead } from '../lib/pipeline.js'
 
 // The hot 404 of sparse raster sets: the body the error handler would send for it (lib/errors.js sendError).
 const NO_TILE = Buffer.from(JSON.stringify({ statusCode: 404, error: 'Not Found', message: 'no tile at these coordinates' }))
@@ -33,7 +33,7 @@ export function tileWriter (pipeline) {
     const inm = req.headers['if-none-match']
     if (inm !== undefined && etagMatches(inm, answer.etag)) {
       // A 304 carries the validators and freshness of the 200 it stands for, not its Content-Type or -Encoding.
-      res.writeHead(304, withCors(req, answer.notModified))
+      res.writeHead(304, withCors(req, notModifiedHead(answer)))
       res.end()
       return
     }
