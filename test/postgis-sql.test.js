@@ -123,10 +123,12 @@ test('properties: types ST_AsMVT encodes pass as they are, any other as text und
     columns: [
       { name: 'id', type: 'int8' }, { name: 'ok', type: 'bool' }, { name: 'h', type: 'float8' }, { name: 'tags', type: 'jsonb' },
       { name: 'price', type: 'numeric' }, { name: 'at', type: 'timestamptz' }, { name: 'kv', type: 'hstore' },
+      { name: 'doc', type: 'json' }, { name: 'o', type: 'oid' },
     ],
   }))
-  for (const name of ['id', 'ok', 'h', 'tags']) assert.ok(sql.includes(`, g."${name}"`) && !sql.includes(`g."${name}"::text`), name)
+  for (const name of ['id', 'ok', 'h', 'tags', 'doc']) assert.ok(sql.includes(`, g."${name}"`) && !sql.includes(`g."${name}"::text`), name)
   for (const name of ['price', 'at', 'kv']) assert.ok(sql.includes(`g."${name}"::text AS "${name}"`), name)
+  assert.ok(sql.includes('g."o"::int8 AS "o"'), 'an oid as the number its field says (ST_AsMVT writes its text)')
   assert.ok(tableTileSql(table({ columns: [], idColumn: null })).includes(`AS ${GEOM_ALIAS}\n  FROM`), 'no columns, no dangling comma')
 })
 
@@ -172,13 +174,13 @@ test('statement names: stable for the same SQL, distinct for different SQL, with
   assert.equal(new Set(variants.map(statementName)).size, variants.length)
 })
 
-test('layer fields: their TileJSON types; the key column (the feature id) and json columns (spread into keys) are no field', () => {
+test('layer fields: their TileJSON types; the key column (the feature id) and jsonb columns (spread into keys) are no field', () => {
   const columns = [
     { name: 'id', type: 'int4' }, { name: 'n', type: 'int8' }, { name: 'f', type: 'float4' }, { name: 'o', type: 'oid' },
     { name: 'ok', type: 'bool' }, { name: 'name', type: 'text' }, { name: 'at', type: 'timestamptz' }, { name: 'price', type: 'numeric' },
     { name: 'j', type: 'json' }, { name: 'jb', type: 'jsonb' },
   ]
-  assert.deepEqual(layerFields(columns, 'id'), { n: 'Number', f: 'Number', o: 'Number', ok: 'Boolean', name: 'String', at: 'String', price: 'String' })
+  assert.deepEqual(layerFields(columns, 'id'), { n: 'Number', f: 'Number', o: 'Number', ok: 'Boolean', name: 'String', at: 'String', price: 'String', j: 'String' })
   assert.equal(layerFields(columns, null).id, 'Number', 'without a key, the id column is a field like any other')
 })
 

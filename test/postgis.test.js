@@ -92,6 +92,43 @@ test('tables, views and functions in any schema become sets, with TileJSON vecto
   assert.deepEqual(Object.keys(feature.properties).sort(), Object.keys(tj.vector_layers[0].fields).sort(), 'fields are what features hold')
 })
 
+/** The JavaScript type a TileJSON field type stands for, as @mapbox/vector-tile decodes it. */
+const JS_TYPE = { Number: 'number', String: 'string', Boolean: 'boolean' }
+
+test('every column is a field of its layer, of the type its tiles and features carry: an oid a Number, a json a String', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `
+    CREATE TABLE typed_columns (id integer PRIMARY KEY, small int2, big int8, single float4, double float8, o oid, ok boolean,
+      name text, code varchar(5), fixed char(3), price numeric, day date, at timestamptz, u uuid, kv hstore, doc json, tags jsonb,
+      geom geometry(Point, 4326));
+    INSERT INTO typed_columns VALUES (1, 2, 3, 4.5, 5.5, 42, true, 'n', 'c', 'abc', 1.25, '2024-01-02', '2024-01-02T03:04:05Z',
+      'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'a=>1', '{"x": [1, 2]}', '{"k": "v"}', 'SRID=4326;POINT(8.5 47.4)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS typed_columns'))
+  const app = await makeApp(t, { paths: [db.url] })
+  const fields = (await app.inject({ url: '/typed_columns.json' })).json().vector_layers[0].fields
+  assert.equal(fields.o, 'Number')
+  assert.equal(fields.doc, 'String', 'a json column is a field: ST_AsMVT writes its text')
+  assert.equal(fields.tags, undefined, 'a jsonb column is spread into its keys: no field of its own')
+  const tile = await app.inject({ url: '/typed_columns/0/0/0' })
+  assert.equal(tile.statusCode, 200)
+  const { properties } = decode(tile.rawPayload).layers.typed_columns.feature(0)
+  for (const [name, type] of Object.entries(fields)) {
+    assert.ok(name in properties, `${name} is in the tile`)
+    assert.equal(typeof properties[name], JS_TYPE[type], `${name}: declared ${type}, the tile holds ${JSON.stringify(properties[name])}`)
+  }
+  assert.deepEqual(Object.keys(properties).filter((k) => !(k in fields)), ['k'], 'only the jsonb\'s keys are no field')
+  assert.equal(properties.o, 42)
+  assert.deepEqual(JSON.parse(properties.doc), { x: [1, 2] })
+
+  // Features say the same: the oid an integer (as its queryable), the json its value.
+  const queryables = (await app.inject({ url: '/ogc/collections/typed_columns/queryables' })).json().properties
+  assert.equal(queryables.o.type, 'integer')
+  const feature = (await app.inject({ url: '/ogc/collections/typed_columns/items/1' })).json()
+  assert.equal(feature.properties.o, 42)
+  assert.deepEqual(feature.properties.doc, { x: [1, 2] })
+  assert.equal((await app.inject({ url: '/ogc/collections/typed_columns/items?o=42' })).json().numberReturned, 1)
+})
+
 test('the right features land in the right tile with the right properties', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await makeApp(t, { paths: [db.url] })

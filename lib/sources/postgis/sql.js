@@ -8,8 +8,11 @@ export const quoteIdent = (s) => `"${String(s).replaceAll('"', '""')}"`
 export const quoteLiteral = (s) => `'${String(s).replaceAll("'", "''")}'`
 
 const NUMBER_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'oid'])
-// Types ST_AsMVT encodes as they are; others are passed as text so a column of any type never breaks a tile.
-const NATIVE_TYPES = new Set([...NUMBER_TYPES, 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
+// Types ST_AsMVT encodes as they are (numbers and booleans as such, jsonb spread into keys, the rest as their text);
+// others are passed as text so a column of any type never breaks a tile. An oid is no number to ST_AsMVT (it wrote
+// its text): cast to int8, it is the Number its field says.
+const NATIVE_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
+const CAST_TYPES = new Map([['oid', 'int8']])
 // Geometry types ST_AsMVTGeom rejects ("'Triangle' geometry type not supported"): such a column is never served.
 const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
 // Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
@@ -31,8 +34,9 @@ export const undrawable = (geomType) => UNDRAWABLE.has(baseType(geomType))
 export const statementName = (sql) => 'tc_' + createHash('sha1').update(sql).digest('hex').slice(0, 24)
 
 const fieldType = (t) => (NUMBER_TYPES.has(t) ? 'Number' : t === 'bool' ? 'Boolean' : 'String')
-// ST_AsMVT spreads a json(b) column into one property per key, so it names no field of its own.
-const listedField = (c) => c.type !== 'json' && c.type !== 'jsonb'
+// ST_AsMVT spreads a jsonb column into one property per key, so it names no field of its own; a json column is its
+// text, a String.
+const listedField = (c) => c.type !== 'jsonb'
 
 /**
  * The TileJSON `fields` of a table's layer: what its features carry. The key column becomes the feature id, which
@@ -63,7 +67,7 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
     : `ST_Transform(ST_Segmentize(ST_ClipByBox2D(${area}, ${clip}), 2504688.542848655 / (1 << $1::integer)), ${srid})`
   if (storedSrid === 0) envelope = `ST_SetSRID(${envelope}, 0)`
   if (geography) envelope = `${envelope}::geography`
-  const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::text AS ${quoteIdent(c.name)}`))
+  const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::${CAST_TYPES.get(c.type) ?? 'text'} AS ${quoteIdent(c.name)}`))
   return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
   SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
   FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
