@@ -257,10 +257,11 @@ test('a table description: its SRID (read from the rows when the column has none
   const columns = [
     { name: 'id', type: 'int4', pk: true }, { name: 'geom', type: 'geometry' }, { name: 'name', type: 'text' },
     { name: 'codes', type: '_int4' }, { name: 'doc', type: 'tsvector' }, { name: GEOM_ALIAS, type: 'text' },
+    { name: 'photo', type: 'bytea' }, { name: 'photos', type: '_bytea' }, { name: 'shapes', type: '_geometry' },
   ]
   const noPool = { query: () => assert.fail('no query needed') }
   const t = await describeTable(noPool, row, columns, {}, {}, false)
-  assert.deepEqual(t.columns.map((c) => c.name), ['id', 'name'], 'no geometry, array, tsvector or alias-named column')
+  assert.deepEqual(t.columns.map((c) => c.name), ['id', 'name', 'codes', 'doc'], 'arrays and tsvector; no geometry, bytea (or arrays of them) or alias-named column')
   assert.deepEqual([t.idColumn, t.srid, t.storedSrid, t.layer, t.extent, t.buffer, t.limit], ['id', 4326, 4326, 'places', 4096, 64, null])
   assert.equal((await describeTable(noPool, row, columns, { properties: ['name'] }, {}, false)).idColumn, null, 'a key left out of the properties is no id')
   assert.equal((await describeTable(noPool, row, columns, {}, {}, true)).layer, 'places.geom', 'one layer per geometry column')

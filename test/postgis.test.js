@@ -129,6 +129,30 @@ test('every column is a field of its layer, of the type its tiles and features c
   assert.equal((await app.inject({ url: '/ogc/collections/typed_columns/items?o=42' })).json().numberReturned, 1)
 })
 
+test('arrays and tsvector are properties: their text in tiles (String fields, as ST_AsMVT writes them), JSON arrays in features; bytea is left out of both', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `
+    CREATE TABLE array_columns (id integer PRIMARY KEY, ints int4[], words text[], grid float8[][], doc tsvector, photo bytea, photos bytea[],
+      geom geometry(Point, 4326));
+    INSERT INTO array_columns VALUES (1, '{1,2,3}', '{a,"b c",NULL}', '{{1.5,2},{3,4}}', 'a fat cat', '\\x0102ff', '{"\\\\x01"}',
+      'SRID=4326;POINT(8.5 47.4)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS array_columns'))
+  const app = await makeApp(t, { paths: [db.url] })
+  const fields = (await app.inject({ url: '/array_columns.json' })).json().vector_layers[0].fields
+  assert.deepEqual(fields, { ints: 'String', words: 'String', grid: 'String', doc: 'String' }, 'no bytea field')
+  const { properties } = decode((await app.inject({ url: '/array_columns/0/0/0' })).rawPayload).layers.array_columns.feature(0)
+  assert.deepEqual({ ...properties }, { ints: '{1,2,3}', words: '{a,"b c",NULL}', grid: '{{1.5,2},{3,4}}', doc: "'a' 'cat' 'fat'" })
+  assert.deepEqual((await app.inject({ url: '/array_columns/meta' })).json().properties.map((p) => p.name), ['id', 'ints', 'words', 'grid', 'doc'])
+
+  const feature = (await app.inject({ url: '/ogc/collections/array_columns/items/1' })).json()
+  assert.deepEqual(feature.properties, { ints: [1, 2, 3], words: ['a', 'b c', null], grid: [[1.5, 2], [3, 4]], doc: "'a' 'cat' 'fat'" })
+  const page = await app.inject({ url: '/ogc/collections/array_columns/items?properties=words' })
+  assert.deepEqual(page.json().features[0].properties, { words: ['a', 'b c', null] })
+  assert.equal((await app.inject({ url: '/ogc/collections/array_columns/items?properties=photo' })).statusCode, 400, 'bytea is no property')
+  const queryables = Object.keys((await app.inject({ url: '/ogc/collections/array_columns/queryables' })).json().properties)
+  assert.ok(!queryables.includes('ints') && !queryables.includes('photo'), 'arrays are output, not compared')
+})
+
 test('the right features land in the right tile with the right properties', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await makeApp(t, { paths: [db.url] })

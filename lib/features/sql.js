@@ -16,9 +16,10 @@ const MERCATOR_FRIENDS = new Set([4326, 3857]) // boxes stay boxes between these
 const col = (name) => `g.${q(name)}`
 // Every value through to_json (strings escaped, json as it is), integers and booleans too: printed as text on the
 // type found at discovery, a column altered since (integer to text) put its raw text into the JSON, where a value
-// could add keys of its own (`0,"admin":true`). to_json writes an oid as a string: cast, it is the integer its
-// queryable (and the tiles' field) says.
-const jsonOf = (c) => `to_json(${col(c.name)}${c.type === 'oid' ? '::int8' : ''})::text`
+// could add keys of its own (`0,"admin":true`). Arrays become JSON arrays (as pg_featureserv gives them). to_json
+// writes an oid as a string: cast, it is the integer its queryable (and the tiles' field) says.
+const JSON_CASTS = new Map([['oid', '::int8'], ['_oid', '::int8[]']])
+const jsonOf = (c) => `to_json(${col(c.name)}${JSON_CASTS.get(c.type) ?? ''})::text`
 const param = (i, column) => (CASTS.has(column.type) ? `$${i}::${column.type}` : `$${i}::text`)
 const compared = (column, i) => (CASTS.has(column.type) ? `${col(column.name)} = ${param(i, column)}` : `${col(column.name)}::text = $${i}::text`)
 

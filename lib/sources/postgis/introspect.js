@@ -4,7 +4,13 @@
 // pool they are given.
 import { GEOM_ALIAS, quoteIdent, undrawable } from './sql.js'
 
-const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea', 'tsvector'])
+// Columns that are no property, nor are arrays of them: geometries (another geometry column of the table is a set of
+// its own) and rasters; and bytea: a blob (a photo, a document) may be megabytes a row and means nothing on a map,
+// neither MVT nor GeoJSON has a binary type, and as text (hex) it would double its size in every tile and page. Every
+// other type is served: as ST_AsMVT writes it in tiles (arrays and tsvector as their text), as JSON in features.
+const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea'])
+/** Whether a column type (a pg_type name: `_int4` is int4[]) is left out of tiles and features. */
+const skippedType = (type) => SKIPPED_TYPES.has(type.startsWith('_') ? type.slice(1) : type)
 
 const TABLES_SQL = `
 SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind,
@@ -138,7 +144,7 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
   if (!srid) {
     return 'the geometry column has no SRID: set `srid` for this table in postgres.tables, or postgres.defaultSrid'
   }
-  const all = columns.filter((c) => !SKIPPED_TYPES.has(c.type) && !c.type.startsWith('_') && c.name !== GEOM_ALIAS)
+  const all = columns.filter((c) => !skippedType(c.type) && c.name !== GEOM_ALIAS)
   const wanted = Array.isArray(opts.properties) ? all.filter((c) => opts.properties.includes(c.name)) : all
   const pk = columns.find((c) => c.pk && ['int2', 'int4', 'int8'].includes(c.type))
   return {
