@@ -606,6 +606,29 @@ test('a column altered since discovery (integer to text) still gives valid JSON:
   assert.deepEqual(JSON.parse(res.body).features[0].properties, { b: '0,"injected":true' })
 })
 
+test('a geometry with coordinates that are no numbers (POINT(NaN NaN), NaN or Infinity in a vertex) is null: the page stays valid JSON', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE not_numbers (id integer PRIMARY KEY, name text, geom geometry(Geometry, 4326));
+    INSERT INTO not_numbers VALUES (1, 'NaN NaN', 'SRID=4326;POINT(NaN NaN)'), (2, 'half', ST_SetSRID(ST_MakePoint(1, 'NaN'), 4326)),
+      (3, 'Infinity', ST_SetSRID(ST_MakePoint('Infinity', 1), 4326)), (4, 'fine', 'SRID=4326;POINT(8.5 47.4)'), (5, 'none', NULL),
+      (6, 'vertex', ST_SetSRID(ST_MakeLine(ST_MakePoint(8, 47), ST_MakePoint('NaN', 47)), 4326)), (7, 'empty', 'SRID=4326;POINT EMPTY');`)
+  t.after(() => runSql(db.url, 'DROP TABLE not_numbers'))
+  const app = await appOf(t)
+  for (const crs of ['', `&crs=${encodeURIComponent(EPSG(4326))}`, '&crs=EPSG:3857']) {
+    const res = await get(app, `/ogc/collections/not_numbers/items?limit=100${crs}`)
+    assert.equal(res.statusCode, 200, `${crs}: ${res.body}`)
+    const fc = JSON.parse(res.body) // `"coordinates":[NaN,NaN]` was not JSON
+    assert.deepEqual(ids(fc), [1, 2, 3, 4, 5, 6, 7])
+    const geometries = Object.fromEntries(fc.features.map((f) => [f.properties.name, f.geometry]))
+    for (const name of ['NaN NaN', 'half', 'Infinity', 'none', 'vertex']) assert.equal(geometries[name], null, `${name}${crs}`)
+    assert.equal(geometries.fine.type, 'Point')
+    assert.deepEqual(geometries.empty, { type: 'Point', coordinates: [] }, 'an empty point is valid GeoJSON as it is')
+  }
+  const one = await get(app, '/ogc/collections/not_numbers/items/1')
+  assert.equal(one.statusCode, 200)
+  assert.equal(JSON.parse(one.body).geometry, null)
+})
+
 test('a page larger than the part answered in one piece is valid JSON, however its rows fall across the chunks', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   // One polygon of 120,000 vertices (about 3 MB of GeoJSON): its row alone fills the buffered part and a chunk.
