@@ -7,7 +7,7 @@ import { addVary, keyed } from '../lib/urls.js'
 import { ASSETS } from '../lib/viewer/index.js'
 import { findCollection } from '../lib/features/collection.js'
 import { TYPES } from '../lib/features/conformance.js'
-import { collectionUrl, collectionWithLinks, collectionsDoc, collectionsOf, conformanceDoc, landingDoc, queryablesWithLinks } from '../lib/features/docs.js'
+import { collectionUrl, collectionWithLinks, collectionsDoc, collectionsOf, conformanceDoc, landingDoc, pathSegment, queryablesWithLinks } from '../lib/features/docs.js'
 import { documentPage, featuresPage } from '../lib/features/html.js'
 import { answerRows, encodeWhole, queryFailure } from '../lib/features/items.js'
 import { chooseCoding, chooseFormat } from '../lib/features/negotiate.js'
@@ -172,7 +172,7 @@ export default async function featureRoutes (app) {
     const format = chooseFormat(request, ['geojson', 'json', 'html'])
     const q = readItemQuery(request.query, c)
     const root = rootOf(request, reply)
-    const url = `${collectionUrl(root, entry.id)}/items/${encodeURIComponent(id)}`
+    const url = `${collectionUrl(root, entry.id)}/items/${pathSegment(id)}`
     const missing = () => new NotFound(`no feature '${id.slice(0, 100)}' in collection '${entry.id}'`)
     if (INTEGER_KEY.has(c.key.type) && !/^[-+]?\d{1,19}$/.test(id)) throw missing()
     if (format === 'html') return featuresHtml(request, reply, root, entry, url, new URLSearchParams(request.query))

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
 import { readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, posix } from 'node:path'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader } from 'pbf'
@@ -526,6 +526,38 @@ test('links carry the API key a client was let in with', async (t) => {
   assert.equal(local(linkOf(fc, 'next').href), '/ogc/collections/places/items?limit=2&offset=2&key=s3cret')
   const doc = (await get(app, '/ogc/collections', { 'x-api-key': 's3cret' })).json()
   assert.equal(linkOf(doc.collections[0], 'items', 'application/geo+json').href.endsWith('/items?key=s3cret'), true)
+})
+
+test('a feature id that is a dot segment (`..`, `.`) or holds a slash is percent-encoded in its links: GET of its self link, as curl or GDAL resolve it, returns that feature', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const odd = ['..', '.', 'a/b', '../x', '...', '%2E%2E']
+  await runSql(db.url, `CREATE TABLE odd_ids (code text PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO odd_ids SELECT code, 'SRID=4326;POINT(1 1)' FROM unnest(ARRAY[${odd.map((s) => `'${s}'`).join(', ')}]) AS code;`)
+  t.after(() => runSql(db.url, 'DROP TABLE odd_ids'))
+  const app = await appOf(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  // Over a socket, the path as it is: inject() (like fetch) parses it by the WHATWG URL standard, which takes %2E for a dot.
+  const raw = (path) => new Promise((resolve, reject) => {
+    httpRequest({ host: '127.0.0.1', port: app.server.address().port, path, headers: { host: 'h' } }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk) => { body += chunk })
+      res.on('end', () => resolve({ status: res.statusCode, body }))
+    }).on('error', reject).end()
+  })
+  // RFC 3986 resolution (curl, GDAL, Python): segments `.` and `..` are removed, percent-encoded ones are not.
+  const resolved = (href) => {
+    const [, path, search = ''] = /^https?:\/\/[^/]+([^?#]*)(\?[^#]*)?/.exec(href)
+    return posix.normalize(path) + search
+  }
+  for (const id of odd) {
+    const first = await raw(`/ogc/collections/odd_ids/items/${encodeURIComponent(id).replaceAll('.', '%2E')}`)
+    assert.equal(first.status, 200, `${id}: ${first.body}`)
+    const self = JSON.parse(first.body).links.find((l) => l.rel === 'self').href
+    const again = await raw(resolved(self))
+    assert.equal(again.status, 200, `${id}: ${self}`)
+    assert.equal(JSON.parse(again.body).id, id, `${id}: GET ${self} is that feature`)
+  }
 })
 
 test('the database going away: 503 with Retry-After for features, answers again when it is back', async (t) => {

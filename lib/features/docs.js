@@ -9,7 +9,15 @@ export const selfLinks = (url, key, type = TYPES.json) => [
   { href: key(`${url}${url.includes('?') ? '&' : '?'}f=html`), rel: 'alternate', type: TYPES.html, title: 'this document as HTML' },
 ]
 
-export const collectionUrl = (base, id) => `${base}/collections/${encodeURIComponent(id)}`
+/**
+ * A collection or feature id as one path segment of a link. encodeURIComponent leaves dots as they are, and URL
+ * resolution (RFC 3986 5.2.4: curl, GDAL, Python) removes a segment `.` or `..`: `items/..` led to the collection.
+ * `%2E%2E` is no dot segment there, and reaches the route as `..`. (Browsers and fetch, by the WHATWG URL standard,
+ * read `%2E` as a dot too: no URL names such an id for them.)
+ */
+export const pathSegment = (id) => (id === '.' || id === '..' ? id.replaceAll('.', '%2E') : encodeURIComponent(id))
+
+export const collectionUrl = (base, id) => `${base}/collections/${pathSegment(id)}`
 
 export function landingDoc (base, key) {
   return {
