@@ -8,6 +8,7 @@ import Ajv from 'ajv'
 import YAML from 'yaml'
 import { fileKindsText, urlForms } from './sources/index.js'
 import { LIMIT_DEFAULTS } from './limits.js'
+import { DEFAULT_FEATURE_LIMIT } from './sources/postgis/introspect.js'
 
 export const DEFAULTS = {
   port: 3000,
@@ -49,6 +50,9 @@ export const DEFAULTS = {
   cache: {}, // the second-level tile cache replicas share (lib/shared-cache.js): redis, kinds, ttlS, …
   tileDir: {}, // a tile directory nginx serves, written through (lib/tile-dir): dir, maxMB, kinds
 }
+
+// A count of features, or false: none (`true` would be coerced to 1).
+const FEATURE_LIMIT = { not: { const: true }, anyOf: [{ const: false }, { type: 'integer', minimum: 1 }] }
 
 const schema = {
   type: 'object',
@@ -131,7 +135,7 @@ const schema = {
         discoverIntervalS: { type: 'number', minimum: 0 },
         extent: { type: 'integer', minimum: 256 },
         buffer: { type: 'integer', minimum: 0 },
-        featureLimit: { type: 'integer', minimum: 1 },
+        featureLimit: FEATURE_LIMIT, // features in a PostGIS tile (default 10000, pg_tileserv's; false: no limit)
         defaultSrid: { type: 'integer', minimum: 1 },
         cacheTtlS: { type: 'number', minimum: 0 }, // lifetime of cached tiles of this database (0: not cached)
         notifyChannel: { anyOf: [{ type: 'boolean' }, { type: 'string', maxLength: 63 }] }, // LISTEN here (true: 'tile_cannon'; false or '': off)
@@ -150,7 +154,7 @@ const schema = {
               buffer: { type: 'integer', minimum: 0 },
               minzoom: { type: 'integer', minimum: 0, maximum: 30 },
               maxzoom: { type: 'integer', minimum: 0, maximum: 30 },
-              limit: { type: 'integer', minimum: 1 },
+              limit: FEATURE_LIMIT, // this table's featureLimit
               properties: { type: 'array', items: { type: 'string' } },
               layer: { type: 'string' },
             },
@@ -535,6 +539,12 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   const layers = [DEFAULTS, file ? readConfigFile(resolve(cwd, file)) : {}, fromEnv(env), fromFlags(values, positionals), overrides]
   const merged = mergeLayers(layers)
   merged.postgres = { ...merged.postgres }
+  // Set here, not in DEFAULTS: a config file's `postgres` section replaces the whole default one.
+  merged.postgres.featureLimit ??= DEFAULT_FEATURE_LIMIT
+  const limits = [['postgres.featureLimit', merged.postgres.featureLimit], ...Object.entries(merged.postgres.tables ?? {}).map(([id, t]) => [`postgres.tables.${id}.limit`, t?.limit])]
+  for (const [key, limit] of limits) {
+    if (limit === true) throw new ConfigError(`invalid configuration: ${key} is a number of features per tile, or false for no limit`)
+  }
   if (!merged.postgres.url && env.DATABASE_URL) merged.postgres.url = env.DATABASE_URL
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)
   if (typeof merged.trustProxy === 'string') merged.trustProxy = normalizeTrustProxy(merged.trustProxy)

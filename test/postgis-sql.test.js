@@ -262,7 +262,12 @@ test('a table description: its SRID (read from the rows when the column has none
   const noPool = { query: () => assert.fail('no query needed') }
   const t = await describeTable(noPool, row, columns, {}, {}, false)
   assert.deepEqual(t.columns.map((c) => c.name), ['id', 'name', 'codes', 'doc'], 'arrays and tsvector; no geometry, bytea (or arrays of them) or alias-named column')
-  assert.deepEqual([t.idColumn, t.srid, t.storedSrid, t.layer, t.extent, t.buffer, t.limit], ['id', 4326, 4326, 'places', 4096, 64, null])
+  assert.deepEqual([t.idColumn, t.srid, t.storedSrid, t.layer, t.extent, t.buffer, t.limit], ['id', 4326, 4326, 'places', 4096, 64, 10000])
+  const limitOf = async (opts, options) => (await describeTable(noPool, row, columns, opts, options, false)).limit
+  assert.equal(await limitOf({}, { featureLimit: 500 }), 500)
+  assert.equal(await limitOf({}, { featureLimit: false }), null, 'false: no limit')
+  assert.equal(await limitOf({ limit: 20 }, { featureLimit: false }), 20, 'the set\'s own limit first')
+  assert.equal(await limitOf({ limit: false }, {}), null)
   assert.equal((await describeTable(noPool, row, columns, { properties: ['name'] }, {}, false)).idColumn, null, 'a key left out of the properties is no id')
   assert.equal((await describeTable(noPool, row, columns, {}, {}, true)).layer, 'places.geom', 'one layer per geometry column')
   assert.match(await describeTable(noPool, { ...row, geom_type: 'TINZ' }, columns, {}, {}, false), /TINZ geometries cannot be drawn/)

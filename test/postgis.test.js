@@ -8,6 +8,7 @@ import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader } from 'pbf'
 import pg from 'pg'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
+import { loadConfig } from '../lib/config.js'
 import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
 import { POSTGIS_MISSING, loadGeoJson, loadZurichPoints, restoreDump, runSql, runSqlFile, startPostgis } from './helpers/postgres.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
@@ -153,9 +154,37 @@ test('arrays and tsvector are properties: their text in tiles (String fields, as
   assert.ok(!queryables.includes('ints') && !queryables.includes('photo'), 'arrays are output, not compared')
 })
 
+test('a tile holds at most featureLimit features: 10000 unless configured (pg_tileserv\'s), false for no limit, per set too', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  assert.equal(loadConfig({}).config.postgres.featureLimit, 10000, 'the default is in the config')
+  assert.equal(loadConfig({ overrides: { postgres: { url: db.url } } }).config.postgres.featureLimit, 10000, 'also beside a postgres section of its own')
+  assert.throws(() => loadConfig({ overrides: { postgres: { featureLimit: true } } }), /featureLimit is a number of features per tile, or false/)
+  await runSql(db.url, `CREATE TABLE many_points (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO many_points SELECT i, ST_SetSRID(ST_MakePoint(i * 0.01, 0), 4326) FROM generate_series(1, 50) AS i;
+    CREATE TABLE many_points_too AS SELECT * FROM many_points;`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS many_points, many_points_too'))
+  const featuresAt0 = async (app, id) => decode((await app.inject({ url: `/${id}/0/0/0` })).rawPayload).layers[id].length
+  const metaLimit = async (app, id) => (await app.inject({ url: `/${id}/meta` })).json().featureLimit
+
+  const byDefault = await makeApp(t, { paths: [db.url] })
+  assert.equal(await metaLimit(byDefault, 'many_points'), 10000)
+  assert.equal(await featuresAt0(byDefault, 'many_points'), 50)
+
+  const limited = await makeApp(t, { paths: [db.url], postgres: { featureLimit: 20, tables: { many_points_too: { table: 'many_points_too', limit: false } } } })
+  assert.equal(await metaLimit(limited, 'many_points'), 20)
+  assert.equal(await featuresAt0(limited, 'many_points'), 20)
+  assert.equal(await metaLimit(limited, 'many_points_too'), null, 'a set\'s limit: false lifts the database\'s')
+  assert.equal(await featuresAt0(limited, 'many_points_too'), 50)
+
+  const unlimited = await makeApp(t, { paths: [db.url], postgres: { featureLimit: false } })
+  assert.equal(await metaLimit(unlimited, 'many_points'), null)
+  assert.equal(await featuresAt0(unlimited, 'many_points'), 50)
+})
+
 test('the right features land in the right tile with the right properties', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
-  const app = await makeApp(t, { paths: [db.url] })
+  // Every row of a tile, compared with the database's: no feature limit (a z10 tile holds more than the default's).
+  const app = await makeApp(t, { paths: [db.url], postgres: { featureLimit: false } })
   for (const z of [10, 12, 14]) {
     const [x, y] = lonLatToTile(8.54, 47.37, z)
     const res = await app.inject({ url: `/public.zurich_points/${z}/${x}/${y}.pbf`, headers: { 'accept-encoding': 'gzip' } })
@@ -204,7 +233,7 @@ test('function sources receive the query string as json; the cache keys on it', 
 
 test('a composite URL returns the layers of several sets in one tile', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
-  const app = await makeApp(t, { paths: [db.url] })
+  const app = await makeApp(t, { paths: [db.url], postgres: { featureLimit: false } }) // every point at z0
   const res = await app.inject({ url: '/public.zurich_points,Mixed Case Roads,query_echo/0/0/0?k=v' })
   assert.equal(res.statusCode, 200)
   const tile = decode(res.rawPayload)
