@@ -231,6 +231,70 @@ test('.geojson of an MVT set: every feature in WGS84 with its layer named, appli
   assert.ok(Math.abs(lon - -45) < 1e-4 && Math.abs(lat - 40.979898) < 1e-4, `${lon}, ${lat}: the tile's centre, to 4 decimals at z2`)
 })
 
+// A protobuf written by hand, to hold what vt-pbf cannot write from JS numbers: varints past 2^53.
+const pbVarint = (v) => {
+  let n = BigInt.asUintN(64, BigInt(v)) // negative int64: ten bytes of two's complement
+  const out = []
+  for (; n >= 0x80n; n >>= 7n) out.push(Number(n & 0x7fn) | 0x80)
+  out.push(Number(n))
+  return Buffer.from(out)
+}
+const pbField = (number, wire, body) => Buffer.concat([pbVarint((number << 3) | wire), wire === 2 ? pbVarint(body.length) : Buffer.alloc(0), body])
+const pbPacked = (list) => Buffer.concat(list.map(pbVarint))
+
+/** An MVT layer `osm` of two points: 64-bit ids and int, uint and sint values past 2^53, and values that fit. */
+function bigIntegerMvt () {
+  const double = Buffer.alloc(8)
+  double.writeDoubleLE(2 ** 60) // a double past 2^53 is no integer of the tile's: written as JavaScript writes it
+  const values = [
+    pbField(5, 0, pbVarint(9007199254740993n)), // uint64: 2^53 + 1, which a JS number reads as …992
+    pbField(4, 0, pbVarint(-9007199254740993n)), // int64
+    pbField(6, 0, pbVarint(1234567890123456789n * 2n - 1n)), // sint64 (zigzag) of -1234567890123456789
+    pbField(5, 0, pbVarint(42)),
+    pbField(3, 1, double),
+    pbField(1, 2, Buffer.from('x')),
+  ]
+  const point = pbField(4, 2, pbPacked([9, 4096, 4096])) // MoveTo(2048, 2048)
+  const features = [
+    pbField(2, 2, Buffer.concat([pbField(1, 0, pbVarint(18446744073709551615n)), pbField(2, 2, pbPacked([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5])), pbField(3, 0, pbVarint(1)), point])),
+    pbField(2, 2, Buffer.concat([pbField(1, 0, pbVarint(7)), pbField(2, 2, pbPacked([3, 3])), pbField(3, 0, pbVarint(1)), point])),
+  ]
+  const keys = ['way_id', 'neg', 'zig', 'small', 'dbl', 'name'].map((k) => pbField(3, 2, Buffer.from(k)))
+  const layer = Buffer.concat([pbField(15, 0, pbVarint(2)), pbField(1, 2, Buffer.from('osm')), ...features, ...keys, ...values.map((v) => pbField(4, 2, v)), pbField(5, 0, pbVarint(4096))])
+  return pbField(3, 2, layer)
+}
+
+test('.geojson writes 64-bit feature ids and integer values past 2^53 exactly; those that fit stay plain numbers', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'osm.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(bigIntegerMvt()) }], metadata: { format: 'pbf', minzoom: '0', maxzoom: '0' } })
+  const app = await makeApp(t, { paths: [dir] })
+  const res = await app.inject({ url: '/osm/0/0/0.geojson' })
+  assert.equal(res.statusCode, 200, res.body)
+  assert.equal(res.headers['content-type'], GEOJSON_TYPE)
+  const text = res.body
+  JSON.parse(text) // valid JSON (whose parser in JavaScript rounds them again; the text is what other clients read)
+  assert.match(text, /"id":18446744073709551615[,}]/, 'the feature id as the tile has it, not 18446744073709552000')
+  assert.match(text, /"way_id":9007199254740993[,}]/, 'uint64 past 2^53')
+  assert.match(text, /"neg":-9007199254740993[,}]/, 'int64')
+  assert.match(text, /"zig":-1234567890123456789[,}]/, 'sint64')
+  assert.match(text, /"small":42[,}]/)
+  assert.ok(text.includes(`"dbl":${JSON.stringify(2 ** 60)},`), 'a double is written as JavaScript writes it (1152921504606847000)')
+  assert.match(text, /"name":"x"/)
+  const fc = JSON.parse(text)
+  assert.deepEqual(fc.features.map((f) => f.properties[LAYER_KEY]), ['osm', 'osm'])
+  assert.equal(fc.features[1].id, 7, 'an id that fits is a plain number')
+  assert.deepEqual(fc.features[1].properties, { small: 42, [LAYER_KEY]: 'osm' })
+  assert.deepEqual(fc.features[0].geometry, { type: 'Point', coordinates: [0, 0] })
+  assert.equal(Buffer.from(transcode('geojson', 'pbf', bigIntegerMvt(), 0, 0, 0, null)).toString('utf8'), text, 'the worker makes the same text')
+  // A stored MLT tile's 64-bit columns (BigInt once decoded) are written exactly too, not as strings of digits.
+  const mlt = await loadMlt()
+  const point = { type: 'Point', coordinates: [2048, 2048] }
+  const stored = mlt.encodeTile([{ name: 'osm', extent: 4096, features: [{ id: 1, geometry: point, properties: { big: 9007199254740993n } }, { id: 2, geometry: point, properties: { big: 5n } }] }], { propertyTypes: { big: 'int64' } })
+  const fromMlt = Buffer.from(transcode('geojson', 'mlt', stored, 0, 0, 0, mlt)).toString('utf8')
+  assert.match(fromMlt, /"big":9007199254740993[,}]/)
+  assert.match(fromMlt, /"big":5[,}]/)
+})
+
 test('absent tiles answer as the set does (204, or the configured 404); zooms outside 404; raster and JSON sets and bad addresses 400', async (t) => {
   const { app } = await variantsApp(t, { sets: { points: { missingStatus: 404 } } })
   for (const ext of ['mlt', 'geojson']) {

@@ -30,8 +30,8 @@ export function decodeStored (stored, encoding) {
  */
 export function transcode (variant, format, raw, z, x, y, mlt) {
   if (variant === 'mlt' && format === 'pbf') return mvtToMlt(new VectorTile(new PbfReader(raw)), mlt)
-  if (variant === 'geojson' && format === 'pbf') return utf8(JSON.stringify(mvtToGeoJson(new VectorTile(new PbfReader(raw)), z, x, y)))
-  if (variant === 'geojson' && format === 'mlt') return utf8(JSON.stringify(mltToGeoJson(mlt.decodeTile(raw), z, x, y)))
+  if (variant === 'geojson' && format === 'pbf') return utf8(geoJsonText(mvtToGeoJson(new VectorTile(new PbfReader(raw)), raw, z, x, y)))
+  if (variant === 'geojson' && format === 'mlt') return utf8(geoJsonText(mltToGeoJson(mlt.decodeTile(raw), z, x, y)))
   throw new Error(`no ${variant} of ${format} tiles`)
 }
 
@@ -129,19 +129,135 @@ function roundCoordinates (coords, round) {
   for (const c of coords) roundCoordinates(c, round)
 }
 
-function mvtToGeoJson (tile, z, x, y) {
+function mvtToGeoJson (tile, raw, z, x, y) {
   const features = []
+  let exact = null // the tile's 64-bit integers, read once if a feature needs them
   for (const name of Object.keys(tile.layers)) {
     const layer = tile.layers[name]
     const round = rounder(z, layer.extent)
     for (let i = 0; i < layer.length; i++) {
       const feature = layer.feature(i).toGeoJSON(x, y, z)
       roundCoordinates(feature.geometry.coordinates, round)
+      if (unsafeInteger(feature.id) || hasUnsafeInteger(feature.properties)) {
+        exact ??= exactIntegers(raw)
+        exactFeature(feature, exact.get(name), i)
+      }
       if (!(LAYER_KEY in feature.properties)) feature.properties[LAYER_KEY] = name
       features.push(feature)
     }
   }
   return { type: 'FeatureCollection', features }
+}
+
+// 64-bit integers past 2^53 (OSM-derived ids, 64-bit values) exactly. @mapbox/vector-tile reads every varint as a JS
+// number, which rounds them (…993 becomes …992), so a client would get another feature's id. Only a feature where it
+// gave an integer past 2^53 pays for reading the tile's varints again here as BigInt; integers that fit stay numbers.
+const unsafeInteger = (v) => typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)
+const hasUnsafeInteger = (properties) => {
+  for (const key in properties) if (unsafeInteger(properties[key])) return true
+  return false
+}
+const BIG = new WeakSet() // features holding a BigInt, which geoJsonText writes as a number literal
+
+/** `feature` (toGeoJSON's, feature `i` of its layer) with its id and integer values as `layer` (exactIntegers) has them. */
+function exactFeature (feature, layer, i) {
+  const read = layer?.features[i]
+  if (read === undefined) return
+  if (unsafeInteger(feature.id) && read.id !== undefined) feature.id = read.id
+  const values = new Map() // a key's last value wins, as it does in @mapbox/vector-tile
+  for (let t = 0; t + 1 < read.tags.length; t += 2) values.set(layer.keys[read.tags[t]], layer.values[read.tags[t + 1]])
+  for (const [key, value] of values) {
+    if (typeof value === 'bigint' && unsafeInteger(feature.properties[key])) feature.properties[key] = value
+  }
+  BIG.add(feature)
+}
+
+/** The varint at `pos` of `buf` as a BigInt: [value, position after it]. */
+function varint64 (buf, pos) {
+  let value = 0n
+  let shift = 0n
+  let b
+  do {
+    if (pos >= buf.length) throw new Error('a varint runs past the end of the tile')
+    b = buf[pos++]
+    value |= BigInt(b & 0x7f) << shift
+    shift += 7n
+  } while (b >= 0x80)
+  return [value, pos]
+}
+
+/** Calls `field(number, wireType, pos)` for each field of the message in buf[pos, end); `field` returns the next position. */
+function eachField (buf, pos, end, field) {
+  while (pos < end) {
+    const [key, at] = varint64(buf, pos)
+    const wire = Number(key & 7n)
+    const number = Number(key >> 3n)
+    if (wire === 0) pos = field(number, wire, at) ?? varint64(buf, at)[1]
+    else if (wire === 2) {
+      const [length, start] = varint64(buf, at)
+      pos = start + Number(length)
+      field(number, wire, start, pos)
+    } else if (wire === 1) pos = at + 8
+    else if (wire === 5) pos = at + 4
+    else throw new Error(`wire type ${wire} in a vector tile`)
+  }
+}
+
+/**
+ * A tile's layers (by name, the last of a name with features, as @mapbox/vector-tile keeps them) as
+ * { keys, values (BigInt for int, uint and sint values, else null), features: [{ id (BigInt), tags }] }.
+ */
+function exactIntegers (buf) {
+  const layers = new Map()
+  eachField(buf, 0, buf.length, (n, wire, start, end) => {
+    if (n !== 3 || wire !== 2) return
+    const layer = { name: '', keys: [], values: [], features: [] }
+    eachField(buf, start, end, (ln, lw, ls, le) => {
+      if (lw !== 2) return
+      if (ln === 1) layer.name = Buffer.from(buf.buffer, buf.byteOffset + ls, le - ls).toString('utf8')
+      else if (ln === 3) layer.keys.push(Buffer.from(buf.buffer, buf.byteOffset + ls, le - ls).toString('utf8'))
+      else if (ln === 4) {
+        let value = null
+        eachField(buf, ls, le, (vn, vw, vs) => {
+          if (vw !== 0) return
+          const [v, next] = varint64(buf, vs)
+          // int64 (4): two's complement; uint64 (5); sint64 (6): zigzag; a bool (7) is no integer
+          value = vn === 4 ? BigInt.asIntN(64, v) : vn === 5 ? v : vn === 6 ? (v >> 1n) ^ -(v & 1n) : null
+          return next
+        })
+        layer.values.push(value)
+      } else if (ln === 2) {
+        const feature = { id: undefined, tags: [] }
+        eachField(buf, ls, le, (fn, fw, fs, fe) => {
+          if (fn === 1 && fw === 0) {
+            const [id, next] = varint64(buf, fs)
+            feature.id = id
+            return next
+          }
+          if (fn === 2 && fw === 2) for (let p = fs; p < fe;) { const [tag, next] = varint64(buf, p); feature.tags.push(Number(tag)); p = next }
+        })
+        layer.features.push(feature)
+      }
+    })
+    if (layer.features.length > 0) layers.set(layer.name, layer)
+  })
+  return layers
+}
+
+/**
+ * A FeatureCollection as JSON text. JSON.stringify refuses BigInt, and JSON (RFC 8259) allows integers of any size as
+ * number literals: features holding one (BIG) are written here, each BigInt as its digits; the rest as JSON.stringify
+ * writes them.
+ */
+function geoJsonText (collection) {
+  if (!collection.features.some((f) => BIG.has(f))) return JSON.stringify(collection)
+  const value = (v) => (typeof v === 'bigint' ? v.toString() : JSON.stringify(v))
+  const object = (o) => `{${Object.keys(o).filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${value(o[k])}`).join(',')}}`
+  const feature = (f) => {
+    if (!BIG.has(f)) return JSON.stringify(f)
+    return `{${Object.keys(f).filter((k) => f[k] !== undefined).map((k) => `${JSON.stringify(k)}:${k === 'properties' ? object(f[k]) : value(f[k])}`).join(',')}}`
+  }
+  return `{"type":"FeatureCollection","features":[${collection.features.map(feature).join(',')}]}`
 }
 
 // MLT → GeoJSON: the decoded features' geometries are MVT-like lists of points in tile units; projected as
@@ -174,14 +290,15 @@ function mltToGeoJson (tables, z, x, y) {
       if (!(LAYER_KEY in properties)) properties[LAYER_KEY] = table.name
       const feature = { type: 'Feature', geometry: { type, coordinates }, properties }
       if (f.id !== undefined) feature.id = jsonValue(f.id)
+      if (typeof feature.id === 'bigint' || Object.values(properties).some((v) => typeof v === 'bigint')) BIG.add(feature)
       features.push(feature)
     }
   }
   return { type: 'FeatureCollection', features }
 }
 
-/** MLT's 64-bit integers decode as BigInt, which JSON cannot hold: a number when exact, else its digits. */
+/** MLT's 64-bit integers decode as BigInt: a number when it fits, else kept, for geoJsonText to write exactly. */
 function jsonValue (v) {
   if (typeof v !== 'bigint') return v
-  return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : String(v)
+  return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v
 }
