@@ -12,6 +12,8 @@ export function resolveSet (catalog, name) {
   if (entry === undefined) {
     const max = catalog.maxCompositeParts
     if (max !== undefined && name.split(',', max + 1).length > max) throw new BadRequest(`a composite names at most ${max} sets`)
+    const problem = name.includes(',') ? catalog.compositeProblem?.(name) : null
+    if (problem) throw new BadRequest(problem)
     throw new NotFound(`no tileset '${name}'`)
   }
   if (entry.source === null) throw new Unavailable(`tileset '${entry.id}' is unavailable: ${entry.reason}`)

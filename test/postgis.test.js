@@ -541,10 +541,44 @@ test('composites: each part within its zoom range, no duplicate layers, and re-d
   const [x, y] = lonLatToTile(8.54, 47.37, 10)
   const tile = decode((await app.inject({ url: `/low,Mixed Case Roads/10/${x}/${y}` })).rawPayload)
   assert.deepEqual(Object.keys(tile.layers), ['Mixed Case Roads'], 'the maxzoom 3 part stays out at z10')
-  assert.equal((await app.inject({ url: '/public.zurich_points,other.zurich_points/0/0/0' })).statusCode, 404, 'two layers named zurich_points')
+  // `low` is the table zurich_points too: its layer is zurich_points.
+  for (const url of ['/low,public.zurich_points/0/0/0', '/low,public.zurich_points.json']) {
+    const twice = await app.inject({ url })
+    assert.equal(twice.statusCode, 400, `${url}: two layers named zurich_points`)
+    assert.equal(twice.json().message, "composite 'low,public.zurich_points' cannot be served: the sets 'low' and 'public.zurich_points' both have a layer 'zurich_points', and a tile holds a layer name once: compose sets whose layers are named apart")
+  }
   const entry = app.catalog.get('Mixed Case Roads')
   await app.catalog.reload()
   assert.equal(app.catalog.get('Mixed Case Roads'), entry, 'unchanged set kept as is')
+})
+
+test('composites of tile functions that name their layer alike: 400 saying which, never a tile holding two layers of one name', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // Two functions that declare no vector_layers, each putting a point in a layer called `shared` (dup_b only at z0).
+  const fn = (name, where) => `CREATE FUNCTION ${name}(z integer, x integer, y integer) RETURNS bytea AS $$
+      SELECT ST_AsMVT(t, 'shared', 4096, 'geom') FROM (
+        SELECT ST_AsMVTGeom(ST_Transform(ST_SetSRID(ST_MakePoint(1, 1), 4326), 3857), ST_TileEnvelope(z, x, y)) AS geom, '${name}' AS part
+      ) AS t WHERE ${where}
+    $$ LANGUAGE sql IMMUTABLE;`
+  await runSql(db.url, fn('dup_a', 'true') + fn('dup_b', 'z = 0'))
+  t.after(() => runSql(db.url, 'DROP FUNCTION dup_a; DROP FUNCTION dup_b;'))
+  const app = await makeApp(t, { paths: [db.url] })
+  const parts = async (url) => {
+    const layers = decode((await app.inject({ url })).rawPayload).layers
+    return Object.fromEntries(Object.entries(layers).map(([name, l]) => [name, Array.from({ length: l.length }, (_, i) => l.feature(i).properties.part ?? null)]))
+  }
+  assert.deepEqual(await parts('/dup_a/0/0/0'), { shared: ['dup_a'] })
+  assert.deepEqual(await parts('/dup_b/0/0/0'), { shared: ['dup_b'] })
+
+  for (const [url, composite] of [['/dup_a,dup_b/0/0/0', 'dup_a,dup_b'], ['/dup_b,dup_a/0/0/0.pbf', 'dup_b,dup_a'], ['/dup_a,dup_b/0/0/0.geojson', 'dup_a,dup_b']]) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 400, `${url}: ${res.body}`)
+    const [first, second] = composite.split(',')
+    assert.equal(res.json().message, `composite '${composite}' cannot be served: the sets '${first}' and '${second}' both have a layer 'shared', and a tile holds a layer name once: compose sets whose layers are named apart`)
+  }
+  // Where only one of them has the layer, the tile is whole; with a function whose layer is its own, every tile is.
+  assert.deepEqual(await parts('/dup_a,dup_b/1/1/0'), { shared: ['dup_a'] })
+  assert.deepEqual(await parts('/dup_a,query_echo/0/0/0'), { shared: ['dup_a'], echo: [null] })
 })
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))

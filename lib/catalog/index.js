@@ -36,6 +36,7 @@ export class Catalog {
 
   get (name) { return this.registry.get(name) }
   get maxCompositeParts () { return this.registry.maxParts }
+  compositeProblem (name) { return this.registry.compositeProblem(name) }
   available () { return this.registry.available() }
   unavailable () { return this.registry.unavailable() }
   /** An entry outside the catalog (a rendered style): the pipeline serves it like a set; /list never shows it. */

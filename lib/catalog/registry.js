@@ -2,7 +2,7 @@
 // outlives neither a reload nor a removal: it is retired, and its handle closes once the reads under way finish.
 import { createHash } from 'node:crypto'
 import { basename } from 'node:path'
-import { compose, layerNames } from '../sources/composite.js'
+import { compose, layerConflict } from '../sources/composite.js'
 import { isVector } from '../tiletype.js'
 import { LIMIT_DEFAULTS } from '../limits.js'
 
@@ -185,7 +185,7 @@ export class Registry {
     if (ids.length > this.maxParts || new Set(ids).size !== ids.length) return undefined
     const parts = ids.map((id) => this.aliases.get(id))
     if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return undefined
-    if (layerNames(parts) === null) return undefined
+    if (layerConflict(parts) !== null) return undefined // compositeProblem says why
     if (this.composites.size >= MAX_COMPOSITES) this.composites.clear()
     // As fresh as its most perishable part.
     const ttls = parts.filter((p) => p.ttlMs !== undefined).map((p) => p.ttlMs / 1000)
@@ -193,6 +193,17 @@ export class Registry {
     entry.parts = parts
     this.composites.set(name, entry)
     return entry
+  }
+
+  /**
+   * Why `name`, a composite of sets that can each take part in one, cannot be served (two of them have a layer of one
+   * name), or null.
+   */
+  compositeProblem (name) {
+    const parts = name.split(',').map((id) => this.aliases.get(id))
+    if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return null
+    const conflict = layerConflict(parts)
+    return conflict === null ? null : `composite '${name}' cannot be served: ${conflict}`
   }
 
   /** Retires every entry (the catalog is closing). */

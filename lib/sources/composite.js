@@ -1,17 +1,56 @@
 // A composite set (/a,b/z/x/y): the layers of several sets in one tile. MVT layers are a repeated protobuf field, so
-// raw tiles concatenate into one valid tile; only sets that return raw MVT (`composable`) can take part.
+// raw tiles concatenate into one valid tile; only sets that return raw MVT (`composable`) can take part. A tile holds a
+// layer name once (MVT spec 4.1): clients keep one of two layers of a name and lose the other's features without a
+// word, so parts that would put a layer of one name in a tile are refused with a 400 saying which (martin concatenates
+// them as they come; merging the two would need every feature's tags rewritten, and renaming would break the
+// `source-layer` of every style written against the sets).
 import { promisify } from 'node:util'
 import { gunzip as gunzipCallback } from 'node:zlib'
+import { PbfReader } from 'pbf'
+import { BadRequest } from '../errors.js'
 import { buildTileJson } from './tilejson.js'
 import { unionBounds } from '../tilemath.js'
 
 const gunzip = promisify(gunzipCallback)
 const isGzip = (b) => b.length > 2 && b[0] === 0x1f && b[1] === 0x8b
 
-/** Layer names of the parts, or null when two parts would put the same layer in one tile (the MVT spec forbids it). */
-export function layerNames (parts) {
-  const names = parts.flatMap((p) => (p.source.tilejson.vector_layers ?? []).map((l) => l.id))
-  return new Set(names).size === names.length ? names : null
+const sameLayer = (name, parts) => `the sets ${parts.map((id) => `'${id}'`).join(' and ')} both have a layer '${name}', and a tile holds a layer name once: compose sets whose layers are named apart`
+
+/**
+ * Why parts cannot be composed, from the layers their TileJSON declares (tables, functions whose comment lists
+ * `vector_layers`), or null. Functions that declare none are checked tile by tile (compose's getTile).
+ */
+export function layerConflict (parts) {
+  const owner = new Map()
+  for (const p of parts) {
+    for (const layer of p.source.tilejson.vector_layers ?? []) {
+      const first = owner.get(layer.id)
+      if (first !== undefined && first !== p.id) return sameLayer(layer.id, [first, p.id])
+      owner.set(layer.id, p.id)
+    }
+  }
+  return null
+}
+
+/** The layer names of a raw MVT tile, in order; null when it is not one (its bytes are served as they are). */
+function layerNamesOf (tile) {
+  const names = []
+  try {
+    new PbfReader(tile).readFields((tag, _, pbf) => {
+      if (tag !== 3) return
+      const end = pbf.readVarint() + pbf.pos
+      let name = ''
+      while (pbf.pos < end) {
+        const key = pbf.readVarint()
+        if (key === 10) name = pbf.readString() // field 1, length-delimited: the layer's name
+        else pbf.skip(key)
+      }
+      names.push(name)
+    }, null)
+  } catch {
+    return null
+  }
+  return names
 }
 
 export function compose (id, parts) {
@@ -40,7 +79,17 @@ export function compose (id, parts) {
         const tile = await p.source.getTile(z, x, y, query)
         return tile !== null && isGzip(tile) ? gunzip(tile) : tile
       }))
-      const present = tiles.filter((t) => t !== null && t.length > 0)
+      const present = []
+      const owner = new Map() // layer name → the part whose tile has it
+      tiles.forEach((t, i) => {
+        if (t === null || t.length === 0) return
+        present.push(t)
+        for (const name of layerNamesOf(t) ?? []) {
+          const first = owner.get(name)
+          if (first !== undefined && first !== inRange[i].id) throw new BadRequest(`composite '${id}' cannot be served: ${sameLayer(name, [first, inRange[i].id])}`)
+          owner.set(name, inRange[i].id)
+        }
+      })
       return present.length === 0 ? null : present.length === 1 ? present[0] : Buffer.concat(present)
     },
     close () {},
