@@ -63,6 +63,23 @@ export function linkMaker ({ publicUrl, trustProxy, allowedHosts = [], apiKeys =
 }
 
 /**
+ * The bases this server is known by without a request to say so: the public URL, the allowed hosts, and the loopback
+ * names (and the configured listening address) at the port it listens on (`listening`, once it does, and the
+ * configured one). A style that names one of them absolutely names this server (lib/style/rewrite.js ownPath): its
+ * URLs are then only matched against set ids, fonts and the style's files, never fetched or opened as they are.
+ */
+export function ownBases ({ publicUrl, allowedHosts = [], host, port }, listening) {
+  const bases = publicUrl ? [publicUrl] : []
+  for (const h of allowedHosts) bases.push(`http://${h}`)
+  const names = ['localhost', '127.0.0.1', '[::1]']
+  if (typeof host === 'string' && !['0.0.0.0', '::', '[::]'].includes(host)) names.push(host.includes(':') && !host.startsWith('[') ? `[${host}]` : host)
+  for (const p of new Set([port, listening])) {
+    if (Number.isInteger(p) && p > 0) for (const name of names) bases.push(`http://${name}:${p}`)
+  }
+  return bases
+}
+
+/**
  * `url` with the API key the request was let in with (lib/access.js sets `request.linkKey`, `key=…`), so a client that
  * gave `?key=` on its first URL keeps it on every link it follows; `url` itself when keys are off.
  */

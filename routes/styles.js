@@ -4,7 +4,7 @@
 import { BadRequest, NotFound } from '../lib/errors.js'
 import { rewriteStyle } from '../lib/style/rewrite.js'
 import { GET_HEAD } from './http.js'
-import { keyed } from '../lib/urls.js'
+import { keyed, ownBases } from '../lib/urls.js'
 
 export default async function styleRoutes (app) {
   const { styles, sprites, catalog, links, metadataValidators: onSend } = app
@@ -34,7 +34,9 @@ export default async function styleRoutes (app) {
         warned.add(key)
         request.log.warn({ style: style.id, source, url }, 'style source names no set here')
       }
-      return rewriteStyle(style, links(request, reply), findSet, missing, (url) => keyed(request, url))
+      // URLs naming this server absolutely are the client's too: at its base, with its key.
+      const own = ownBases(app.config, app.server.address()?.port)
+      return rewriteStyle(style, links(request, reply), findSet, missing, (url) => keyed(request, url), own)
     },
   })
 

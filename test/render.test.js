@@ -421,6 +421,30 @@ test('a broken style, a missing set, a corrupt tile and a killed renderer each e
   assert.equal((await app.inject({ url: '/dots/0/0/0.pbf' })).statusCode, 200, 'tiles still served')
 })
 
+test('a style naming this server absolutely is drawn from its sets, never fetched by the engine over loopback HTTP', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  // What listens at the port the server is configured with: any request the engine made over HTTP would land here.
+  const asked = []
+  const loopback = createServer((req, res) => { asked.push(req.url); res.writeHead(500).end() }).listen(0, '127.0.0.1')
+  await once(loopback, 'listening')
+  t.after(() => loopback.close())
+  const port = loopback.address().port
+  const own = (sources, extra = {}) => JSON.stringify({ ...dotsStyle(), sources, ...extra })
+  writeFileSync(join(styles, 'absolute.json'), own({ dots: { type: 'vector', url: `http://127.0.0.1:${port}/dots.json?key=pasted` } }, { glyphs: `http://127.0.0.1:${port}/fonts/{fontstack}/{range}.pbf` }))
+  writeFileSync(join(styles, 'absolute-tiles.json'), own({ dots: { type: 'vector', tiles: [`http://127.0.0.1:${port}/data/dots/{z}/{x}/{y}.pbf`], maxzoom: 4 } }))
+  writeFileSync(join(styles, 'public.json'), own({ dots: { type: 'vector', url: 'https://maps.example.org/tiles/dots.json' } }))
+  const app = await makeApp(t, { paths: [tiles], styles, port, publicUrl: 'https://maps.example.org/tiles', apiKeys: ['k1'] })
+  for (const id of ['absolute', 'absolute-tiles', 'public']) {
+    const res = await app.inject({ url: `/styles/${id}/512/2/1/1.png`, headers: { 'x-api-key': 'k1' } })
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    assert.deepEqual((await pixels(res.rawPayload)).at(256, 256).slice(0, 3), [0, 0, 255], `${id}: the set's point, drawn`)
+    assert.deepEqual(app.renderer.setsDrawn(app.styles.get(id)), ['dots'], `${id}: its tiles are the set's (cache, purges)`)
+    assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get(id)), /https?:/, `${id}: nothing left for the engine to fetch`)
+  }
+  assert.deepEqual(asked, [], 'no request over loopback HTTP')
+})
+
 test('a full queue answers 503 with Retry-After at once; a render past its time answers 503 and its child is replaced', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

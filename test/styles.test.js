@@ -226,6 +226,58 @@ test('styles behind a proxy: URLs from X-Forwarded-* and the path prefix, only f
   assert.match(res.headers.vary, /Host/)
 })
 
+test('a style naming this server absolutely is served as one naming it relatively: the client\'s base, its API key', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  // As a style saved from this server's own answer, or written for it: its own address, as clients reached it.
+  writeFileSync(join(styles, 'saved.json'), JSON.stringify({
+    version: 8,
+    sources: {
+      asked: { type: 'vector', url: 'http://maps.test/roads.json?key=someone-elses' }, // the Host this client used
+      loopback: { type: 'vector', url: 'http://localhost:3000/data/water.json?encoding=mlt' }, // the port it listens on
+      listed: { type: 'vector', url: 'https://Tiles.Example.org/twin.pmtiles.json' }, // an allowed host, any scheme
+      tiles: { type: 'vector', tiles: ['http://127.0.0.1:3000/roads/{z}/{x}/{y}.pbf'] },
+      rendered: { type: 'raster', url: 'http://maps.test/styles/city.json' }, // another route of this server
+      gone: { type: 'vector', url: 'http://maps.test/nowhere.json' },
+      elsewhere: { type: 'vector', url: 'http://maps.test.example.com/roads.json' },
+      otherPort: { type: 'vector', url: 'http://localhost:3001/roads.json' },
+      userinfo: { type: 'vector', url: 'http://user@maps.test/roads.json' },
+    },
+    sprite: 'http://localhost:3000/styles/city/sprite',
+    glyphs: 'http://maps.test/fonts/{fontstack}/{range}.pbf',
+    layers: [],
+  }))
+  const app = await makeApp(t, { paths: [tiles], styles, fonts, apiKeys: ['k1'], allowedHosts: ['maps.test', 'tiles.example.org'] })
+  const res = await app.inject({ url: '/styles/saved/style.json?key=k1', headers: { host: 'maps.test' } })
+  assert.equal(res.statusCode, 200, res.body)
+  const style = res.json()
+  assert.deepEqual(Object.fromEntries(Object.entries(style.sources).map(([k, s]) => [k, s.url ?? s.tiles])), {
+    asked: 'http://maps.test/roads.json?key=k1', // a key written into the style is not handed on
+    loopback: 'http://maps.test/water.json?encoding=mlt&key=k1',
+    listed: 'http://maps.test/twin.pmtiles.json?key=k1',
+    tiles: ['http://maps.test/roads/{z}/{x}/{y}.pbf?key=k1'],
+    rendered: 'http://maps.test/styles/city.json?key=k1',
+    gone: 'http://maps.test/nowhere.json', // no set: left as written, as `mbtiles://nowhere` is
+    elsewhere: 'http://maps.test.example.com/roads.json',
+    otherPort: 'http://localhost:3001/roads.json',
+    userinfo: 'http://user@maps.test/roads.json',
+  })
+  assert.equal(style.sprite, 'http://maps.test/styles/city/sprite?key=k1')
+  assert.equal(style.glyphs, 'http://maps.test/fonts/{fontstack}/{range}.pbf?key=k1')
+  // What the client then asks for answers (the key in the URL, as MapLibre sends it).
+  for (const url of [style.sources.asked.url, style.sources.loopback.url, style.sources.listed.url, `${style.sprite.replace('?', '.json?')}`]) {
+    const { pathname, search } = new URL(url)
+    assert.equal((await app.inject({ url: pathname + search })).statusCode, 200, url)
+  }
+
+  // Behind a public URL with a path prefix: that base is this server too.
+  const prefixed = await makeApp(t, { paths: [tiles], styles, fonts, publicUrl: 'https://maps.example.org/tiles', apiKeys: ['k1'] })
+  writeFileSync(join(styles, 'saved.json'), JSON.stringify({ version: 8, sources: { a: { type: 'vector', url: 'https://maps.example.org/tiles/roads.json' }, b: { type: 'vector', url: 'https://maps.example.org/roads.json' } }, layers: [] }))
+  await prefixed.reloadStyles()
+  const behind = (await prefixed.inject({ url: '/styles/saved/style.json?key=k1' })).json()
+  assert.equal(behind.sources.a.url, 'https://maps.example.org/tiles/roads.json?key=k1')
+  assert.equal(behind.sources.b.url, 'https://maps.example.org/roads.json', 'outside the prefix: not this server')
+})
+
 test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a missing range is an empty PBF', async (t) => {
   const { styles, fonts } = setUp(t)
   const app = await makeApp(t, { styles, fonts })

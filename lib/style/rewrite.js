@@ -1,6 +1,8 @@
 // A style as this server answers it: sources that name one of its sets point at the set's TileJSON here, and a sprite
 // or glyphs given as a relative path point at this server's sprite and font routes. URLs are built from the request's
-// base (lib/urls.js), so proxies and path prefixes work as they do for TileJSON. Remote URLs are left as they are.
+// base (lib/urls.js), so proxies and path prefixes work as they do for TileJSON. Remote URLs are left as they are, but
+// for those naming this server itself (ownPath), which are made the client's as the relative forms are.
+import { withoutKey } from '../urls.js'
 
 const SCHEMES = /^(mbtiles|pmtiles):\/\/(.*)$/i
 const REMOTE = /^[a-z][a-z0-9+.-]*:/i // any scheme: http(s), mapbox://, pmtiles://https://…, data:
@@ -54,6 +56,50 @@ export function setsOf (style, findSet) {
   return entries
 }
 
+// A URL naming this server absolutely: `http://localhost:3000/roads.json` in a style written for it, or saved from its
+// own answer. "This server" is only a base links are built for (the request's, the public URL, the allowed hosts, the
+// loopback names at its port: lib/urls.js ownBases), never a host taken on trust, and what such a URL names is only
+// ever looked up among the sets, fonts, sprites and files the server serves anyway.
+const ABSOLUTE = /^(https?):\/\/([^/?#]*)(.*)$/i
+
+/** A URL's host (with its port unless the scheme's default), lower case; null with user info (never this server's links). */
+function hostOf (scheme, authority) {
+  if (authority.includes('@')) return null
+  const host = authority.toLowerCase()
+  const port = scheme.toLowerCase() === 'https' ? ':443' : ':80'
+  return host.endsWith(port) ? host.slice(0, -port.length) : host
+}
+
+/**
+ * The path (with its query) that `url` names on this server when it starts with one of `bases` (the scheme aside:
+ * http and https of one host are one server behind a proxy), else null. The query loses its `key`: the client's own
+ * key is added to every link it is given, and a key written into a style is no one's to hand on.
+ */
+export function ownPath (url, bases) {
+  if (typeof url !== 'string') return null
+  const m = ABSOLUTE.exec(url)
+  if (m === null) return null
+  const host = hostOf(m[1], m[2])
+  if (host === null || host === '') return null
+  for (const base of bases) {
+    const b = ABSOLUTE.exec(base)
+    if (b === null || hostOf(b[1], b[2]) !== host) continue
+    const prefix = b[3].replace(/\/+$/, '')
+    const rest = m[3]
+    if (!rest.startsWith(prefix) || (rest.length > prefix.length && !'/?#'.includes(rest[prefix.length]))) continue
+    const path = rest.slice(prefix.length).replace(/#.*$/, '')
+    const at = path.indexOf('?')
+    const pathname = at < 0 ? path : path.slice(0, at) // '' for the base itself
+    return `${pathname.startsWith('/') ? pathname : '/' + pathname}${at < 0 ? '' : withoutKey(path.slice(at))}`
+  }
+  return null
+}
+
+// This server's TileJSON URLs, as ownPath gives them: /roads.json, /roads, /data/roads.json, with the set's options.
+const OWN_TILEJSON = /^\/(?:data\/)?[^/?#]+(?:\?.*)?$/
+/** The part of an own path that names a set (setFor takes it), or null when it is another route of this server. */
+export const ownSetUrl = (path) => (path !== null && OWN_TILEJSON.test(path) ? path : null)
+
 // tileserver-gl's placeholder for the style's own folder: `{styleJsonFolder}/sprites/x` is `sprites/x` here.
 const FOLDER = /^\{styleJsonFolder\}\/?/
 const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)
@@ -64,25 +110,40 @@ const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.tes
  * is told of each source that names no set here (the style is served anyway: MapLibre shows the rest). `link` finishes
  * each URL made here (the client's API key, lib/urls.js `keyed`).
  */
-export function rewriteStyle (style, base, findSet, missing, link = (url) => url) {
+export function rewriteStyle (style, base, findSet, missing, link = (url) => url, own = []) {
   const json = structuredClone(style.json)
   const styleUrl = `${base}/styles/${encodeURIComponent(style.id)}`
+  // This server named absolutely, at the client's base or at another it is known by: the client's URL, with its key.
+  const bases = [base, ...own]
+  const here = (url) => ownPath(url, bases)
+  const rebased = (url) => {
+    const path = here(url)
+    return path === null ? url : link(`${base}${path}`)
+  }
   for (const [key, source] of Object.entries(json.sources)) {
     if (source === null || typeof source !== 'object') continue
     // Tile URLs written from this server's root (`/roads/{z}/{x}/{y}.pbf`): made absolute, so a path prefix and keys apply.
-    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && t.startsWith('/') && !t.startsWith('//') ? link(`${base}${t}`) : t))
+    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && t.startsWith('/') && !t.startsWith('//') ? link(`${base}${t}`) : rebased(t)))
     if (typeof source.url !== 'string') continue
-    if (setNameOf(source.url) === null) continue
-    const id = setFor(source.url, findSet)
+    const ownUrl = here(source.url)
+    if (ownUrl !== null && ownSetUrl(ownUrl) === null) { // another route of this server (a style's raster TileJSON)
+      source.url = link(`${base}${ownUrl}`)
+      continue
+    }
+    const url = ownUrl ?? source.url
+    if (setNameOf(url) === null) continue
+    const id = setFor(url, findSet)
     if (id === undefined) missing(key, source.url)
-    else source.url = link(`${base}/${encodeURIComponent(id)}.json${searchOf(source.url)}`) // options kept: `?encoding=mapbox`
+    else source.url = link(`${base}/${encodeURIComponent(id)}.json${searchOf(url)}`) // options kept: `?encoding=mapbox`
   }
   // MapLibre puts `@2x.json` before a sprite URL's query string, and fills a glyphs URL's placeholders around it.
   if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite`)
+  else if (typeof json.sprite === 'string') json.sprite = rebased(json.sprite)
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}`) } : s))
+    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}`) } : s && typeof s.url === 'string' ? { ...s, url: rebased(s.url) } : s))
   }
   if (isRelative(json.glyphs)) json.glyphs = link(`${base}/fonts/{fontstack}/{range}.pbf`)
+  else if (typeof json.glyphs === 'string') json.glyphs = rebased(json.glyphs)
   return json
 }
 

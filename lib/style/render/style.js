@@ -1,6 +1,6 @@
 // The style a renderer child draws: its sets, glyphs and sprites given as `tc://` URLs, which the child asks the parent
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
-import { searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
+import { ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
 
 // Sources and URLs the engine must never open itself: local files (`file:`, and `mbtiles://` / `pmtiles://` paths
 // naming no set here) are read only through the catalog, never around it.
@@ -9,24 +9,31 @@ const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}'] // a source with no tiles: every 
 // A tile URL of this server written from its root (`/roads/{z}/{x}/{y}.pbf`, `/data/roads/…`): the set, and options.
 const ROOTED = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?$/
 
+// A sprite of this server named absolutely (`http://localhost:3000/styles/city/sprite`): a style's, by its routes.
+const OWN_SPRITE = /^\/styles\/([^/?#]+)\/sprite(?:\/([^/?#]+))?(?:\?.*)?$/
+const decoded = (s) => { try { return decodeURIComponent(s) } catch { return s } }
+
 // A set's tiles as the child asks the parent for them, with its cache key: a replaced or purged set is new to the
 // engine too (it keeps tiles it loaded). `search`: the set's options, `?…` or ''.
 const tilesOf = (entry, search) => `tc://tiles/${encodeURIComponent(entry.id)}/${encodeURIComponent(entry.key)}/{z}/{x}/{y}${search}`
 
 /**
  * `findSet(name)` → the entry a source name means (or undefined); `hasFonts`: glyphs come from the fonts folder (a
- * remote `glyphs` too, as tileserver-gl does: a renderer offline or behind a firewall still draws labels).
+ * remote `glyphs` too, as tileserver-gl does: a renderer offline or behind a firewall still draws labels); `own`: the
+ * bases this server is known by (lib/urls.js ownBases), whose URLs are drawn from here as the relative forms are, not
+ * fetched by the engine over loopback HTTP (which API keys would refuse, and which costs a request and a socket).
  * Returns { json, used }: the style to draw, and the entries of the sets it draws (their tiles make its tiles).
  */
-export function renderStyle (style, findSet, hasFonts) {
+export function renderStyle (style, findSet, hasFonts, own = []) {
   const json = structuredClone(style.json)
   const used = []
+  const here = (url) => ownPath(url, own)
   for (const source of Object.values(json.sources)) {
     if (source === null || typeof source !== 'object') continue
-    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ROOTED.test(t))) {
+    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ROOTED.test(t) || here(t) !== null)) {
       source.tiles = source.tiles.flatMap((t) => {
         if (LOCAL.test(t)) return []
-        const m = ROOTED.exec(t) // this server's own tile URL, written from its root: its set, drawn from here
+        const m = ROOTED.exec(here(t) ?? t) // this server's own tile URL, from its root or absolute: its set, drawn from here
         if (m === null) return [t]
         const entry = setFor(m[1], findSet)
         if (entry === undefined || entry.source === null) return []
@@ -36,11 +43,12 @@ export function renderStyle (style, findSet, hasFonts) {
       if (source.tiles.length === 0) source.tiles = EMPTY_TILES
     }
     if (typeof source.url !== 'string') continue
-    const entry = setFor(source.url, findSet)
+    const url = ownSetUrl(here(source.url)) ?? source.url // this server's TileJSON URL of a set: the set
+    const entry = setFor(url, findSet)
     if (entry === undefined || entry.source === null) {
       // A set missing or unavailable is drawn as empty (the rest of the map still is), as is a local file the
       // catalog does not serve; a remote URL stays the engine's to fetch.
-      if (setNameOf(source.url) !== null || LOCAL.test(source.url)) {
+      if (setNameOf(url) !== null || LOCAL.test(url)) {
         delete source.url
         source.tiles = EMPTY_TILES
       }
@@ -48,7 +56,7 @@ export function renderStyle (style, findSet, hasFonts) {
     }
     used.push(entry)
     const tj = entry.source.tilejson
-    const search = searchOf(source.url) // the set's options (a raster-dem's `?encoding=mapbox`)
+    const search = searchOf(url) // the set's options (a raster-dem's `?encoding=mapbox`)
     delete source.url
     source.tiles = [tilesOf(entry, search)]
     source.minzoom = tj.minzoom
@@ -56,11 +64,18 @@ export function renderStyle (style, findSet, hasFonts) {
     if (Array.isArray(tj.bounds)) source.bounds = tj.bounds
     if (source.type === 'raster' || source.type === 'raster-dem') source.tileSize ??= 256
   }
-  if (hasFonts || (typeof json.glyphs === 'string' && !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs))) json.glyphs = 'tc://fonts/{fontstack}/{range}.pbf'
-  // The one sprite is `_`; a sprite of a list is its id after `~` (an id may be `_` too).
+  const ownFonts = here(json.glyphs)?.startsWith('/fonts/') === true
+  if (hasFonts || ownFonts || (typeof json.glyphs === 'string' && !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs))) json.glyphs = 'tc://fonts/{fontstack}/{range}.pbf'
+  // The one sprite is `_`; a sprite of a list is its id after `~` (an id may be `_` too). A sprite route of this server
+  // named absolutely is that style's sprite (fetchResource finds the style, or draws without it).
+  const ownSprite = (url) => {
+    const m = OWN_SPRITE.exec(here(url) ?? '')
+    return m === null ? null : `tc://sprites/${encodeURIComponent(decoded(m[1]))}/${m[2] === undefined ? '_' : `~${encodeURIComponent(decoded(m[2]))}`}`
+  }
   if (spritePathOf(style) !== null) json.sprite = `tc://sprites/${encodeURIComponent(style.id)}/_`
+  else if (typeof json.sprite === 'string') json.sprite = ownSprite(json.sprite) ?? json.sprite
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: `tc://sprites/${encodeURIComponent(style.id)}/~${encodeURIComponent(s.id)}` } : s))
+    json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: `tc://sprites/${encodeURIComponent(style.id)}/~${encodeURIComponent(s.id)}` } : s && ownSprite(s.url) !== null ? { ...s, url: ownSprite(s.url) } : s))
   }
   return { json, used }
 }
