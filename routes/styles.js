@@ -1,6 +1,7 @@
 // Styles as tileserver-gl serves them: /styles.json, /styles/:id/style.json (rewritten for this server, lib/style/
 // rewrite.js) and the sprites a style keeps beside it: /styles/:id/sprite[@2x].json|png, and for a style with several
-// sprites (`sprite: [{id, url}]`) /styles/:id/sprite/:spriteId[@2x].json|png.
+// sprites (`sprite: [{id, url}]`) /styles/:id/sprite/:spriteId[@2x].json|png; and the GeoJSON files its sources name
+// by a relative path, where MapLibre GL JS looks for them: /styles/:id/points.geojson (those files only).
 import { BadRequest, NotFound } from '../lib/errors.js'
 import { rewriteStyle } from '../lib/style/rewrite.js'
 import { GET_HEAD } from './http.js'
@@ -46,14 +47,37 @@ export default async function styleRoutes (app) {
     return bytes
   }
 
+  /** A GeoJSON file the style names as a source's `data`, by its path from the style's folder; undefined for none. */
+  async function sendData (reply, id, path) {
+    const style = styles.served(id)
+    if (!style.dataFiles.has(path)) return undefined // the URL the style was given is its path, encoded (dataUrlOf)
+    const bytes = await styles.readData(style.id, path)
+    reply.type(path.toLowerCase().endsWith('.geojson') ? 'application/geo+json' : 'application/json; charset=utf-8')
+    return bytes
+  }
+
   app.route({
     method: GET_HEAD,
     url: '/styles/:id/:file',
     onSend,
     handler: async (request, reply) => {
       const { id, file } = request.params
+      const data = await sendData(reply, id, file)
+      if (data !== undefined) return data
       if (!file.startsWith('sprite')) throw new NotFound('no such route')
       return sendSprite(reply, styles.served(id), undefined, file.slice('sprite'.length))
+    },
+  })
+
+  // A GeoJSON file in a folder beside the style (`data/points.geojson`).
+  app.route({
+    method: GET_HEAD,
+    url: '/styles/:id/*',
+    onSend,
+    handler: async (request, reply) => {
+      const data = await sendData(reply, request.params.id, request.params['*'])
+      if (data === undefined) throw new NotFound('no such route')
+      return data
     },
   })
 

@@ -445,6 +445,49 @@ test('a style naming this server absolutely is drawn from its sets, never fetche
   assert.deepEqual(asked, [], 'no request over loopback HTTP')
 })
 
+test('a GeoJSON source naming a file beside its style is drawn from it; a path leaving the style\'s folder draws nothing', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { dir, tiles, styles } = setUp(t)
+  const point = (lon, lat) => JSON.stringify({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: {}, geometry: { type: 'Point', coordinates: [lon, lat] } }] })
+  const style = (data) => JSON.stringify({
+    version: 8,
+    sources: { pts: { type: 'geojson', data } },
+    layers: [
+      { id: 'bg', type: 'background', paint: { 'background-color': '#ff0000' } },
+      { id: 'pts', type: 'circle', source: 'pts', paint: { 'circle-color': '#0000ff', 'circle-radius': 20 } },
+    ],
+  })
+  mkdirSync(join(styles, 'geo', 'data'), { recursive: true })
+  writeFileSync(join(styles, 'geo', 'data', 'points.geojson'), point(-45, 40.979898)) // the centre of tile 2/1/1
+  writeFileSync(join(styles, 'geo', 'style.json'), style('data/points.geojson'))
+  writeFileSync(join(dir, 'secret.geojson'), point(-45, 40.979898)) // outside every served folder
+  writeFileSync(join(styles, 'escape.json'), style('../secret.geojson'))
+  writeFileSync(join(styles, 'passwd.json'), style('../../../../../../../etc/passwd'))
+  writeFileSync(join(styles, 'later.json'), style('later.geojson'))
+  writeFileSync(join(styles, 'own.json'), style('http://localhost:3000/styles/geo/data/points.geojson')) // this server's URL of it
+  const app = await makeApp(t, { paths: [tiles], styles, port: 3000 })
+  const centre = async (id) => {
+    const res = await app.inject({ url: `/styles/${id}/512/2/1/1.png` })
+    return res.statusCode === 200 ? (await pixels(res.rawPayload)).at(256, 256).slice(0, 3) : `${res.statusCode} ${res.body}`
+  }
+  assert.deepEqual(await centre('geo'), [0, 0, 255], 'the file\'s point, drawn')
+  assert.deepEqual(await centre('own'), [0, 0, 255], 'named at this server\'s address: read from the file, not fetched')
+  assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get('own')), /http/)
+  assert.deepEqual(await centre('escape'), [255, 0, 0], 'a file outside the styles folder is not read: the background only')
+  assert.deepEqual(await centre('passwd'), [255, 0, 0])
+  for (const id of ['escape', 'passwd']) assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get(id)), /secret|passwd/, `${id}: nothing for the engine to open`)
+  // A file not there yet fails the render (503, not cached, as a sprite does); once it is, it is drawn.
+  const missing = await app.inject({ url: '/styles/later/512/2/1/1.png' })
+  assert.equal(missing.statusCode, 503, missing.body)
+  writeFileSync(join(styles, 'later.geojson'), point(-45, 40.979898))
+  await app.reloadStyles()
+  assert.deepEqual(await centre('later'), [0, 0, 255])
+  // A changed file is a new revision of the style: its tiles are made anew, not served from the cache.
+  writeFileSync(join(styles, 'geo', 'data', 'points.geojson'), point(100, -60))
+  await app.reloadStyles()
+  assert.deepEqual(await centre('geo'), [255, 0, 0], 'the point has moved away')
+})
+
 test('a full queue answers 503 with Retry-After at once; a render past its time answers 503 and its child is replaced', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

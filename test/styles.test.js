@@ -1,7 +1,7 @@
 // Styles, sprites and fonts, as tileserver-gl clients use them: generated styles and glyphs, and the fixtures' own
 // (OSM Liberty and its sprites, the Roboto and Noto glyph ranges) when ../shared is there.
 import assert from 'node:assert/strict'
-import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import test from 'node:test'
 import { gzipSync } from 'node:zlib'
@@ -276,6 +276,70 @@ test('a style naming this server absolutely is served as one naming it relativel
   const behind = (await prefixed.inject({ url: '/styles/saved/style.json?key=k1' })).json()
   assert.equal(behind.sources.a.url, 'https://maps.example.org/tiles/roads.json?key=k1')
   assert.equal(behind.sources.b.url, 'https://maps.example.org/roads.json', 'outside the prefix: not this server')
+})
+
+test('GeoJSON files a style names by a relative path: resolved against the style\'s URL, served from its folder only', async (t) => {
+  const { dir, tiles, styles, fonts } = setUp(t)
+  const point = JSON.stringify({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: { name: 'p' }, geometry: { type: 'Point', coordinates: [8.54, 47.37] } }] })
+  mkdirSync(join(styles, 'parks', 'data'), { recursive: true })
+  writeFileSync(join(styles, 'parks', 'points.geojson'), point)
+  writeFileSync(join(styles, 'parks', 'data', 'lines.json'), '{"type":"FeatureCollection","features":[]}')
+  writeFileSync(join(styles, 'parks', 'unnamed.geojson'), point) // beside the style, but named by none of its sources
+  mkdirSync(join(dir, 'outside'))
+  writeFileSync(join(dir, 'outside', 'secret.geojson'), '{"secret":true}')
+  symlinkSync(join(dir, 'outside', 'secret.geojson'), join(styles, 'parks', 'linked.geojson')) // a link leading out
+  const geojson = (data) => ({ type: 'geojson', data })
+  writeFileSync(join(styles, 'parks', 'style.json'), JSON.stringify({
+    version: 8,
+    sources: {
+      near: geojson('points.geojson'),
+      nested: geojson('./data/lines.json'),
+      tsgl: geojson('{styleJsonFolder}/points.geojson'),
+      linked: geojson('linked.geojson'),
+      escape: geojson('../../../../../../etc/passwd'),
+      escapeGeojson: geojson('../../outside/secret.geojson'),
+      notGeojson: geojson('style.json.bak'),
+      remote: geojson('https://example.org/x.geojson'),
+      inline: geojson({ type: 'FeatureCollection', features: [] }),
+    },
+    layers: [],
+  }))
+  const app = await makeApp(t, { paths: [tiles], styles, fonts, apiKeys: ['k1'] })
+  const style = (await app.inject({ url: '/styles/parks/style.json?key=k1', headers: { host: 'h' } })).json()
+  assert.deepEqual(Object.fromEntries(Object.entries(style.sources).map(([k, s]) => [k, s.data])), {
+    near: 'http://h/styles/parks/points.geojson?key=k1',
+    nested: 'http://h/styles/parks/data/lines.json?key=k1',
+    tsgl: 'http://h/styles/parks/points.geojson?key=k1',
+    linked: 'http://h/styles/parks/linked.geojson?key=k1', // a path in its folder; the file is refused below
+    escape: '../../../../../../etc/passwd', // left as written: never this server's to serve
+    escapeGeojson: '../../outside/secret.geojson',
+    notGeojson: 'style.json.bak',
+    remote: 'https://example.org/x.geojson',
+    inline: { type: 'FeatureCollection', features: [] },
+  })
+  const near = await app.inject({ url: '/styles/parks/points.geojson?key=k1' })
+  assert.equal(near.statusCode, 200, near.body)
+  assert.equal(near.headers['content-type'], 'application/geo+json')
+  assert.equal(near.body, point)
+  assert.ok(near.headers.etag)
+  assert.equal((await app.inject({ url: '/styles/parks/points.geojson?key=k1', headers: { 'if-none-match': near.headers.etag } })).statusCode, 304)
+  const nested = await app.inject({ url: '/styles/parks/data/lines.json?key=k1' })
+  assert.equal(nested.statusCode, 200, nested.body)
+  assert.match(nested.headers['content-type'], /^application\/json/)
+  assert.equal((await app.inject({ url: '/styles/parks/points.geojson' })).statusCode, 401, 'behind the keys like every data answer')
+  for (const url of ['/styles/parks/linked.geojson', '/styles/parks/unnamed.geojson', '/styles/parks/..%2F..%2Foutside%2Fsecret.geojson',
+    '/styles/parks/data/..%2F..%2F..%2Foutside/secret.geojson', '/styles/parks/%2E%2E/%2E%2E/outside/secret.geojson', '/styles/parks/style.json.bak',
+    '/styles/nope/points.geojson', '/styles/city/points.geojson']) {
+    const res = await app.inject({ url: `${url}?key=k1` })
+    assert.ok([400, 404].includes(res.statusCode), `${url}: ${res.statusCode} ${res.body}`) // 400: a rendered tile's address
+    assert.ok(!res.body.includes('"secret"') && !res.body.includes(dir), `${url}: nothing of the file, nor a path of the server's`)
+  }
+  // The file is part of the style's revision: a changed file is read again, and rendered tiles are made anew.
+  const before = app.styles.get('parks').revision
+  writeFileSync(join(styles, 'parks', 'points.geojson'), '{"type":"FeatureCollection","features":[]}')
+  await app.reloadStyles()
+  assert.notEqual(app.styles.get('parks').revision, before)
+  assert.equal((await app.inject({ url: '/styles/parks/points.geojson?key=k1' })).body, '{"type":"FeatureCollection","features":[]}')
 })
 
 test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a missing range is an empty PBF', async (t) => {

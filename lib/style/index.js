@@ -6,9 +6,10 @@ import fp from 'fastify-plugin'
 import { FontCatalog } from './glyphs.js'
 import { SpriteFiles } from './sprites.js'
 import { StyleCatalog } from './styles.js'
+import { dataFolders } from '../catalog/discover.js'
 
 async function stylePlugin (app, config) {
-  const styles = new StyleCatalog({ dir: config.styles, log: app.log })
+  const styles = new StyleCatalog({ dir: config.styles, log: app.log, dataFolders: () => dataFolders(config) })
   const fonts = new FontCatalog({ dir: config.fonts, defaultFont: config.defaultFont, log: app.log })
   await Promise.all([styles.load(), fonts.load()])
   if (styles.dir !== null) app.log.info({ styles: styles.list().length, broken: styles.broken.size }, 'styles loaded')

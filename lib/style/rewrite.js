@@ -2,6 +2,7 @@
 // or glyphs given as a relative path point at this server's sprite and font routes. URLs are built from the request's
 // base (lib/urls.js), so proxies and path prefixes work as they do for TileJSON. Remote URLs are left as they are, but
 // for those naming this server itself (ownPath), which are made the client's as the relative forms are.
+import { posix } from 'node:path'
 import { withoutKey } from '../urls.js'
 
 const SCHEMES = /^(mbtiles|pmtiles):\/\/(.*)$/i
@@ -106,6 +107,27 @@ const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)
 const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.test(local(url)) && !url.startsWith('//') && !local(url).startsWith('/')
 
 /**
+ * The file a GeoJSON source's relative `data` names (`points.geojson`, `data/points.geojson`, `{styleJsonFolder}/…`),
+ * as a path inside the style's folder, percent-decoded and normalized ('a/../b.geojson' is 'b.geojson'); null for
+ * anything else: a URL, a path from the root, one leaving the style's folder (`../../etc/passwd`), or a file that is
+ * not .geojson or .json. MapLibre GL JS resolves such a `data` against the style's URL, `/styles/<id>/style.json`:
+ * the file is served at `/styles/<id>/<path>` (dataUrlOf), and the renderer reads it there too.
+ */
+export function dataPathOf (data) {
+  if (!isRelative(data)) return null
+  let path = local(data).replace(/[?#].*$/, '')
+  try {
+    path = decodeURIComponent(path)
+  } catch {} // a lone % is part of the name
+  path = posix.normalize(path)
+  if (path === '..' || path.startsWith('../') || path.startsWith('/') || path.includes('\0') || !/[^/]\.(geo)?json$/i.test(path)) return null
+  return path
+}
+
+/** The URL path (from the style's folder, `/styles/<id>/`) of a style's GeoJSON file: dataPathOf's path, encoded. */
+export const dataUrlOf = (path) => path.split('/').map(encodeURIComponent).join('/')
+
+/**
  * The style `style` answers with at `base`. `findSet(name)` → the id of the set a name means, or undefined; `missing`
  * is told of each source that names no set here (the style is served anyway: MapLibre shows the rest). `link` finishes
  * each URL made here (the client's API key, lib/urls.js `keyed`).
@@ -124,6 +146,14 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
     if (source === null || typeof source !== 'object') continue
     // Tile URLs written from this server's root (`/roads/{z}/{x}/{y}.pbf`): made absolute, so a path prefix and keys apply.
     if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && t.startsWith('/') && !t.startsWith('//') ? link(`${base}${t}`) : rebased(t)))
+    // A GeoJSON file beside the style, as MapLibre GL JS resolves it against the style's URL (and would get it without
+    // a key); one leaving the style's folder is not served, and left as written.
+    if (source.type === 'geojson' && typeof source.data === 'string') {
+      const path = dataPathOf(source.data)
+      if (path !== null) source.data = link(`${styleUrl}/${dataUrlOf(path)}`)
+      else if (isRelative(source.data)) missing(key, source.data)
+      else source.data = rebased(source.data)
+    }
     if (typeof source.url !== 'string') continue
     const ownUrl = here(source.url)
     if (ownUrl !== null && ownSetUrl(ownUrl) === null) { // another route of this server (a style's raster TileJSON)

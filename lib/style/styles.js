@@ -3,12 +3,14 @@
 // tiles) is never taken for the new one.
 import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { readdir, readFile, stat } from 'node:fs/promises'
+import { readdir, readFile, realpath, stat } from 'node:fs/promises'
 import { basename, dirname, join, relative, resolve, sep } from 'node:path'
 import { validateStyleMin } from '@maplibre/maplibre-gl-style-spec'
 import { NotFound } from '../errors.js'
+import { dataPathOf } from './rewrite.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
+const MAX_DATA_BYTES = 64 * 2 ** 20 // as a GeoJSON set (lib/sources/geojson.js): more belongs in tiles
 const ID = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$/
 
 /**
@@ -16,14 +18,19 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$/
  * @property {string} id
  * @property {string} name      the style's own `name`, else its id
  * @property {object} json      the style as written (never changed: answers are rewritten copies)
- * @property {string} revision  hash of the file's bytes
+ * @property {string} revision  hash of the file's bytes (and of the state of the GeoJSON files it names)
  * @property {string} dir       the folder its relative paths (sprites) are resolved against
+ * @property {Map<string, {file: string|null, size: number, mtimeMs: number, revision: string}>} dataFiles  the GeoJSON
+ *   files its sources name by a relative path (`"data": "points.geojson"`), by that path as dataPathOf gives it; `file`
+ *   (its real path) null when it is missing or not inside the styles or data folders
  */
 
 export class StyleCatalog {
-  constructor ({ dir, log }) {
+  /** `dataFolders()`: the served data folders (lib/catalog/discover.js), where a style's GeoJSON file may also lie. */
+  constructor ({ dir, log, dataFolders = () => [] }) {
     this.dir = dir
     this.log = log
+    this.dataFolders = dataFolders
     /** @type {Map<string, Style>} */
     this.styles = new Map()
     /** @type {Map<string, string>} style id → why it is not served */
@@ -37,10 +44,11 @@ export class StyleCatalog {
     const found = new Map()
     const broken = new Map()
     if (this.dir !== null) {
+      const roots = await this.roots()
       for (const { id, file } of await this.candidates()) {
         if (found.has(id) || broken.has(id)) continue // NAME/style.json wins over NAME.json
         try {
-          found.set(id, await readStyle(id, file))
+          found.set(id, await readStyle(id, file, roots))
         } catch (err) {
           broken.set(id, err.message)
           this.log.warn({ style: id, reason: err.message }, 'style not served')
@@ -82,6 +90,29 @@ export class StyleCatalog {
 
   list () { return [...this.styles.values()] }
 
+  /** The real paths of the folders a style's GeoJSON file may be in: the styles folder and the served data folders. */
+  async roots () {
+    const folders = [this.dir, ...this.dataFolders()]
+    return (await Promise.all(folders.map((f) => realpath(f).catch(() => null)))).filter((f) => f !== null)
+  }
+
+  /**
+   * The bytes of a GeoJSON file style `id` names as a source's `data` (`path` as dataPathOf gives it): read at each
+   * call (the renderer reads it once per registration of the style, clients cache it by its ETag), its real path checked
+   * again, so a link swapped since the styles were read cannot lead out of the folders. NotFound saying why.
+   */
+  async readData (id, path) {
+    const style = this.served(id)
+    const known = style.dataFiles.get(path)
+    if (known === undefined) throw new NotFound(`style '${style.id}' names no GeoJSON file '${path}'`)
+    const file = await dataFileOf(style.dir, path, await this.roots())
+    if (file === null) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read (missing, or outside the styles and data folders)`)
+    if (file.size > MAX_DATA_BYTES) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' is larger than ${MAX_DATA_BYTES / 2 ** 20} MiB`)
+    const bytes = await readFile(file.file).catch(() => null)
+    if (bytes === null) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read`)
+    return bytes
+  }
+
   /**
    * A file a style names by a relative path (a sprite), resolved against its folder; null when it would leave the
    * styles folder (`../..`), so nothing outside it is ever opened.
@@ -93,7 +124,36 @@ export class StyleCatalog {
   }
 }
 
-async function readStyle (id, file) {
+/**
+ * The file a style's relative GeoJSON path names (in the style's folder: dataPathOf never leaves it), when it is there
+ * and its real path (links followed) is inside one of `roots`: { file, size, mtimeMs }, else null.
+ */
+async function dataFileOf (dir, path, roots) {
+  let real
+  try {
+    real = await realpath(join(dir, ...path.split('/')))
+  } catch {
+    return null
+  }
+  if (!roots.some((root) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep))) return null
+  const info = await stat(real).catch(() => null)
+  return info !== null && info.isFile() ? { file: real, size: info.size, mtimeMs: info.mtimeMs } : null
+}
+
+/** The GeoJSON files a style's sources name by relative paths (see Style.dataFiles). */
+async function dataFilesOf (json, dir, roots) {
+  const files = new Map()
+  for (const source of Object.values(json.sources)) {
+    const path = source?.type === 'geojson' ? dataPathOf(source.data) : null
+    if (path === null || files.has(path)) continue
+    const found = await dataFileOf(dir, path, roots)
+    // What its rendered tiles were made of: a file changed, added or removed is a new revision of the style.
+    files.set(path, found === null ? { file: null, size: 0, mtimeMs: 0, revision: 'missing' } : { ...found, revision: `${found.size}-${Math.round(found.mtimeMs)}` })
+  }
+  return files
+}
+
+async function readStyle (id, file, roots) {
   const info = await stat(file).catch(() => null)
   if (info === null) throw new Error('its style file went away')
   if (info.size > MAX_STYLE_BYTES) throw new Error(`larger than ${MAX_STYLE_BYTES / 2 ** 20} MiB`)
@@ -116,11 +176,16 @@ async function readStyle (id, file) {
     const listed = problems.slice(0, 3).map((p) => p.message).join('; ')
     throw new Error(`not a valid MapLibre style: ${listed}${problems.length > 3 ? ` (and ${problems.length - 3} more)` : ''}`)
   }
+  const dir = dirname(file)
+  const dataFiles = await dataFilesOf(json, dir, roots)
+  const revision = createHash('sha1').update(bytes)
+  for (const [path, data] of dataFiles) revision.update(`\0${path}\0${data.revision}`)
   return {
     id,
     name: typeof json.name === 'string' && json.name !== '' ? json.name : id,
     json,
-    revision: createHash('sha1').update(bytes).digest('base64url').slice(0, 12),
-    dir: dirname(file),
+    revision: revision.digest('base64url').slice(0, 12),
+    dir,
+    dataFiles,
   }
 }

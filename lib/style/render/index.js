@@ -123,6 +123,11 @@ async function renderPlugin (app, config) {
       const file = await sprites.read(style, m[1] === '_' ? undefined : m[1].replace(/^~/, ''), m[2]).catch(() => null)
       return file === null ? { status: 'missing', message: `the style's sprite cannot be read (${m[2]})` } : { status: 'ok', body: file.bytes }
     }
+    if (kind === 'data' && rest.length === 3) { // tc://data/<style>/<the file's revision>/<path>: a GeoJSON file it names
+      // Missing or unreadable: the render fails (503, not cached), as for a sprite, until the file is there.
+      const bytes = await styles.readData(decodeURIComponent(rest[0]), decodeURIComponent(rest[2])).catch((err) => err)
+      return Buffer.isBuffer(bytes) ? { status: 'ok', body: bytes } : { status: 'missing', message: bytes.message }
+    }
     if (kind === 'empty') return { status: 'empty' } // a source naming no set here (render/style.js)
     if (kind === 'markers' && rest.length === 1) { // the icons of a static image's markers (lib/style/markers.js)
       const body = markers.read(rest[0])

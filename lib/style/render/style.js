@@ -1,11 +1,14 @@
 // The style a renderer child draws: its sets, glyphs and sprites given as `tc://` URLs, which the child asks the parent
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
-import { ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
+import { dataPathOf, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
 
 // Sources and URLs the engine must never open itself: local files (`file:`, and `mbtiles://` / `pmtiles://` paths
 // naming no set here) are read only through the catalog, never around it.
 const LOCAL = /^(file|mbtiles|pmtiles):/i
 const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}'] // a source with no tiles: every tile answers empty
+const EMPTY_DATA = { type: 'FeatureCollection', features: [] }
+// A GeoJSON file of a style on this server named absolutely (`http://localhost:3000/styles/city/points.geojson`).
+const OWN_DATA = /^\/styles\/([^/?#]+)\/([^?#]+)(?:\?.*)?$/
 // A tile URL of this server written from its root (`/roads/{z}/{x}/{y}.pbf`, `/data/roads/…`): the set, and options.
 const ROOTED = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?$/
 
@@ -42,6 +45,7 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
       })
       if (source.tiles.length === 0) source.tiles = EMPTY_TILES
     }
+    if (source.type === 'geojson' && typeof source.data === 'string') source.data = geoJsonData(style, source.data, here)
     if (typeof source.url !== 'string') continue
     const url = ownSetUrl(here(source.url)) ?? source.url // this server's TileJSON URL of a set: the set
     const entry = setFor(url, findSet)
@@ -78,4 +82,25 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
     json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: `tc://sprites/${encodeURIComponent(style.id)}/~${encodeURIComponent(s.id)}` } : s && ownSprite(s.url) !== null ? { ...s, url: ownSprite(s.url) } : s))
   }
   return { json, used }
+}
+
+/**
+ * A GeoJSON source's `data` URL as the engine asks for it. A file beside the style (relative, as MapLibre GL JS reads
+ * it against the style's URL; or this server's URL of it) is read by the parent from the styles or data folders
+ * (tc://data/<style>/<its revision>/<path>: a changed file is a new URL, so the engine never draws the old one), never
+ * by the engine, which took `points.geojson` for a host name; a path leaving the style's folder, or a local file
+ * named around the catalog (`file:`), is drawn as empty. A remote URL stays the engine's to fetch.
+ */
+function geoJsonData (style, data, here) {
+  let styleId = style.id
+  let path = dataPathOf(data)
+  const own = OWN_DATA.exec(here(data) ?? '')
+  if (own !== null) {
+    styleId = decoded(own[1])
+    path = dataPathOf(own[2])
+  }
+  if (path === null) return LOCAL.test(data) || /^asset:/i.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? EMPTY_DATA : data
+  // Another style's file: its revision is that style's to know; the parent reads it as that style names it.
+  const revision = styleId === style.id ? style.dataFiles?.get(path)?.revision ?? 'missing' : 'other'
+  return `tc://data/${encodeURIComponent(styleId)}/${revision}/${encodeURIComponent(path)}`
 }
