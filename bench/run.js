@@ -24,6 +24,7 @@ const USAGE = `Usage: node bench/run.js [options]
   --pid NAME=PID       the process of a --server you started, or titiler=PID for --titiler's (uvicorn's parent): its
                        CPU (threads and child processes) is measured too
   --db-pid PID         a database's process (the postmaster): its CPU per request is reported beside each server's
+  --config FILE        tile-cannon's config file (e.g. postgres.featureLimit)
   --set ID             which tile-cannon set(s) to bench (repeatable; default: all, filtered by --format)
   --format KIND        mbtiles|pmtiles|postgres|cog|demo: only sets of this kind
   --tilejson URL       bounds/center for finding tiles when only --server is given
@@ -83,6 +84,7 @@ export function parse (argv) {
       'db-pid': { type: 'string' },
       set: { type: 'string', multiple: true, default: [] },
       format: { type: 'string' },
+      config: { type: 'string' },
       tilejson: { type: 'string' },
       zooms: { type: 'string' },
       duration: { type: 'string', default: '10' },
@@ -381,7 +383,7 @@ export async function run (opts) {
     if (opts.data.length || opts.servers.length === 0) {
       for (const mode of opts.cacheModes) {
         progress(`starting tile-cannon (cache ${mode})…`)
-        const tc = await startTileCannon(data, { cache: mode === 'on', cpus })
+        const tc = await startTileCannon(data, { cache: mode === 'on', cpus, flags: opts.config ? ['--config', opts.config] : [] })
         started.push(tc)
         instances.push({ name: opts.cacheModes.length > 1 ? `tile-cannon (cache ${mode})` : 'tile-cannon', base: tc.base })
       }
