@@ -1,15 +1,17 @@
 // Styles as tileserver-gl serves them: /styles.json, /styles/:id/style.json (rewritten for this server, lib/style/
 // rewrite.js) and the sprites a style keeps beside it: /styles/:id/sprite[@2x].json|png, and for a style with several
 // sprites (`sprite: [{id, url}]`) /styles/:id/sprite/:spriteId[@2x].json|png; and the GeoJSON files its sources name
-// by a relative path, where MapLibre GL JS looks for them: /styles/:id/points.geojson (those files only).
+// by a relative path: /styles/:id/files/<path> (those files only; a fixed segment, so no path of a file is ever taken
+// for a rendered tile's /styles/:id/:z/:x/:y or a sprite's route).
 import { BadRequest, NotFound } from '../lib/errors.js'
 import { rewriteStyle } from '../lib/style/rewrite.js'
 import { GET_HEAD } from './http.js'
-import { keyed, ownBases } from '../lib/urls.js'
+import { keyed, ownBasesOf } from '../lib/urls.js'
 
 export default async function styleRoutes (app) {
   const { styles, sprites, catalog, links, metadataValidators: onSend } = app
   const warned = new Set()
+  const ownBases = ownBasesOf(app.config, app.server)
 
   app.route({
     method: GET_HEAD,
@@ -36,8 +38,7 @@ export default async function styleRoutes (app) {
         request.log.warn({ style: style.id, source, url }, 'style source names no set here')
       }
       // URLs naming this server absolutely are the client's too: at its base, with its key.
-      const own = ownBases(app.config, app.server.address()?.port)
-      return rewriteStyle(style, links(request, reply), findSet, missing, (url) => keyed(request, url), own)
+      return rewriteStyle(style, links(request, reply), findSet, missing, (url) => keyed(request, url), ownBases())
     },
   })
 
@@ -62,17 +63,15 @@ export default async function styleRoutes (app) {
     onSend,
     handler: async (request, reply) => {
       const { id, file } = request.params
-      const data = await sendData(reply, id, file)
-      if (data !== undefined) return data
       if (!file.startsWith('sprite')) throw new NotFound('no such route')
       return sendSprite(reply, styles.served(id), undefined, file.slice('sprite'.length))
     },
   })
 
-  // A GeoJSON file in a folder beside the style (`data/points.geojson`).
+  // A GeoJSON file beside the style (`points.geojson`, `data/geo/points.geojson`).
   app.route({
     method: GET_HEAD,
-    url: '/styles/:id/*',
+    url: '/styles/:id/files/*',
     onSend,
     handler: async (request, reply) => {
       const data = await sendData(reply, request.params.id, request.params['*'])

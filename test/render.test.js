@@ -463,8 +463,10 @@ test('a GeoJSON source naming a file beside its style is drawn from it; a path l
   writeFileSync(join(dir, 'secret.geojson'), point(-45, 40.979898)) // outside every served folder
   writeFileSync(join(styles, 'escape.json'), style('../secret.geojson'))
   writeFileSync(join(styles, 'passwd.json'), style('../../../../../../../etc/passwd'))
+  symlinkSync(join(dir, 'secret.geojson'), join(styles, 'linked.geojson')) // in the folder, leading out of it
+  writeFileSync(join(styles, 'linked.json'), style('linked.geojson'))
   writeFileSync(join(styles, 'later.json'), style('later.geojson'))
-  writeFileSync(join(styles, 'own.json'), style('http://localhost:3000/styles/geo/data/points.geojson')) // this server's URL of it
+  writeFileSync(join(styles, 'own.json'), style('http://localhost:3000/styles/geo/files/data/points.geojson')) // this server's URL of it
   const app = await makeApp(t, { paths: [tiles], styles, port: 3000 })
   const centre = async (id) => {
     const res = await app.inject({ url: `/styles/${id}/512/2/1/1.png` })
@@ -475,7 +477,8 @@ test('a GeoJSON source naming a file beside its style is drawn from it; a path l
   assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get('own')), /http/)
   assert.deepEqual(await centre('escape'), [255, 0, 0], 'a file outside the styles folder is not read: the background only')
   assert.deepEqual(await centre('passwd'), [255, 0, 0])
-  for (const id of ['escape', 'passwd']) assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get(id)), /secret|passwd/, `${id}: nothing for the engine to open`)
+  assert.deepEqual(await centre('linked'), [255, 0, 0], 'a link leading out of the folders: drawn empty, as a path leaving them')
+  for (const id of ['escape', 'passwd', 'linked']) assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get(id)), /secret|passwd/, `${id}: nothing for the engine to open`)
   // A file not there yet fails the render (503, not cached, as a sprite does); once it is, it is drawn.
   const missing = await app.inject({ url: '/styles/later/512/2/1/1.png' })
   assert.equal(missing.statusCode, 503, missing.body)

@@ -2,6 +2,7 @@
 // (OSM Liberty and its sprites, the Roboto and Noto glyph ranges) when ../shared is there.
 import assert from 'node:assert/strict'
 import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { request as httpRequest } from 'node:http'
 import { join } from 'node:path'
 import test from 'node:test'
 import { gzipSync } from 'node:zlib'
@@ -281,9 +282,15 @@ test('a style naming this server absolutely is served as one naming it relativel
 test('GeoJSON files a style names by a relative path: resolved against the style\'s URL, served from its folder only', async (t) => {
   const { dir, tiles, styles, fonts } = setUp(t)
   const point = JSON.stringify({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: { name: 'p' }, geometry: { type: 'Point', coordinates: [8.54, 47.37] } }] })
-  mkdirSync(join(styles, 'parks', 'data'), { recursive: true })
+  mkdirSync(join(styles, 'parks', 'data', 'geo', 'z'), { recursive: true })
   writeFileSync(join(styles, 'parks', 'points.geojson'), point)
   writeFileSync(join(styles, 'parks', 'data', 'lines.json'), '{"type":"FeatureCollection","features":[]}')
+  // Three and four folders deep: the paths of a rendered tile (/styles/:id/:z/:x/:y) and of a sprite, were they not
+  // under /files/.
+  writeFileSync(join(styles, 'parks', 'data', 'geo', 'deep.geojson'), point)
+  writeFileSync(join(styles, 'parks', 'data', 'geo', 'z', 'deeper.geojson'), point)
+  mkdirSync(join(styles, 'parks', 'sprite'))
+  writeFileSync(join(styles, 'parks', 'sprite', 'shapes.json'), point)
   writeFileSync(join(styles, 'parks', 'unnamed.geojson'), point) // beside the style, but named by none of its sources
   mkdirSync(join(dir, 'outside'))
   writeFileSync(join(dir, 'outside', 'secret.geojson'), '{"secret":true}')
@@ -294,6 +301,9 @@ test('GeoJSON files a style names by a relative path: resolved against the style
     sources: {
       near: geojson('points.geojson'),
       nested: geojson('./data/lines.json'),
+      deep: geojson('data/geo/deep.geojson'),
+      deeper: geojson('data/geo/z/deeper.geojson'),
+      spriteFolder: geojson('sprite/shapes.json'),
       tsgl: geojson('{styleJsonFolder}/points.geojson'),
       linked: geojson('linked.geojson'),
       escape: geojson('../../../../../../etc/passwd'),
@@ -307,31 +317,50 @@ test('GeoJSON files a style names by a relative path: resolved against the style
   const app = await makeApp(t, { paths: [tiles], styles, fonts, apiKeys: ['k1'] })
   const style = (await app.inject({ url: '/styles/parks/style.json?key=k1', headers: { host: 'h' } })).json()
   assert.deepEqual(Object.fromEntries(Object.entries(style.sources).map(([k, s]) => [k, s.data])), {
-    near: 'http://h/styles/parks/points.geojson?key=k1',
-    nested: 'http://h/styles/parks/data/lines.json?key=k1',
-    tsgl: 'http://h/styles/parks/points.geojson?key=k1',
-    linked: 'http://h/styles/parks/linked.geojson?key=k1', // a path in its folder; the file is refused below
+    near: 'http://h/styles/parks/files/points.geojson?key=k1',
+    nested: 'http://h/styles/parks/files/data/lines.json?key=k1',
+    deep: 'http://h/styles/parks/files/data/geo/deep.geojson?key=k1',
+    deeper: 'http://h/styles/parks/files/data/geo/z/deeper.geojson?key=k1',
+    spriteFolder: 'http://h/styles/parks/files/sprite/shapes.json?key=k1',
+    tsgl: 'http://h/styles/parks/files/points.geojson?key=k1',
+    linked: 'http://h/styles/parks/files/linked.geojson?key=k1', // a path in its folder; the file is refused below
     escape: '../../../../../../etc/passwd', // left as written: never this server's to serve
     escapeGeojson: '../../outside/secret.geojson',
     notGeojson: 'style.json.bak',
     remote: 'https://example.org/x.geojson',
     inline: { type: 'FeatureCollection', features: [] },
   })
-  const near = await app.inject({ url: '/styles/parks/points.geojson?key=k1' })
+  const near = await app.inject({ url: '/styles/parks/files/points.geojson?key=k1' })
   assert.equal(near.statusCode, 200, near.body)
   assert.equal(near.headers['content-type'], 'application/geo+json')
   assert.equal(near.body, point)
   assert.ok(near.headers.etag)
-  assert.equal((await app.inject({ url: '/styles/parks/points.geojson?key=k1', headers: { 'if-none-match': near.headers.etag } })).statusCode, 304)
-  const nested = await app.inject({ url: '/styles/parks/data/lines.json?key=k1' })
+  assert.equal((await app.inject({ url: '/styles/parks/files/points.geojson?key=k1', headers: { 'if-none-match': near.headers.etag } })).statusCode, 304)
+  const nested = await app.inject({ url: '/styles/parks/files/data/lines.json?key=k1' })
   assert.equal(nested.statusCode, 200, nested.body)
   assert.match(nested.headers['content-type'], /^application\/json/)
-  assert.equal((await app.inject({ url: '/styles/parks/points.geojson' })).statusCode, 401, 'behind the keys like every data answer')
-  for (const url of ['/styles/parks/linked.geojson', '/styles/parks/unnamed.geojson', '/styles/parks/..%2F..%2Foutside%2Fsecret.geojson',
-    '/styles/parks/data/..%2F..%2F..%2Foutside/secret.geojson', '/styles/parks/%2E%2E/%2E%2E/outside/secret.geojson', '/styles/parks/style.json.bak',
-    '/styles/nope/points.geojson', '/styles/city/points.geojson']) {
-    const res = await app.inject({ url: `${url}?key=k1` })
-    assert.ok([400, 404].includes(res.statusCode), `${url}: ${res.statusCode} ${res.body}`) // 400: a rendered tile's address
+  for (const url of [style.sources.deep.data, style.sources.deeper.data, style.sources.spriteFolder.data]) {
+    const res = await app.inject({ url: url.replace('http://h', '') })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    assert.equal(res.body, point)
+  }
+  assert.equal((await app.inject({ url: '/styles/parks/files/points.geojson' })).statusCode, 401, 'behind the keys like every data answer')
+  // Over a socket, the path as written: inject() (like fetch) takes %2E for a dot and removes the dot segments itself.
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const raw = (path) => new Promise((resolve, reject) => {
+    httpRequest({ host: '127.0.0.1', port: app.server.address().port, path }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk) => { body += chunk })
+      res.on('end', () => resolve({ statusCode: res.statusCode, body }))
+    }).on('error', reject).end()
+  })
+  for (const url of ['/styles/parks/files/linked.geojson', '/styles/parks/files/unnamed.geojson', '/styles/parks/files/..%2F..%2Foutside%2Fsecret.geojson',
+    '/styles/parks/files/data/..%2F..%2F..%2Foutside/secret.geojson', '/styles/parks/files/%2E%2E/%2E%2E/outside/secret.geojson',
+    '/styles/parks/files/%2e%2e/%2e%2e/%2e%2e/outside/secret.geojson', '/styles/parks/files/style.json.bak',
+    '/styles/nope/files/points.geojson', '/styles/city/files/points.geojson']) {
+    const res = await raw(`${url}?key=k1`)
+    assert.equal(res.statusCode, 404, `${url}: ${res.statusCode} ${res.body}`)
     assert.ok(!res.body.includes('"secret"') && !res.body.includes(dir), `${url}: nothing of the file, nor a path of the server's`)
   }
   // The file is part of the style's revision: a changed file is read again, and rendered tiles are made anew.
@@ -339,7 +368,7 @@ test('GeoJSON files a style names by a relative path: resolved against the style
   writeFileSync(join(styles, 'parks', 'points.geojson'), '{"type":"FeatureCollection","features":[]}')
   await app.reloadStyles()
   assert.notEqual(app.styles.get('parks').revision, before)
-  assert.equal((await app.inject({ url: '/styles/parks/points.geojson?key=k1' })).body, '{"type":"FeatureCollection","features":[]}')
+  assert.equal((await app.inject({ url: '/styles/parks/files/points.geojson?key=k1' })).body, '{"type":"FeatureCollection","features":[]}')
 })
 
 test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a missing range is an empty PBF', async (t) => {

@@ -24,11 +24,18 @@ export function layerConflict (parts) {
   const owner = new Map()
   for (const p of parts) {
     for (const layer of p.source.tilejson.vector_layers ?? []) {
-      const first = owner.get(layer.id)
-      if (first !== undefined && first !== p.id) return sameLayer(layer.id, [first, p.id])
-      owner.set(layer.id, p.id)
+      const conflict = claim(owner, layer.id, p.id)
+      if (conflict !== null) return conflict
     }
   }
+  return null
+}
+
+/** Records that part `id` has layer `name` (owner: name → part): why it cannot, when another part has it, or null. */
+function claim (owner, name, id) {
+  const first = owner.get(name)
+  if (first !== undefined && first !== id) return sameLayer(name, [first, id])
+  owner.set(name, id)
   return null
 }
 
@@ -55,6 +62,11 @@ function layerNamesOf (tile) {
 
 export function compose (id, parts) {
   const tjs = parts.map((p) => p.source.tilejson)
+  // Parts that declare their layers were checked once (layerConflict, before composing); only the tiles of those that
+  // declare none (functions without a comment listing them) are read for their layer names.
+  const declares = (p) => p.source.tilejson.vector_layers?.length > 0
+  const declared = new Map()
+  for (const p of parts.filter(declares)) for (const layer of p.source.tilejson.vector_layers) declared.set(layer.id, p.id)
   const bounds = unionBounds(tjs.map((t) => t.bounds))
   return {
     id,
@@ -80,14 +92,15 @@ export function compose (id, parts) {
         return tile !== null && isGzip(tile) ? gunzip(tile) : tile
       }))
       const present = []
-      const owner = new Map() // layer name → the part whose tile has it
+      let owner = null // layer name → the part that has it: the declared ones, and what undeclared parts' tiles hold
       tiles.forEach((t, i) => {
         if (t === null || t.length === 0) return
         present.push(t)
+        if (declares(inRange[i])) return
+        owner ??= new Map(declared)
         for (const name of layerNamesOf(t) ?? []) {
-          const first = owner.get(name)
-          if (first !== undefined && first !== inRange[i].id) throw new BadRequest(`composite '${id}' cannot be served: ${sameLayer(name, [first, inRange[i].id])}`)
-          owner.set(name, inRange[i].id)
+          const conflict = claim(owner, name, inRange[i].id)
+          if (conflict !== null) throw new BadRequest(`composite '${id}' cannot be served: ${conflict}`)
         }
       })
       return present.length === 0 ? null : present.length === 1 ? present[0] : Buffer.concat(present)

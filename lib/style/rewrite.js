@@ -110,8 +110,8 @@ const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.tes
  * The file a GeoJSON source's relative `data` names (`points.geojson`, `data/points.geojson`, `{styleJsonFolder}/…`),
  * as a path inside the style's folder, percent-decoded and normalized ('a/../b.geojson' is 'b.geojson'); null for
  * anything else: a URL, a path from the root, one leaving the style's folder (`../../etc/passwd`), or a file that is
- * not .geojson or .json. MapLibre GL JS resolves such a `data` against the style's URL, `/styles/<id>/style.json`:
- * the file is served at `/styles/<id>/<path>` (dataUrlOf), and the renderer reads it there too.
+ * not .geojson or .json. The client gets it as `/styles/<id>/files/<path>` (dataUrlOf), and the renderer reads the
+ * same file.
  */
 export function dataPathOf (data) {
   if (!isRelative(data)) return null
@@ -124,7 +124,7 @@ export function dataPathOf (data) {
   return path
 }
 
-/** The URL path (from the style's folder, `/styles/<id>/`) of a style's GeoJSON file: dataPathOf's path, encoded. */
+/** The URL path (after `/styles/<id>/files/`) of a style's GeoJSON file: dataPathOf's path, encoded. */
 export const dataUrlOf = (path) => path.split('/').map(encodeURIComponent).join('/')
 
 /**
@@ -146,11 +146,11 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
     if (source === null || typeof source !== 'object') continue
     // Tile URLs written from this server's root (`/roads/{z}/{x}/{y}.pbf`): made absolute, so a path prefix and keys apply.
     if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && t.startsWith('/') && !t.startsWith('//') ? link(`${base}${t}`) : rebased(t)))
-    // A GeoJSON file beside the style, as MapLibre GL JS resolves it against the style's URL (and would get it without
-    // a key); one leaving the style's folder is not served, and left as written.
+    // A GeoJSON file beside the style: MapLibre GL JS would resolve it against the style's URL, and get it without a
+    // key; given absolute, under /files/. One leaving the style's folder is not served, and left as written.
     if (source.type === 'geojson' && typeof source.data === 'string') {
       const path = dataPathOf(source.data)
-      if (path !== null) source.data = link(`${styleUrl}/${dataUrlOf(path)}`)
+      if (path !== null) source.data = link(`${styleUrl}/files/${dataUrlOf(path)}`)
       else if (isRelative(source.data)) missing(key, source.data)
       else source.data = rebased(source.data)
     }

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs'
 import { readdir, readFile, realpath, stat } from 'node:fs/promises'
 import { basename, dirname, join, relative, resolve, sep } from 'node:path'
 import { validateStyleMin } from '@maplibre/maplibre-gl-style-spec'
+import { LRUCache } from 'lru-cache'
 import { NotFound } from '../errors.js'
 import { dataPathOf } from './rewrite.js'
 
@@ -37,12 +38,17 @@ export class StyleCatalog {
     this.broken = new Map()
     this.loads = 0
     this.onLoad = null // called after each load (lib/tile-dir checks rendered tiles against the styles)
+    this.knownRoots = null // roots(), as of the latest load
+    // GeoJSON files' bytes by real path, size and time: a client's request (a 304 too, whose ETag is of the bytes) and
+    // the renderer's read a file of up to 64 MiB once, not each time.
+    this.dataBytes = new LRUCache({ maxSize: MAX_DATA_BYTES, sizeCalculation: (bytes) => Math.max(1, bytes.length) })
   }
 
   /** Reads every style again; a style that fails to read keeps no old version and is listed in `broken`. */
   async load () {
     const found = new Map()
     const broken = new Map()
+    this.knownRoots = null
     if (this.dir !== null) {
       const roots = await this.roots()
       for (const { id, file } of await this.candidates()) {
@@ -92,24 +98,31 @@ export class StyleCatalog {
 
   /** The real paths of the folders a style's GeoJSON file may be in: the styles folder and the served data folders. */
   async roots () {
+    if (this.knownRoots !== null) return this.knownRoots
     const folders = [this.dir, ...this.dataFolders()]
-    return (await Promise.all(folders.map((f) => realpath(f).catch(() => null)))).filter((f) => f !== null)
+    this.knownRoots = (await Promise.all(folders.map((f) => realpath(f).catch(() => null)))).filter((f) => f !== null)
+    return this.knownRoots
   }
 
   /**
-   * The bytes of a GeoJSON file style `id` names as a source's `data` (`path` as dataPathOf gives it): read at each
-   * call (the renderer reads it once per registration of the style, clients cache it by its ETag), its real path checked
-   * again, so a link swapped since the styles were read cannot lead out of the folders. NotFound saying why.
+   * The bytes of a GeoJSON file style `id` names as a source's `data` (`path` as dataPathOf gives it): its real path
+   * checked at each call, so a link swapped since the styles were read cannot lead out of the folders, and its bytes
+   * read again once its size or time changed. NotFound saying why.
    */
   async readData (id, path) {
     const style = this.served(id)
     const known = style.dataFiles.get(path)
     if (known === undefined) throw new NotFound(`style '${style.id}' names no GeoJSON file '${path}'`)
     const file = await dataFileOf(style.dir, path, await this.roots())
-    if (file === null) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read (missing, or outside the styles and data folders)`)
+    if (file === null || file.outside) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read (missing, or outside the styles and data folders)`)
     if (file.size > MAX_DATA_BYTES) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' is larger than ${MAX_DATA_BYTES / 2 ** 20} MiB`)
-    const bytes = await readFile(file.file).catch(() => null)
-    if (bytes === null) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read`)
+    const key = `${file.file}\0${file.size}\0${file.mtimeMs}`
+    let bytes = this.dataBytes.get(key)
+    if (bytes === undefined) {
+      bytes = await readFile(file.file).catch(() => null)
+      if (bytes === null) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read`)
+      this.dataBytes.set(key, bytes)
+    }
     return bytes
   }
 
@@ -124,9 +137,12 @@ export class StyleCatalog {
   }
 }
 
+const OUTSIDE = Object.freeze({ outside: true })
+
 /**
  * The file a style's relative GeoJSON path names (in the style's folder: dataPathOf never leaves it), when it is there
- * and its real path (links followed) is inside one of `roots`: { file, size, mtimeMs }, else null.
+ * and its real path (links followed) is inside one of `roots`: { file, size, mtimeMs }; OUTSIDE when a link leads out
+ * of them (never read); null when there is no such file.
  */
 async function dataFileOf (dir, path, roots) {
   let real
@@ -135,7 +151,7 @@ async function dataFileOf (dir, path, roots) {
   } catch {
     return null
   }
-  if (!roots.some((root) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep))) return null
+  if (!roots.some((root) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep))) return OUTSIDE
   const info = await stat(real).catch(() => null)
   return info !== null && info.isFile() ? { file: real, size: info.size, mtimeMs: info.mtimeMs } : null
 }
@@ -147,8 +163,10 @@ async function dataFilesOf (json, dir, roots) {
     const path = source?.type === 'geojson' ? dataPathOf(source.data) : null
     if (path === null || files.has(path)) continue
     const found = await dataFileOf(dir, path, roots)
-    // What its rendered tiles were made of: a file changed, added or removed is a new revision of the style.
-    files.set(path, found === null ? { file: null, size: 0, mtimeMs: 0, revision: 'missing' } : { ...found, revision: `${found.size}-${Math.round(found.mtimeMs)}` })
+    // What its rendered tiles were made of: a file changed, added or removed is a new revision of the style. One a
+    // link leads out of the folders is drawn as empty, as a path leaving them is (render/style.js).
+    const revision = found === null ? 'missing' : found.outside ? 'outside' : `${found.size}-${Math.round(found.mtimeMs)}`
+    files.set(path, found === null || found.outside ? { file: null, size: 0, mtimeMs: 0, revision } : { ...found, revision })
   }
   return files
 }

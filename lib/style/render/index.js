@@ -16,7 +16,7 @@ import { dataRevision } from '../../catalog/registry.js'
 import { MarkerIcons } from '../markers.js'
 import { RenderPool } from './pool.js'
 import { renderStyle } from './style.js'
-import { ownBases } from '../../urls.js'
+import { ownBasesOf } from '../../urls.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
 /** Where `npm run setup-render` puts the Python that has mapli. */
@@ -156,13 +156,12 @@ async function renderPlugin (app, config) {
   // a source names may come or go); `name` changes with the JSON, so a child never draws an older registration.
   const drawn = new Map() // style id → { revision, generation, name, json }
   let warnedFonts = false
+  const ownBases = ownBasesOf(config, app.server) // the bases this server is known by (its port, once it listens)
   function drawnStyle (style) {
     const generation = catalog.registry.generation
-    // The bases this server is known by: the port it listens on is known once it does.
-    const own = ownBases(config, app.server.address()?.port)
-    const ownKey = own.join(' ')
+    const own = ownBases()
     const known = drawn.get(style.id)
-    if (known !== undefined && known.revision === style.revision && known.generation === generation && known.ownKey === ownKey) return known
+    if (known !== undefined && known.revision === style.revision && known.generation === generation && known.own === own) return known
     if (fonts.dir === null && !warnedFonts) {
       warnedFonts = true
       log.warn('no fonts folder: labels need the glyphs the styles name (--fonts)')
@@ -181,7 +180,7 @@ async function renderPlugin (app, config) {
     const shared = createHash('sha1').update(portable).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
-    const made = { revision: style.revision, generation, ownKey, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
+    const made = { revision: style.revision, generation, own, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
   }

@@ -7,8 +7,8 @@ import { dataPathOf, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePath
 const LOCAL = /^(file|mbtiles|pmtiles):/i
 const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}'] // a source with no tiles: every tile answers empty
 const EMPTY_DATA = { type: 'FeatureCollection', features: [] }
-// A GeoJSON file of a style on this server named absolutely (`http://localhost:3000/styles/city/points.geojson`).
-const OWN_DATA = /^\/styles\/([^/?#]+)\/([^?#]+)(?:\?.*)?$/
+// A GeoJSON file of a style on this server named absolutely (`http://localhost:3000/styles/city/files/points.geojson`).
+const OWN_DATA = /^\/styles\/([^/?#]+)\/files\/([^?#]+)(?:\?.*)?$/
 // A tile URL of this server written from its root (`/roads/{z}/{x}/{y}.pbf`, `/data/roads/…`): the set, and options.
 const ROOTED = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?$/
 
@@ -102,5 +102,6 @@ function geoJsonData (style, data, here) {
   if (path === null) return LOCAL.test(data) || /^asset:/i.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? EMPTY_DATA : data
   // Another style's file: its revision is that style's to know; the parent reads it as that style names it.
   const revision = styleId === style.id ? style.dataFiles?.get(path)?.revision ?? 'missing' : 'other'
+  if (revision === 'outside') return EMPTY_DATA // a link leading out of the folders: drawn as a path leaving them is
   return `tc://data/${encodeURIComponent(styleId)}/${revision}/${encodeURIComponent(path)}`
 }
