@@ -250,6 +250,9 @@ test('limits and hostile addresses: 414 past the URL and query bounds, 400 past 
     [`/${parts(17)}/0/0/0`, 400, /^a composite names at most 16 sets$/],
     [`/${parts(17)}.json`, 400, /^a composite names at most 16 sets$/],
     [`/${parts(16)}/0/0/0`, 404, /^no tileset/], // within the bound: simply no such sets
+    ['/roads,pm/0/0/0', 400, /^'roads' cannot be part of a composite: only PostGIS tables and functions/], // files are no parts
+    ['/roads,pm.json', 400, /^'roads' cannot be part of a composite/],
+    ['/roads,nothing/0/0/0', 404, /^no tileset 'roads,nothing'$/],
   ]
   for (const [url, status, message] of cases) {
     const res = await app.inject({ url })

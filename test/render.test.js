@@ -491,6 +491,34 @@ test('a GeoJSON source naming a file beside its style is drawn from it; a path l
   assert.deepEqual(await centre('geo'), [255, 0, 0], 'the point has moved away')
 })
 
+test('local files a style names around the folders (file:, asset:) never reach the engine: drawn without them', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  writeFileSync(join(styles, 'local.json'), JSON.stringify({
+    version: 8,
+    sprite: 'file:///etc/passwd',
+    glyphs: 'asset://fonts/{fontstack}/{range}.pbf',
+    sources: {
+      a: { type: 'vector', tiles: ['asset://tiles/{z}/{x}/{y}.pbf'] },
+      b: { type: 'vector', url: 'file:///etc/passwd' },
+      c: { type: 'geojson', data: 'asset://points.geojson' },
+    },
+    layers: [
+      { id: 'bg', type: 'background', paint: { 'background-color': '#ff0000' } },
+      { id: 'a', type: 'line', source: 'a', 'source-layer': 'x' },
+      { id: 'c', type: 'circle', source: 'c' },
+    ],
+  }))
+  writeFileSync(join(styles, 'sprites.json'), JSON.stringify({ version: 8, sprite: [{ id: 'x', url: 'file:///etc/x' }, { id: 'y', url: 'asset://y' }], sources: {}, layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#ff0000' } }] }))
+  const app = await makeApp(t, { paths: [tiles], styles })
+  for (const id of ['local', 'sprites']) {
+    assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get(id)), /file:|asset:|passwd/, `${id}: nothing local for the engine to open`)
+    const res = await app.inject({ url: `/styles/${id}/512/2/1/1.png` })
+    assert.equal(res.statusCode, 200, res.body)
+    assert.deepEqual((await pixels(res.rawPayload)).at(256, 256).slice(0, 3), [255, 0, 0], `${id}: the background, drawn`)
+  }
+})
+
 test('a full queue answers 503 with Retry-After at once; a render past its time answers 503 and its child is replaced', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

@@ -11,7 +11,8 @@ import { LIMIT_DEFAULTS } from '../limits.js'
  * set whose id is one of them is served under another id, with a warning.
  */
 export const RESERVED = new Set(['list', 'catalog', 'health', 'ready', 'metrics', 'styles', 'fonts', 'sprites', 'data',
-  'viewer', 'static', 'collections', 'conformance', 'api', 'ogc', 'favicon.ico', 'robots.txt'])
+  'viewer', 'static', 'collections', 'conformance', 'api', 'ogc', 'favicon.ico', 'robots.txt',
+  '.', '..']) // a table named `..` would make URLs that clients resolve away
 const MAX_COMPOSITES = 100
 
 export class Registry {
@@ -196,12 +197,14 @@ export class Registry {
   }
 
   /**
-   * Why `name`, a composite of sets that can each take part in one, cannot be served (two of them have a layer of one
-   * name), or null.
+   * Why `name`, a composite of sets that are served, cannot be served (one cannot take part in a composite, or two of
+   * them have a layer of one name), or null.
    */
   compositeProblem (name) {
     const parts = name.split(',').map((id) => this.aliases.get(id))
-    if (parts.some((p) => p === undefined || p.source === null || !p.source.composable)) return null
+    if (parts.some((p) => p === undefined || p.source === null)) return null
+    const alone = parts.find((p) => !p.source.composable)
+    if (alone !== undefined) return `'${alone.id}' cannot be part of a composite: only PostGIS tables and functions (tiles made as raw MVT) can`
     const conflict = layerConflict(parts)
     return conflict === null ? null : `composite '${name}' cannot be served: ${conflict}`
   }

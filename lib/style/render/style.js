@@ -2,9 +2,9 @@
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
 import { dataPathOf, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
 
-// Sources and URLs the engine must never open itself: local files (`file:`, and `mbtiles://` / `pmtiles://` paths
-// naming no set here) are read only through the catalog, never around it.
-const LOCAL = /^(file|mbtiles|pmtiles):/i
+// Sources and URLs the engine must never open itself: local files (`file:`, MapLibre Native's `asset:`, and
+// `mbtiles://` / `pmtiles://` paths naming no set here) are read only through the catalog, never around it.
+const LOCAL = /^(file|asset|mbtiles|pmtiles):/i
 const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}'] // a source with no tiles: every tile answers empty
 const EMPTY_DATA = { type: 'FeatureCollection', features: [] }
 // A GeoJSON file of a style on this server named absolutely (`http://localhost:3000/styles/city/files/points.geojson`).
@@ -69,7 +69,7 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
     if (source.type === 'raster' || source.type === 'raster-dem') source.tileSize ??= 256
   }
   const ownFonts = here(json.glyphs)?.startsWith('/fonts/') === true
-  if (hasFonts || ownFonts || (typeof json.glyphs === 'string' && !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs))) json.glyphs = 'tc://fonts/{fontstack}/{range}.pbf'
+  if (hasFonts || ownFonts || (typeof json.glyphs === 'string' && (LOCAL.test(json.glyphs) || !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs)))) json.glyphs = 'tc://fonts/{fontstack}/{range}.pbf'
   // The one sprite is `_`; a sprite of a list is its id after `~` (an id may be `_` too). A sprite route of this server
   // named absolutely is that style's sprite (fetchResource finds the style, or draws without it).
   const ownSprite = (url) => {
@@ -80,7 +80,9 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
   else if (typeof json.sprite === 'string') json.sprite = ownSprite(json.sprite) ?? json.sprite
   else if (Array.isArray(json.sprite)) {
     json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: `tc://sprites/${encodeURIComponent(style.id)}/~${encodeURIComponent(s.id)}` } : s && ownSprite(s.url) !== null ? { ...s, url: ownSprite(s.url) } : s))
+      .filter((s) => !LOCAL.test(s?.url)) // a local file named around the styles folder: drawn without its icons
   }
+  if (typeof json.sprite === 'string' && LOCAL.test(json.sprite)) delete json.sprite
   return { json, used }
 }
 
@@ -99,7 +101,7 @@ function geoJsonData (style, data, here) {
     styleId = decoded(own[1])
     path = dataPathOf(own[2])
   }
-  if (path === null) return LOCAL.test(data) || /^asset:/i.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? EMPTY_DATA : data
+  if (path === null) return LOCAL.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? EMPTY_DATA : data
   // Another style's file: its revision is that style's to know; the parent reads it as that style names it.
   const revision = styleId === style.id ? style.dataFiles?.get(path)?.revision ?? 'missing' : 'other'
   if (revision === 'outside') return EMPTY_DATA // a link leading out of the folders: drawn as a path leaving them is
