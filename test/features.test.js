@@ -217,6 +217,9 @@ test('bbox finds exactly what ST_Intersects finds, in CRS84, EPSG:4326 (lat,lon)
     ['geo_places', 'bbox=-170,-80,170,80', 'ST_Intersects(geog::geometry, ST_MakeEnvelope(-170, -80, 170, 80, 4326))'],
     ['geo_places', `bbox=556597,6446276,2226390,8399738&bbox-crs=EPSG:3857`, 'ST_Intersects(geog::geometry, ST_Transform(ST_MakeEnvelope(556597, 6446276, 2226390, 8399738, 3857), 4326))'],
     ['coded', 'bbox=8.45,47.35,8.55,47.45', "ST_Intersects(geom, ST_Transform(ST_MakeEnvelope(8.45, 47.35, 8.55, 47.45, 4326), 3857))"],
+    // Mercator boxes past the world's edge, as maps at zoom 0-1 ask: every row (PROJ wrapped their x around).
+    ['places', 'bbox=-30000000,-20000000,30000000,20000000&bbox-crs=EPSG:3857', 'true'],
+    ['dateline', 'bbox=-20100000,-20000000,20100000,20000000&bbox-crs=EPSG:3857', 'true'],
   ]
   for (const [table, params, where] of cases) {
     const key = table === 'swiss_lines' ? 'gid' : table === 'coded' ? 'code' : 'id'
@@ -408,8 +411,16 @@ test('unknown collections and features are 404; bad parameters are 400 saying wh
     ['day=notadate', /a value does not fit its property: invalid input syntax for type date/],
     ['rank=99999999999', /a value does not fit its property/],
     ['tags=1', /unknown parameter "tags"/],
-    ['colour=red', /unknown parameter "colour": this resource takes limit, offset, bbox, bbox-crs, crs, properties, sortby, count, f, and the queryables: id, name, kind, rank, open, day/],
-    ['datetime=2024-01-01T00:00:00Z', /datetime is not supported/],
+    ['colour=red', /unknown parameter "colour": this resource takes limit, offset, bbox, bbox-crs, crs, properties, sortby, count, f, datetime, and the queryables: id, name, kind, rank, open, day/],
+    ['datetime=yesterday', /datetime: "yesterday" is no RFC 3339 date or date-time/],
+    ['datetime=2024-13-01', /no RFC 3339/],
+    ['datetime=2021-02-30', /no RFC 3339/],
+    ['datetime=2024-01-01T25:00:00Z', /no RFC 3339/],
+    ['datetime=2024-01-01T10:00:00', /no RFC 3339/], // a date-time has its offset
+    ['datetime=../..', /at least one end/],
+    ['datetime=..', /an instant is a date or date-time/],
+    ['datetime=2024-02-01/2024-01-01', /ends before it starts/],
+    ['datetime=2024-01-01/2024-02-01/2024-03-01', /not an instant nor an interval/],
     ['limit=1&limit=2', /limit is given more than once/],
     ['f=xml', /f is one of geojson, json, html/],
     ['count=yes', /count is true or false/],
@@ -428,6 +439,44 @@ test('unknown collections and features are 404; bad parameters are 400 saying wh
   assert.equal(clamped.numberReturned, 50, 'clamped to features.maxLimit')
   assert.equal(local(linkOf(clamped, 'next').href), '/ogc/collections/places/items?limit=50&offset=50')
   assert.equal((await get(app, '/ogc/collections/places/items')).json().numberReturned, 10, 'the default limit')
+})
+
+test('datetime selects by the table\'s first date or timestamp column: instants, whole days in UTC, intervals open at either end; a table without one selects every feature', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE events (id integer PRIMARY KEY, name text, at timestamptz, later timestamptz, geom geometry(Point, 4326));
+    INSERT INTO events VALUES (1, 'before', '2024-04-30T23:59:59Z', '2030-01-01Z', 'SRID=4326;POINT(8 47)'),
+      (2, 'first', '2024-05-01T00:00:00Z', NULL, 'SRID=4326;POINT(8 47)'), (3, 'noon', '2024-05-01T12:00:00Z', NULL, 'SRID=4326;POINT(8 47)'),
+      (4, 'last', '2024-05-01T23:59:59.5Z', NULL, 'SRID=4326;POINT(8 47)'), (5, 'after', '2024-05-02T00:00:00Z', NULL, 'SRID=4326;POINT(8 47)'),
+      (6, 'no time', NULL, NULL, 'SRID=4326;POINT(8 47)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE events'))
+  const app = await appOf(t)
+  const matched = async (collection, datetime) => {
+    const res = await get(app, `/ogc/collections/${collection}/items?limit=10000&count=true${datetime === undefined ? '' : `&datetime=${encodeURIComponent(datetime)}`}`)
+    assert.equal(res.statusCode, 200, `${collection} ${datetime}: ${res.body}`)
+    return res.json()
+  }
+  const names = async (datetime) => (await matched('events', datetime)).features.map((f) => f.properties.name)
+  assert.deepEqual(await names('2024-05-01T12:00:00Z'), ['noon'], 'an instant: that time')
+  assert.deepEqual(await names('2024-05-01T14:00:00+02:00'), ['noon'], 'an offset is that instant')
+  assert.deepEqual(await names('2024-05-01'), ['first', 'noon', 'last'], 'a date: the whole day, in UTC')
+  assert.deepEqual(await names('2024-05-01T06:00:00Z/2024-05-02'), ['noon', 'last', 'after'], 'a date ending an interval: all of its day')
+  assert.deepEqual(await names('../2024-05-01T00:00:00Z'), ['before', 'first'], 'open start')
+  assert.deepEqual(await names('2024-05-01T12:00:00Z/..'), ['noon', 'last', 'after'], 'open end; the first time column only (not `later`)')
+  assert.deepEqual(await names('/2024-04-30'), ['before'], 'an empty end is open too')
+  const doc = (await get(app, '/ogc/collections/events')).json()
+  assert.deepEqual(doc.extent.temporal.interval, [[null, null]], 'a collection with a time says so')
+  assert.equal((await get(app, '/ogc/collections/swiss_lines')).json().extent.temporal, undefined)
+
+  // A date column: each day compared whole; the same as SQL.
+  const [{ n }] = await query("SELECT count(*)::int AS n FROM places WHERE day BETWEEN '2024-03-01' AND '2024-03-10'")
+  assert.equal((await matched('places', '2024-03-01/2024-03-10')).numberMatched, n)
+  const [{ m }] = await query("SELECT count(*)::int AS m FROM places WHERE day = '2024-03-01'")
+  assert.equal((await matched('places', '2024-03-01T18:00:00Z')).numberMatched, m, 'a date-time on a date column: its day')
+  // No time column: datetime is checked, and every feature is selected.
+  assert.equal((await matched('swiss_lines', '2024-03-01')).numberMatched, (await matched('swiss_lines')).numberMatched)
+  // The next link keeps it.
+  const page = (await get(app, '/ogc/collections/places/items?limit=5&datetime=2024-03-01/2024-03-10')).json()
+  assert.match(linkOf(page, 'next').href, /datetime=2024-03-01%2F2024-03-10/)
 })
 
 test('injection through every parameter is refused or harmless: the tables keep every row', async (t) => {
@@ -638,7 +687,7 @@ test('a column altered since discovery (integer to text) still gives valid JSON:
   assert.deepEqual(JSON.parse(res.body).features[0].properties, { b: '0,"injected":true' })
 })
 
-test('a geometry with coordinates that are no numbers (POINT(NaN NaN), NaN or Infinity in a vertex) is null: the page stays valid JSON', async (t) => {
+test('a geometry with coordinates that are no numbers (POINT(NaN NaN), NaN or Infinity in a vertex), or empty, is null: the page stays valid JSON', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `CREATE TABLE not_numbers (id integer PRIMARY KEY, name text, geom geometry(Geometry, 4326));
     INSERT INTO not_numbers VALUES (1, 'NaN NaN', 'SRID=4326;POINT(NaN NaN)'), (2, 'half', ST_SetSRID(ST_MakePoint(1, 'NaN'), 4326)),
@@ -652,9 +701,8 @@ test('a geometry with coordinates that are no numbers (POINT(NaN NaN), NaN or In
     const fc = JSON.parse(res.body) // `"coordinates":[NaN,NaN]` was not JSON
     assert.deepEqual(ids(fc), [1, 2, 3, 4, 5, 6, 7])
     const geometries = Object.fromEntries(fc.features.map((f) => [f.properties.name, f.geometry]))
-    for (const name of ['NaN NaN', 'half', 'Infinity', 'none', 'vertex']) assert.equal(geometries[name], null, `${name}${crs}`)
+    for (const name of ['NaN NaN', 'half', 'Infinity', 'none', 'vertex', 'empty']) assert.equal(geometries[name], null, `${name}${crs}`)
     assert.equal(geometries.fine.type, 'Point')
-    assert.deepEqual(geometries.empty, { type: 'Point', coordinates: [] }, 'an empty point is valid GeoJSON as it is')
   }
   const one = await get(app, '/ogc/collections/not_numbers/items/1')
   assert.equal(one.statusCode, 200)

@@ -10,6 +10,8 @@ const NUMBER = new Set(['float4', 'float8', 'numeric'])
 const FORMATS = { date: 'date', timestamp: 'date-time', timestamptz: 'date-time', time: 'time', uuid: 'uuid' }
 // Values that are JSON themselves: output, but neither compared with `=` nor ordered.
 const NOT_QUERYABLE = new Set(['json', 'jsonb', 'hstore', 'xml', 'point', 'box', 'polygon', 'line', 'lseg', 'path', 'circle'])
+// Column types a feature's time is in: the first such column of a table (in column order) is what `datetime` selects by.
+const TEMPORAL = new Set(['timestamptz', 'timestamp', 'date'])
 const GEOMETRY_FORMAT = { POINT: 'point', MULTIPOINT: 'multipoint', LINESTRING: 'linestring', MULTILINESTRING: 'multilinestring', POLYGON: 'polygon', MULTIPOLYGON: 'multipolygon' }
 
 /**
@@ -53,6 +55,7 @@ function describe (d) {
     properties,
     propertyNames: new Map(properties.map((c) => [c.name, c])),
     queryables,
+    temporal: d.columns.find((c) => TEMPORAL.has(c.type)) ?? null, // the time `datetime` compares, if any
     crs: offeredCrs(d.srid),
   }
 }
@@ -64,6 +67,8 @@ export function collectionDoc (entry, c) {
   if (tj.description) doc.description = tj.description
   doc.itemType = 'feature'
   doc.extent = { spatial: { bbox: [Array.isArray(tj.bounds) ? tj.bounds : [-180, -90, 180, 90]], crs: CRS84 } }
+  // A table with a time: `datetime` selects by it (its bounds are not read: null, open, as the spec allows).
+  if (c.temporal !== null) doc.extent.temporal = { interval: [[null, null]], trs: 'http://www.opengis.net/def/uom/ISO-8601/0/Gregorian' }
   doc.crs = c.crs.map((x) => x.uri)
   doc.storageCrs = storageCrs(c.d.srid)
   return doc

@@ -11,6 +11,7 @@ const ITEM = ['crs', 'properties', 'f']
 const ITEMS_SET = new Set(ITEMS)
 const ITEM_SET = new Set(ITEM)
 const MERCATOR_LAT = 85.0511287798 // EPSG:3857 ends here: a CRS84 box past it is clipped for a Mercator table
+const MERCATOR_MAX = 20037508.342789244 // and at ±this many metres, east-west and north-south
 const NUMBER = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/
 const INTEGER_TYPES = new Set(['int2', 'int4', 'int8', 'oid'])
 const NUMBER_TYPES = new Set(['float4', 'float8', 'numeric'])
@@ -41,7 +42,7 @@ function flag (query, name) {
 
 function unknown (name, c, allowed) {
   const queryables = allowed === ITEMS ? `, and the queryables: ${[...c.queryables.keys()].join(', ') || 'none'}` : ''
-  return new BadRequest(`unknown parameter ${shown(name)}: this resource takes ${allowed.filter((p) => p !== 'datetime').join(', ')}${queryables}`)
+  return new BadRequest(`unknown parameter ${shown(name)}: this resource takes ${allowed.join(', ')}${queryables}`)
 }
 
 /** `crs`: the output CRS, CRS84 when not given. */
@@ -103,6 +104,9 @@ function readBbox (query, c) {
   if (y1 > y2) throw new BadRequest('bbox: the lower corner is above the upper one')
   if (x1 > x2 && !geographic) throw new BadRequest('bbox: the lower corner is east of the upper one')
   if (geographic && c.d.srid === 3857) [y1, y2] = [y1, y2].map((y) => Math.max(-MERCATOR_LAT, Math.min(MERCATOR_LAT, y)))
+  // A Mercator box past the world's edge (a map at zoom 0-1 asks one): PROJ wraps such an x around (30,000 km is
+  // 90.5° E), and the box flipped to the middle of the world. Cut to the world, it holds what the client sees.
+  if (crs.srid === 3857) [x1, y1, x2, y2] = [x1, y1, x2, y2].map((v) => Math.max(-MERCATOR_MAX, Math.min(MERCATOR_MAX, v)))
   let values = x1 > x2 ? [x1, y1, 180, y2, -180, y1, x2, y2] : [x1, y1, x2, y2]
   if (c.d.domain && crs.srid !== c.d.srid) values = withinDomain(values, crs.srid, c.d.domain)
   if (geographic && c.d.geography) values = narrowed(values, 90) // see sql.js geographyBox
@@ -162,7 +166,6 @@ export function readItemsQuery (query, c, { defaultLimit, maxLimit }) {
     filters.push({ column, value: filterValue(column, one(query, name)) })
   }
   filters.sort((a, b) => (a.column.name < b.column.name ? -1 : 1))
-  if (query.datetime !== undefined) throw new BadRequest('datetime is not supported: these collections have no temporal extent')
   return {
     limit: Math.min(integer(query, 'limit', Math.min(defaultLimit, maxLimit), 1), maxLimit),
     offset: integer(query, 'offset', 0, 0),
@@ -171,7 +174,52 @@ export function readItemsQuery (query, c, { defaultLimit, maxLimit }) {
     properties: readProperties(query, c),
     sortby: readSortby(query, c),
     filters,
+    datetime: readDatetime(query, c),
     count: flag(query, 'count'),
+  }
+}
+
+// RFC 3339 dates and date-times, as OGC API – Features Part 1 (7.15.4) writes `datetime`'s instants and interval ends.
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
+
+/** One end of a datetime: { value, date (a whole day: the end takes all of it) }, null for an open end (`..` or ''). */
+function timeEnd (text, whole) {
+  if (text === '..' || text === '') return null
+  const m = DATE.exec(text) ?? DATE_TIME.exec(text)
+  const ms = m === null ? NaN : Date.parse(text.length === 10 ? `${text}T00:00:00Z` : text.toUpperCase())
+  // Date.parse rolls 2021-02-30 over to March: the parts must be the ones read back.
+  const real = m !== null && !Number.isNaN(ms) && new Date(Date.parse(`${m[1]}-${m[2]}-${m[3]}T00:00:00Z`)).toISOString().startsWith(`${m[1]}-${m[2]}-${m[3]}`)
+  if (!real || (m[4] !== undefined && (Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6]) > 60))) {
+    throw new BadRequest(`datetime: ${shown(whole)} is no RFC 3339 date or date-time (2018-02-12, 2018-02-12T23:20:50Z), nor an interval of them (a/b, ../b, a/..)`)
+  }
+  return { value: text, date: text.length === 10, ms }
+}
+
+/**
+ * `datetime`: an instant or an interval (either end open) → the bounds on the collection's time column (c.temporal),
+ * as values to bind: { from (≥), to (≤, or < when `toExclusive`: the day after a whole day) }, each null when open;
+ * null when not given. Checked whether or not the collection has a time; one without (c.temporal null) selects every
+ * feature. A whole day's bounds are written in UTC for a timestamptz column (a bare date would be read in the
+ * session's time zone).
+ */
+function readDatetime (query, c) {
+  const text = one(query, 'datetime')
+  if (text === undefined) return null
+  const parts = text.split('/')
+  if (parts.length > 2) throw new BadRequest(`datetime: ${shown(text)} is not an instant nor an interval a/b`)
+  const start = timeEnd(parts[0], text)
+  const end = parts.length === 1 ? start : timeEnd(parts[1], text)
+  if (parts.length === 1 && start === null) throw new BadRequest('datetime: an instant is a date or date-time, not ..')
+  if (start === null && end === null) throw new BadRequest('datetime: an interval has at least one end (../.. is every time: leave datetime out)')
+  if (start !== null && end !== null && start.ms > end.ms) throw new BadRequest(`datetime: ${shown(text)} ends before it starts`)
+  if (c.temporal === null) return null
+  const day = (ms) => new Date(ms).toISOString().slice(0, 10)
+  const midnight = (date) => (c.temporal.type === 'timestamptz' ? `${date}T00:00:00Z` : c.temporal.type === 'timestamp' ? `${date}T00:00:00` : date)
+  return {
+    from: start === null ? null : start.date ? midnight(start.value) : start.value,
+    to: end === null ? null : end.date ? midnight(day(end.ms + 86_400_000)) : end.value,
+    toExclusive: end !== null && end.date,
   }
 }
 

@@ -41,9 +41,10 @@ const geojsonOf = (c, crs, precision) =>
   `CROSS JOIN LATERAL (SELECT ST_AsGeoJSON(${geometryOut(c.d, crs)}, ${precision}, 0) AS geojson OFFSET 0) AS tc_geojson`
 // ST_AsGeoJSON writes a coordinate that is no number (POINT(NaN NaN), PostGIS's empty point in WKB, or an Infinity
 // from a transform) as NaN or Infinity (older number printers: nan, inf): invalid JSON, and the whole page with it.
-// No type or member name of a geometry's GeoJSON holds `nan` or `inf` in any case, so one look finds them; such a
-// geometry is null, as GeoJSON clients take it.
-const GEOMETRY = `CASE WHEN tc_geojson.geojson ~* '(nan|inf)' THEN 'null' ELSE coalesce(tc_geojson.geojson, 'null') END`
+// An empty geometry (POINT EMPTY) it writes with `"coordinates":[]`, which GeoJSON schemas refuse for a Point (RFC
+// 7946 lets a reader take it as null). No type or member name of a geometry's GeoJSON holds `nan` or `inf` in any
+// case, nor does anything else hold `[]`, so one look finds them all; such a geometry is null.
+const GEOMETRY = `CASE WHEN tc_geojson.geojson ~* '(nan|inf|\\[\\])' THEN 'null' ELSE coalesce(tc_geojson.geojson, 'null') END`
 
 /** The Feature text of a row (FROM … `geojsonOf`): type, id (the key), geometry, properties. */
 function featureText (c, properties) {
@@ -114,6 +115,13 @@ function whereOf (c, shape) {
     else conds.push(boxes.length === 1 ? intersects(c.d, boxes[0]) : `(${boxes.map((b) => intersects(c.d, b)).join(' OR ')})`)
   }
   for (const f of shape.filters) conds.push(compared(f.column, i++))
+  // datetime (params.js readDatetime): the bounds on the collection's time column, cast to its type.
+  const time = shape.datetime
+  if (time != null) {
+    const t = `${col(c.temporal.name)}`
+    if (time.from !== null) conds.push(`${t} >= $${i++}::${c.temporal.type}`)
+    if (time.to !== null) conds.push(`${t} ${time.toExclusive ? '<' : '<='} $${i++}::${c.temporal.type}`)
+  }
   return { where: conds.length ? `\nWHERE ${conds.join(' AND ')}` : '', next: i }
 }
 
@@ -158,7 +166,8 @@ const named = (text, countText) => ({ text, name: statementName(text), countText
 export function itemsStatement (c, request, precision, byKey = true) {
   const properties = request.properties ?? c.properties
   const key = JSON.stringify([request.crs.uri, precision, byKey, request.properties?.map((p) => p.name), request.bbox && [request.bbox.srid, request.bbox.values.length],
-    request.filters.map((f) => f.column.name), request.sortby.map((s) => [s.column.name, s.desc])])
+    request.filters.map((f) => f.column.name), request.sortby.map((s) => [s.column.name, s.desc]),
+    request.datetime && [request.datetime.from !== null, request.datetime.to !== null, request.datetime.toExclusive]])
   return cached(c, key, () => {
     const { where, next } = whereOf(c, request)
     const page = `SELECT ${columnsOf(c, properties)} ${from(c.d)}${where}${orderOf(c, request.sortby, byKey)}\n  LIMIT $${next} OFFSET $${next + 1}`
@@ -167,10 +176,11 @@ export function itemsStatement (c, request, precision, byKey = true) {
   })
 }
 
-/** The bound values of an /items request, in the statement's order: boxes, filters, then LIMIT (one more, to know if
- * there is a next page) and OFFSET. */
+/** The bound values of an /items request, in the statement's order: boxes, filters, datetime's bounds, then LIMIT
+ * (one more, to know if there is a next page) and OFFSET. */
 export function itemsValues (request) {
-  return [...(request.bbox?.values ?? []), ...request.filters.map((f) => f.value), String(request.limit + 1), String(request.offset)]
+  const time = request.datetime ? [request.datetime.from, request.datetime.to].filter((v) => v !== null) : []
+  return [...(request.bbox?.values ?? []), ...request.filters.map((f) => f.value), ...time, String(request.limit + 1), String(request.offset)]
 }
 
 /** The statement of /items/{featureId}: the row whose key is $1. */
