@@ -97,13 +97,18 @@ export default async function featureRoutes (app) {
   }
 
   /** The decimals of `crs` (see lib/features/index.js): awaited only for an SRID not met before. */
+  // A query's failure as its answer; a table or column gone since discovery has its database discovered again.
+  const failed = (entry, err, log, clientValues) => {
+    catalog.readFailed(entry, err)
+    return queryFailure(entry, err, log, clientValues)
+  }
   const precisionOf = async (request, entry, c, crs) => {
     const precision = features.precision(c, crs)
     if (typeof precision === 'number') return precision
     try {
       return await precision
     } catch (err) {
-      throw queryFailure(entry, err, request.log)
+      throw failed(entry, err, request.log)
     }
   }
 
@@ -159,7 +164,7 @@ export default async function featureRoutes (app) {
         coding,
       })
     } catch (err) {
-      throw queryFailure(entry, err, request.log, q.filters.length > 0)
+      throw failed(entry, err, request.log, q.filters.length > 0)
     }
     featureHeaders(reply, entry, format, q.crs, coding)
     return reply.send(answer.stream ?? await encodeWhole(answer.text, coding))
@@ -183,7 +188,7 @@ export default async function featureRoutes (app) {
     try {
       res = await featurePool(c.d.pool).query({ name: statement.name, text: statement.text, values: [id], rowMode: 'array' })
     } catch (err) {
-      const failure = queryFailure(entry, err, request.log, true)
+      const failure = failed(entry, err, request.log, true)
       throw failure instanceof BadRequest ? missing() : failure // an id that is no value of the key's type: no such feature
     }
     const text = res.rows[0]?.[0]

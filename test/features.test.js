@@ -659,6 +659,33 @@ function download (url, onBytes = () => {}) {
   })
 }
 
+test('a table altered or dropped while served: its database is discovered again at once, so it answers as it now is (not 503 until the next discovery)', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE shifting (id integer PRIMARY KEY, a integer, b text, geom geometry(Point, 4326));
+    INSERT INTO shifting VALUES (1, 10, 'x', 'SRID=4326;POINT(8 47)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS shifting'))
+  const app = await appOf(t) // discoverIntervalS: 300, the default
+  const items = () => get(app, '/ogc/collections/shifting/items')
+  assert.deepEqual((await items()).json().features[0].properties, { a: 10, b: 'x' })
+  // Polls until `ok` holds of the answer (each failing read may start the discovery; it runs in the background).
+  const eventually = async (request, ok, what) => {
+    let res
+    for (let i = 0; i < 80; i++) {
+      res = await request()
+      if (ok(res)) return res
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    assert.fail(`${what}: still ${res.statusCode} ${res.body.slice(0, 200)}`)
+  }
+  await runSql(db.url, 'ALTER TABLE shifting DROP COLUMN b')
+  const altered = await eventually(items, (res) => res.statusCode === 200, 'a dropped column')
+  assert.deepEqual(altered.json().features[0].properties, { a: 10 })
+  assert.equal((await get(app, '/shifting/0/0/0')).statusCode, 200, 'its tiles too')
+  await runSql(db.url, 'DROP TABLE shifting')
+  await eventually(items, (res) => res.statusCode === 404, 'a dropped table') // (a second discovery: at most every 5 s)
+  assert.equal((await get(app, '/shifting/0/0/0')).statusCode, 404)
+})
+
 test('a table in a geographic CRS other than 4326 (NAD83) answers its own CRS latitude first, and reads its bbox so', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `CREATE TABLE nad83 (id integer PRIMARY KEY, geom geometry(Point, 4269));

@@ -2,6 +2,8 @@
 // cannot be reached, re-discovered on an interval and on reload, purged when the place says its data changed.
 // Which kinds do this is the kinds' business (`openGroup` in lib/sources/contract.js).
 
+const REDISCOVER_MS = 5000 // rediscoverSoon: at most this often
+
 /** A URL fit for logs: no password. */
 const redact = (url) => { try { const u = new URL(url); if (u.password) u.password = '***'; return u.toString() } catch { return 'a database' } }
 
@@ -66,6 +68,22 @@ export class Groups {
     this.log.info({ place: redact(url), sets: ids.size }, `${kind.title} sets discovered`)
   }
 
+  /**
+   * Re-discovers `url` soon (its sets met a table or column that is gone): once, however many reads failed meanwhile,
+   * and at most every REDISCOVER_MS, so a set that keeps failing cannot make every request a discovery.
+   */
+  rediscoverSoon (url) {
+    const known = this.groups.get(url)
+    if (known === undefined || this.closed || known.soon || Date.now() - (known.soonAt ?? 0) < REDISCOVER_MS) return
+    known.soon = setTimeout(() => {
+      known.soon = null
+      known.soonAt = Date.now()
+      this.log.info({ place: redact(url) }, 'a table, column or function was dropped or changed: discovering again')
+      this.open(url, known.kind).catch(() => {})
+    }, 200)
+    known.soon.unref()
+  }
+
   retryLater (url, known) {
     if (this.closed) return
     clearTimeout(known.retry)
@@ -109,6 +127,7 @@ export class Groups {
     this.closed = true
     for (const known of this.groups.values()) {
       clearTimeout(known.retry)
+      clearTimeout(known.soon)
       clearInterval(known.interval)
       await known.group.close().catch(() => {})
     }

@@ -12,6 +12,9 @@ import { FileWatcher, isWriting } from './watch.js'
 import { Groups } from './groups.js'
 import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
 
+// PostgreSQL: an undefined table, column or function (SQLSTATE 42P01, 42703, 42883): the schema changed since discovery.
+const SCHEMA_CHANGED = new Set(['42P01', '42703', '42883'])
+
 export class Catalog {
   /** `services`: what sources may use beyond their spec (plugins' resources: the raster pool, …). */
   constructor ({ config, log, cache, services = {} }) {
@@ -42,7 +45,26 @@ export class Catalog {
   /** An entry outside the catalog (a rendered style): the pipeline serves it like a set; /list never shows it. */
   detachedEntry (spec, source) { return this.registry.makeEntry(spec, source) }
 
-  readTile (entry, z, x, y, query, rendering) { return this.registry.readTile(entry, z, x, y, query, rendering) }
+  readTile (entry, z, x, y, query, rendering) {
+    if (entry.group === null) return this.registry.readTile(entry, z, x, y, query, rendering) // files: as they were
+    let read
+    try {
+      read = this.registry.readTile(entry, z, x, y, query, rendering)
+    } catch (err) {
+      this.readFailed(entry, err)
+      throw err
+    }
+    return read instanceof Promise ? read.catch((err) => { this.readFailed(entry, err); throw err }) : read
+  }
+
+  /**
+   * A read of `entry` failed with `err` (tiles, features): when the set's place says the table, column or function
+   * it was discovered with is gone (dropped, altered, renamed), the place is discovered again now, rather than at the
+   * next interval (5 minutes by default): its sets answer as they are, a dropped table 404, not 503 until then.
+   */
+  readFailed (entry, err) {
+    if (entry.group != null && SCHEMA_CHANGED.has(err?.code) && typeof err.severity === 'string') this.groups.rediscoverSoon(entry.group)
+  }
   get entries () { return this.registry.entries }
   /** url → the group of sets found there (a database). */
   get providers () { return new Map([...this.groups.groups].map(([url, known]) => [url, known.group])) }
