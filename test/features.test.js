@@ -117,6 +117,9 @@ test('landing page, conformance, collections, a collection and queryables are va
   assert.ok(byId.get('swiss_lines').crs.includes(EPSG(2056)))
   const [w, s, e, n] = byId.get('places').extent.spatial.bbox[0]
   assert.ok(w >= 7.99 && s >= 46.99 && e <= 9.01 && n <= 48.01 && w < e && s < n, `places bbox ${[w, s, e, n]}`)
+  // A geography column's extent in degrees (its planner statistics are geocentric: they gave ±1 around 0,0).
+  const [gw, gs, ge, gn] = byId.get('geo_places').extent.spatial.bbox[0]
+  assert.ok(gw >= 7.99 && gw <= 8.5 && gs >= 46.99 && gs <= 47.5 && Math.abs(ge - 10) < 0.01 && Math.abs(gn - 60.2) < 0.01, `geo_places bbox ${[gw, gs, ge, gn]}`)
 
   const one = await get(app, '/ogc/collections/swiss_lines')
   assertOgc('collection', one.json())

@@ -16,8 +16,11 @@ async function withClient (pool, use) {
   }
 }
 
-/** Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. */
-export function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
+/**
+ * Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. Not the
+ * estimate of a geography column: its statistics are geocentric (a box around the unit sphere's centre, ±1).
+ */
+export function tableBounds (pool, { schema, table, geom, srid, geography }, timeoutMs) {
   return withClient(pool, async (client) => {
     try {
       await client.query('BEGIN')
@@ -26,7 +29,7 @@ export function tableBounds (pool, { schema, table, geom, srid }, timeoutMs) {
         FROM (SELECT ST_Transform(ST_SetSRID((${expr})::geometry, ${srid}), 4326) AS b) AS x`
       let row
       try {
-        row = (await client.query(box(`ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)})`))).rows[0]
+        if (!geography) row = (await client.query(box(`ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)})`))).rows[0]
       } catch {
         row = undefined // no statistics yet
       }
