@@ -96,12 +96,12 @@ export default async function featureRoutes (app) {
     return featuresPage(entry.source.tilejson.name ?? entry.id, keyed(request, `${url}?${search}`), features.viewer ? `${base}${ASSETS}` : null)
   }
 
-  /** The decimals of `crs` (see lib/features/index.js): awaited only for an SRID not met before. */
   // A query's failure as its answer; a table or column gone since discovery has its database discovered again.
   const failed = (entry, err, log, clientValues) => {
     catalog.readFailed(entry, err)
     return queryFailure(entry, err, log, clientValues)
   }
+  /** The decimals of `crs` (see lib/features/index.js): awaited only for an SRID not met before. */
   const precisionOf = async (request, entry, c, crs) => {
     const precision = features.precision(c, crs)
     if (typeof precision === 'number') return precision
