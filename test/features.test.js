@@ -689,6 +689,17 @@ test('a table altered or dropped while served: its database is discovered again 
   assert.equal((await get(app, '/shifting/0/0/0')).statusCode, 404)
 })
 
+test('feature requests past their share of the connections wait for one (a map asks for several pages at once), rather than 503 at once', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, 'CREATE VIEW slow_places AS SELECT p.id, p.geom FROM places AS p, pg_sleep(0.3) WHERE p.id <= 3')
+  t.after(() => runSql(db.url, 'DROP VIEW slow_places'))
+  const app = await appOf(t)
+  const started = Date.now()
+  const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => get(app, `/ogc/collections/slow_places/items?limit=${i + 1}`)))
+  assert.deepEqual(answers.map((a) => a.statusCode), Array(12).fill(200), answers.find((a) => a.statusCode !== 200)?.body)
+  assert.ok(Date.now() - started >= 600, 'they ran a few at a time (the share), not all at once')
+})
+
 test('a table in a geographic CRS other than 4326 (NAD83) answers its own CRS latitude first, and reads its bbox so', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `CREATE TABLE nad83 (id integer PRIMARY KEY, geom geometry(Point, 4269));
