@@ -4,7 +4,16 @@
 // (414); composites past `maxCompositeParts` are a 400 (lib/resolve.js). The tile front (routes/tiles.js) takes no
 // query string and checks the URL length itself.
 import fp from 'fastify-plugin'
-import { UriTooLong } from './errors.js'
+import { BadRequest, UriTooLong } from './errors.js'
+
+const decodable = (text) => {
+  try {
+    decodeURIComponent(text)
+    return true
+  } catch {
+    return false
+  }
+}
 
 export const LIMIT_DEFAULTS = Object.freeze({ maxUrlLength: 8192, maxQueryLength: 4096, maxCompositeParts: 16 })
 
@@ -13,11 +22,14 @@ async function limitsPlugin (app, config) {
   const shortest = Math.min(maxUrlLength, maxQueryLength)
   app.addHook('onRequest', (request, reply, done) => {
     const url = request.url
+    // A query string with a %-escape that is no UTF-8 (`?name=%FF`): the parser would keep it as the text `%FF`, and
+    // a filter would look for that. A 400, as such a path is (the router's).
+    const q = url.indexOf('?')
+    if (q !== -1 && url.indexOf('%', q) !== -1 && !decodable(url.slice(q + 1))) return done(new BadRequest('the query string has a malformed %-escape: a % and two hex digits, spelling UTF-8'))
     if (url.length <= shortest) return done() // nearly every request: one comparison
     let problem = null
     if (url.length > maxUrlLength) problem = `a URL is at most ${maxUrlLength} characters`
     else {
-      const q = url.indexOf('?')
       if (q !== -1 && url.length - q - 1 > maxQueryLength) problem = `a query string is at most ${maxQueryLength} characters`
     }
     if (problem === null) return done()

@@ -253,6 +253,8 @@ test('limits and hostile addresses: 414 past the URL and query bounds, 400 past 
     ['/roads,pm/0/0/0', 400, /^'roads' cannot be part of a composite: only PostGIS tables and functions/], // files are no parts
     ['/roads,pm.json', 400, /^'roads' cannot be part of a composite/],
     ['/roads,nothing/0/0/0', 404, /^no tileset 'roads,nothing'$/],
+    ['/roads.json?x=%FF', 400, /^the query string has a malformed %-escape/], // no UTF-8: the parser kept `%FF` as text
+    ['/roads.json?x=%zz', 400, /^the query string has a malformed %-escape/],
   ]
   for (const [url, status, message] of cases) {
     const res = await app.inject({ url })
