@@ -180,7 +180,6 @@ export default async function featureRoutes (app) {
     const url = `${collectionUrl(root, entry.id)}/items/${pathSegment(id)}`
     const missing = () => new NotFound(`no feature '${id.slice(0, 100)}' in collection '${entry.id}'`)
     if (INTEGER_KEY.has(c.key.type) && !/^[-+]?\d{1,19}$/.test(id)) throw missing()
-    if (format === 'html') return featuresHtml(request, reply, root, entry, url, new URLSearchParams(request.query))
 
     const precision = await precisionOf(request, entry, c, q.crs)
     const statement = itemStatement(c, q, precision)
@@ -193,6 +192,8 @@ export default async function featureRoutes (app) {
     }
     const text = res.rows[0]?.[0]
     if (text === undefined) throw missing()
+    // The page for browsers, once the feature is known to be there: a missing one is a 404 for them too.
+    if (format === 'html') return featuresHtml(request, reply, root, entry, url, new URLSearchParams(request.query))
     const itemLinks = [
       { href: keyed(request, `${url}?f=${format}`), rel: 'self', type: format === 'json' ? TYPES.json : TYPES.geojson, title: 'this feature' },
       { href: keyed(request, `${url}?f=html`), rel: 'alternate', type: TYPES.html, title: 'this feature as HTML' },

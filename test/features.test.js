@@ -562,6 +562,7 @@ test('gzip and brotli answers decode to the same JSON; collections have an ETag 
   assert.equal((await get(app, '/ogc/collections/places/items?f=json&limit=1')).headers['content-type'], 'application/json')
   assert.equal((await get(app, '/ogc/collections/places/items?limit=1', { accept: 'application/json' })).headers['content-type'], 'application/json')
   assert.equal((await get(app, '/ogc/collections/places/items/3?f=html')).statusCode, 200)
+  assert.equal((await get(app, '/ogc/collections/places/items/999999?f=html')).statusCode, 404, 'a missing feature is a 404 for browsers too')
   const head = await app.inject({ method: 'HEAD', url: '/ogc/collections/places/items?limit=5', headers: { host: 'h' } })
   assert.equal(head.statusCode, 200)
   assert.equal(head.body, '')
