@@ -1,6 +1,7 @@
 // Remote PMTiles over HTTP range requests, against a real range-serving HTTP server on 127.0.0.1.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { gunzipSync } from 'node:zlib'
 import { join } from 'node:path'
 import { makeApp } from './helpers/app.js'
@@ -34,6 +35,22 @@ test('a remote PMTiles URL is served through range requests, with leaf directori
   assert.equal(res.statusCode, 503, 'remote errors are 503 for that set')
   assert.ok(!res.payload.includes('127.0.0.1'), 'the backend URL is not leaked')
   assert.deepEqual(gunzipSync(vectorTiles([[0, 0, 0]])[0].data), makeMvt(0, 0, 0))
+})
+
+test('a store answering less of a range than asked (a CDN\'s pieces) is read on until the range is whole', async (t) => {
+  const dir = tempDir(t)
+  // Tiles of 3 KB that do not compress, so a tile's own read comes in pieces too.
+  const tiles = pyramid(0, 3).map(([z, x, y]) => ({ z, x, y, data: makeMvt(z, x, y, { pad: randomBytes(1500).toString('hex') }) }))
+  const file = writePmtiles(join(dir, 'x.pmtiles'), { tiles, tileCompression: 'none', leafSize: 10, metadata: { name: 'Pieces' } })
+  const remote = await rangeServer(t, file, 'pieces.pmtiles', { piece: 1100 })
+  const app = await makeApp(t, { paths: [remote.url] })
+  assert.equal((await app.inject({ url: '/pieces.json' })).json().name, 'Pieces')
+  for (const { z, x, y, data } of tiles.filter((_, i) => i % 7 === 0)) {
+    const res = await app.inject({ url: `/pieces/${z}/${x}/${y}.mvt` })
+    assert.equal(res.statusCode, 200, res.body)
+    assert.deepEqual(res.rawPayload, data)
+  }
+  assert.ok(remote.ranges.some(([s, e]) => e - s + 1 === 1100), 'answered in pieces')
 })
 
 test('an unreachable remote archive is unavailable, not fatal', async (t) => {

@@ -63,7 +63,12 @@ async function answerError (res, when) {
 }
 
 /** A network failure in a few words: the system code (ECONNREFUSED …), or a timeout. */
+/** A 206 that is not the range asked for (another start, or fewer bytes than it says): tried again, and said so. */
+class ShortRead extends Error {}
+const MAX_PIECES = 64 // answers of less than asked, read on one after another, before a store is given up on
+
 function networkReason (err) {
+  if (err instanceof ShortRead) return err.message
   if (err?.name === 'TimeoutError') return 'no answer in time'
   for (let e = err, depth = 0; e && depth < 4; e = e.cause, depth++) {
     if (typeof e.code === 'string') return e.code
@@ -163,9 +168,16 @@ export class RangeReader {
           throw this.replaced()
         }
         const data = Buffer.from(await res.arrayBuffer())
-        if (data.length !== Number(range[2]) - Number(range[1]) + 1 || Number(range[1]) !== start) throw new Error('short read') // tried again
+        const [from, to] = [Number(range[1]), Number(range[2])]
+        if (from !== start || to < from) throw new ShortRead(`answered bytes ${from}-${to} when asked for ${start}-${end}`) // tried again
+        if (data.length !== to - from + 1) throw new ShortRead(`sent ${data.length} bytes of the ${to - from + 1} its Content-Range says`)
         this.answeredAt = Date.now()
-        return data
+        // A store may answer less of a range than asked (RFC 9110 14.4): the rest is asked for, never taken as all.
+        const wanted = Math.min(end, total - 1)
+        if (to >= wanted) return data
+        if ((options?.pieces ?? 0) >= MAX_PIECES) throw remoteError(`the remote store answers ranges in pieces of ${data.length} bytes: too small to read`)
+        const rest = await this.fetchRange(to + 1, end, when, { ...options, pieces: (options?.pieces ?? 0) + 1 })
+        return Buffer.concat([data, rest])
       }
       if (res.status === 200 || (when === 'read' && (res.status === 412 || res.status === 416 || res.status === 404))) {
         res.body?.cancel().catch(() => {})

@@ -2,8 +2,11 @@
 import { once } from 'node:events'
 import { createServer } from 'node:http'
 
-/** A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name; `down()` makes it fail. */
-export async function rangeServer (t, file, name = 'remote.pmtiles') {
+/**
+ * A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name; `down()` makes it fail.
+ * `piece`: at most this many bytes an answer, however many were asked for (as HTTP lets a server answer a range).
+ */
+export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = Infinity } = {}) {
   const ranges = []
   let up = true
   const server = createServer((req, res) => {
@@ -11,7 +14,7 @@ export async function rangeServer (t, file, name = 'remote.pmtiles') {
     const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
     if (!m) { res.writeHead(200, { 'content-length': file.length }); res.end(file); return }
     const start = Number(m[1])
-    const end = Math.min(Number(m[2]), file.length - 1)
+    const end = Math.min(Number(m[2]), file.length - 1, start + piece - 1)
     ranges.push([start, end])
     res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
     res.end(file.subarray(start, end + 1))
