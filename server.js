@@ -30,7 +30,14 @@ async function serve () {
   }
   const { config } = loaded
 
-  const app = await buildApp(config)
+  let app
+  try {
+    app = await buildApp(config)
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    console.error(`tile-cannon: ${err.message}`) // a setting that cannot be used as it is: one line, no stack
+    process.exit(2)
+  }
   try {
     await app.listen({ port: config.port, host: config.host })
   } catch (err) {

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { findNginx, freePort, runNginx } from '../bench/servers.js'
 import { buildApp } from '../lib/app.js'
-import { loadConfig } from '../lib/config.js'
+import { ConfigError, loadConfig } from '../lib/config.js'
 import { lonLatToTile } from '../lib/tilemath.js'
 import { FIXTURES, HAVE_FIXTURES, ROOT, needs } from './helpers/app.js'
 import { makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
@@ -249,4 +249,16 @@ test('a PostGIS NOTIFY removes the set\'s tiles from disk; nginx sends the new d
   const after = await s.nginx(path, IDENTITY)
   assert.ok(!byNginx(after), 'not from disk')
   assert.notDeepEqual(after.body, before.body, 'the purged data is gone')
+})
+
+test('a tile directory that cannot be made is said in one line at start (exit 2), not a stack', async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, 'afile'), '')
+  writeMbtiles(join(dir, 'roads.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf' } })
+  const { config } = loadConfig({ overrides: { paths: [join(dir, 'roads.mbtiles')], watch: false, demo: false, logLevel: 'silent', tileDir: { dir: join(dir, 'afile', 'tiles') } } })
+  await assert.rejects(buildApp(config), (err) => err instanceof ConfigError && err.message === `cannot use ${join(dir, 'afile', 'tiles')} as the tile directory (tileDir.dir): a part of its path is a file`)
+  const run = await promisify(execFile)(process.execPath, [join(ROOT, 'server.js'), '--port', '0', '--no-watch', '--tile-dir', join(dir, 'afile', 'tiles'), join(dir, 'roads.mbtiles')]).catch((err) => err)
+  assert.equal(run.code, 2)
+  assert.match(run.stderr, /^tile-cannon: cannot use .* as the tile directory \(tileDir\.dir\): a part of its path is a file\n$/m)
+  assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack')
 })

@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs'
 import { mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { ConfigError } from '../config.js'
 
 const MARKER = '.revision'
 const TRASH = '.trash'
@@ -53,7 +54,12 @@ export class TileDirectory {
    * kept places' files are indexed in the background (`walked`): a large folder does not hold up the start.
    */
   async open () {
-    mkdirSync(join(this.dir, TRASH), { recursive: true })
+    try {
+      mkdirSync(join(this.dir, TRASH), { recursive: true })
+    } catch (err) {
+      const why = { EACCES: 'permission denied', EPERM: 'permission denied', ENOTDIR: 'a part of its path is a file', EROFS: 'a read-only file system', ENOSPC: 'no space left' }[err.code] ?? err.code ?? err.message
+      throw new ConfigError(`cannot use ${this.dir} as the tile directory (tileDir.dir): ${why}`)
+    }
     this.emptyTrash()
     const kept = []
     for (const place of this.placesOnDisk()) {
