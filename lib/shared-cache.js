@@ -3,7 +3,8 @@
 // (lib/pipeline.js sharedRead) asks here after its own cache misses, and stores what it made.
 //
 // Redis never fails a request: a lookup slower than `timeoutMs`, an error, or Redis being down is a miss, and the
-// tile is made here; while Redis is not connected it is not asked at all (ioredis reconnects in the background).
+// tile is made here; while Redis is not connected it is not asked at all (ioredis reconnects in the background), nor
+// for REST_MS after TRIP lookups in a row failed (connected, but hung or overloaded: each would cost `timeoutMs`).
 //
 // Keys: prefix + set id + the data's revision (the same on every replica: lib/catalog/registry.js dataRevision) +
 // z/x/y, scale, format and options (the pipeline's key tail). Values: a 9-byte header (a version byte, when the read
@@ -16,6 +17,8 @@ import { dataRevision } from './catalog/registry.js'
 
 const VERSION = 1
 const HEADER = 9
+const TRIP = 5 // lookups or stores failing in a row that rest the shared cache
+const REST_MS = 5000 // how long it then is not asked
 
 async function sharedCache (app, config) {
   const options = config.cache ?? {}
@@ -27,6 +30,9 @@ async function sharedCache (app, config) {
   const log = app.log
   const counts = { hits: 0, misses: 0, errors: 0, stores: 0 }
   let lastError = null
+  let failing = 0 // lookups and stores failed in a row
+  let restUntil = 0 // not asked before this time (Date.now()); 0: not resting
+  let unusable = null // why Redis cannot be used as configured (a db it has not): never asked
 
   const client = new Redis(options.redis, {
     enableOfflineQueue: false, // not connected: fail at once (a miss), never queue behind a reconnect
@@ -39,6 +45,12 @@ async function sharedCache (app, config) {
   })
   client.on('error', (err) => {
     const reason = err.code ?? err.message
+    // A db the server has not (redis://…/99): ioredis would carry on in db 0, beside another application's keys.
+    if (/DB index is out of range/.test(err.message) && unusable === null) {
+      unusable = `${err.message}: check the database number in cache.redis`
+      log.error({ reason: unusable }, 'redis: shared cache not used')
+      client.disconnect()
+    }
     if (reason !== lastError) log.warn({ reason }, 'redis: shared cache unavailable; making tiles here')
     lastError = reason
   })
@@ -46,6 +58,19 @@ async function sharedCache (app, config) {
     if (lastError !== null) log.info('redis: shared cache back')
     lastError = null
   })
+  const failed = () => {
+    counts.errors++
+    if (++failing < TRIP || Date.now() < restUntil) return
+    if (restUntil === 0) log.warn({ failedInARow: failing, timeoutMs: options.timeoutMs ?? 50 }, `redis: shared cache not answering in time; making tiles here, asking again every ${REST_MS / 1000} s`)
+    restUntil = Date.now() + REST_MS
+  }
+  const answered = () => {
+    failing = 0
+    if (restUntil === 0) return
+    restUntil = 0
+    log.info('redis: shared cache answering again')
+  }
+  const usable = () => unusable === null && client.status === 'ready' && (restUntil === 0 || Date.now() >= restUntil)
   client.connect().catch(() => {}) // the error event has told it; retries go on
 
   const keyOf = (entry, tail) => {
@@ -55,7 +80,7 @@ async function sharedCache (app, config) {
 
   const cache = {
     /** Does the shared cache take this set's tiles now? */
-    keeps: (entry) => client.status === 'ready' && kinds.has(entry.kind) && entry.ttlMs !== 0,
+    keeps: (entry) => kinds.has(entry.kind) && entry.ttlMs !== 0 && usable(),
 
     /** The stored bytes (an empty Buffer: no tile there), or null: not there, too old, or Redis failed. */
     async get (entry, tail) {
@@ -63,9 +88,10 @@ async function sharedCache (app, config) {
       try {
         value = await client.getBuffer(keyOf(entry, tail))
       } catch {
-        counts.errors++
+        failed()
         return null
       }
+      answered()
       if (value === null || value.length < HEADER || value[0] !== VERSION || value.readDoubleBE(1) < entry.expiredAt) {
         counts.misses++
         return null
@@ -87,16 +113,18 @@ async function sharedCache (app, config) {
       if (size > 0) value.set(bytes, HEADER)
       const ttlMs = entry.ttlMs === undefined ? maxTtlMs : Math.min(maxTtlMs, entry.ttlMs)
       counts.stores++
-      client.set(keyOf(entry, tail), value, 'PX', Math.max(1, Math.round(ttlMs))).catch(() => { counts.errors++ })
+      client.set(keyOf(entry, tail), value, 'PX', Math.max(1, Math.round(ttlMs))).then(answered, failed)
     },
 
     get state () {
-      return client.status === 'ready' ? { state: 'up' } : { state: 'down', reason: lastError ?? client.status }
+      if (unusable !== null) return { state: 'down', reason: unusable }
+      if (client.status !== 'ready') return { state: 'down', reason: lastError ?? client.status }
+      return restUntil === 0 ? { state: 'up' } : { state: 'down', reason: `not answering in time (${failing} lookups in a row)` }
     },
 
     /** For lib/metrics. */
     metrics: [
-      { name: 'tilecannon_shared_cache_up', help: 'Is the shared cache (Redis) connected?', type: 'gauge', values: () => [{ labels: {}, value: client.status === 'ready' ? 1 : 0 }] },
+      { name: 'tilecannon_shared_cache_up', help: 'Is the shared cache (Redis) connected?', type: 'gauge', values: () => [{ labels: {}, value: usable() ? 1 : 0 }] },
       ...['hits', 'misses', 'errors', 'stores'].map((what) => ({
         name: `tilecannon_shared_cache_${what}_total`,
         help: `Shared cache (Redis) ${what === 'errors' ? 'lookups and stores that failed or timed out' : what}.`,

@@ -137,6 +137,45 @@ test('Redis down, slow or back: every request is answered, made locally meanwhil
   assert.match((await stored(again, 'tc:roads:*'))[0], /:3\/1\/1$/, 'stored again once Redis is back')
 })
 
+test('a hung Redis (connected, not answering) is rested after a few lookups in a row: the next tiles do not wait on it, and it is asked again', async (t) => {
+  if (!needs(t, HAVE_REDIS, REDIS_MISSING)) return
+  const redis = await startRedis(t)
+  const [a] = await replicas(t, redis, { timeoutMs: 50 })
+  spawn('redis-cli', ['-p', String(redis.port), 'debug', 'sleep', '2'], { stdio: 'ignore' })
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  // Tiles not asked before, each a lookup (those the file has not too: 204, as shared as the rest).
+  const cells = Array.from({ length: 64 }, (_, i) => [3, i % 8, i >> 3])
+  const answered = async ([z, x, y]) => assert.ok([200, 204].includes((await tile(a, z, x, y)).statusCode))
+  for (const cell of cells.slice(0, 5)) await answered(cell)
+  assert.equal(a.sharedCache.state.state, 'down')
+  assert.match(a.sharedCache.state.reason, /not answering in time/)
+  const started = performance.now()
+  for (const cell of cells.slice(5, 10)) await answered(cell)
+  assert.ok(performance.now() - started < 200, `rested: not asked, no 50 ms each (took ${Math.round(performance.now() - started)} ms)`)
+  // Awake again (its sleep over, the rest of 5 s over): the next lookup finds it, and it is up.
+  const deadline = Date.now() + 10_000
+  let i = 10
+  while (a.sharedCache.state.state !== 'up' && Date.now() < deadline) {
+    await answered(cells[i++])
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  assert.equal(a.sharedCache.state.state, 'up', 'asked again, and answering')
+})
+
+test('a Redis database number the server has not (redis://…/99) is said, and the shared cache not used: never db 0 instead', async (t) => {
+  if (!needs(t, HAVE_REDIS, REDIS_MISSING)) return
+  const redis = await startRedis(t)
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'roads.mbtiles'), { tiles: vectorTiles(pyramid(0, 3)) })
+  const app = await makeApp(t, { paths: [dir], cache: { redis: redis.url.replace(/\/0$/, '/99'), kinds: ['mbtiles'] } })
+  const deadline = Date.now() + 5000
+  while (!/DB index/.test(app.sharedCache.state.reason ?? '') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.equal(app.sharedCache.state.state, 'down')
+  assert.match(app.sharedCache.state.reason, /DB index is out of range: check the database number in cache\.redis/)
+  assert.equal((await tile(app, 1, 0, 0)).statusCode, 200)
+  assert.equal(redis.cli('dbsize'), '0', 'nothing written to db 0')
+})
+
 test('tiles over the size cap, and kinds not configured, are not sent to Redis', async (t) => {
   if (!needs(t, HAVE_REDIS, REDIS_MISSING)) return
   const redis = await startRedis(t)
