@@ -4,6 +4,11 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { gunzipSync } from 'node:zlib'
 import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import pino from 'pino'
+import { buildApp } from '../lib/app.js'
+import { loadConfig } from '../lib/config.js'
+import { freePort } from '../bench/servers.js'
 import { makeApp } from './helpers/app.js'
 import { rangeServer } from './helpers/http.js'
 import { makeMvt, pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
@@ -53,8 +58,15 @@ test('a store answering less of a range than asked (a CDN\'s pieces) is read on 
   assert.ok(remote.ranges.some(([s, e]) => e - s + 1 === 1100), 'answered in pieces')
 })
 
-test('an unreachable remote archive is unavailable, not fatal', async (t) => {
-  const app = await makeApp(t, { paths: ['http://127.0.0.1:9/nothing.pmtiles'] })
+test('an unreachable remote archive is unavailable, not fatal; tried again, it is logged unavailable once', async (t) => {
+  const lines = []
+  const stream = new Writable({ write (chunk, encoding, done) { lines.push(JSON.parse(chunk)); done() } })
+  const closed = await freePort() // nothing listens there
+  const { config } = loadConfig({ overrides: { paths: [`http://127.0.0.1:${closed}/nothing.pmtiles`], watch: false, demo: false, logLevel: 'info', remote: { retryMs: 50 } } })
+  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, stream) })
+  t.after(() => app.close())
   assert.deepEqual((await app.inject({ url: '/list' })).json(), [])
   assert.equal((await app.inject({ url: '/nothing/0/0/0' })).statusCode, 503)
+  await new Promise((resolve) => setTimeout(resolve, 2500)) // several tries (each one tried 4 times)
+  assert.equal(lines.filter((l) => l.msg === 'tileset unavailable').length, 1, 'once per set and reason, not per try')
 })

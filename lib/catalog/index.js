@@ -35,6 +35,7 @@ export class Catalog {
     this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id), reopenFile: (path) => this.files.refresh(path, { force: true }) })
     this.loaded = false
     this.closed = false
+    this.unavailableSaid = new Map() // set id → the reason it was last logged unavailable for
   }
 
   get (name) { return this.registry.get(name) }
@@ -135,8 +136,11 @@ export class Catalog {
     entry.file = file
     if (source?.settle && file !== null) this.files.settleLater(entry)
     if (source !== null) {
+      this.unavailableSaid.delete(id)
       this.log.info({ set: id, kind: entry.kind, format: source.format, minzoom: source.tilejson.minzoom, maxzoom: source.tilejson.maxzoom }, 'serving')
-    } else {
+    } else if (this.unavailableSaid.get(id) !== reason) {
+      // Once per set and reason: a remote set is tried again every retryMs, and an outage would log each try.
+      this.unavailableSaid.set(id, reason)
       this.log.warn({ set: id, reason }, 'tileset unavailable')
     }
     this.registry.register(entry)
