@@ -2,6 +2,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import { createServer } from 'node:http'
 import { gunzipSync } from 'node:zlib'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -69,4 +71,21 @@ test('an unreachable remote archive is unavailable, not fatal; tried again, it i
   assert.equal((await app.inject({ url: '/nothing/0/0/0' })).statusCode, 503)
   await new Promise((resolve) => setTimeout(resolve, 2500)) // several tries (each one tried 4 times)
   assert.equal(lines.filter((l) => l.msg === 'tileset unavailable').length, 1, 'once per set and reason, not per try')
+})
+
+test('a store refusing the first range of an object that is not empty (416) is said so, not taken for an empty object', async (t) => {
+  const server = createServer((req, res) => {
+    const empty = req.url.startsWith('/empty')
+    res.writeHead(416, { 'content-range': `bytes */${empty ? 0 : 5000}` })
+    res.end()
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const base = `http://127.0.0.1:${server.address().port}`
+  const app = await makeApp(t, { paths: [`${base}/refusing.pmtiles`, `${base}/empty.pmtiles`] })
+  const health = (await app.inject({ url: '/health' })).json()
+  const reasons = Object.fromEntries(health.unavailable.map((u) => [u.id, u.reason]))
+  assert.match(reasons.refusing, /the remote store refused the first range of the object \(416\)/)
+  assert.match(reasons.empty, /the remote object is empty/)
 })

@@ -58,15 +58,16 @@ async function answerError (res, when) {
     const region = res.headers.get('x-amz-bucket-region')
     return remoteError(`the bucket is in another region (${said}${region ? `, region ${region}` : ''}): set s3.region or AWS_REGION`)
   }
-  if (status === 416 && when === 'open') return remoteError('the remote object is empty')
+  // 416 to the first 64 KiB: an empty object (`bytes */0`), or a store that refuses ranges it should take.
+  if (status === 416 && when === 'open') return remoteError(/\*\/0$/.test(res.headers.get('content-range') ?? '*/0') ? 'the remote object is empty' : `the remote store refused the first range of the object (${said})`)
   return remoteError(`the remote store answered ${said}`)
 }
 
-/** A network failure in a few words: the system code (ECONNREFUSED …), or a timeout. */
 /** A 206 that is not the range asked for (another start, or fewer bytes than it says): tried again, and said so. */
 class ShortRead extends Error {}
 const MAX_PIECES = 64 // answers of less than asked, read on one after another, before a store is given up on
 
+/** A network failure in a few words: the system code (ECONNREFUSED …), or a timeout. */
 function networkReason (err) {
   if (err instanceof ShortRead) return err.message
   if (err?.name === 'TimeoutError') return 'no answer in time'
