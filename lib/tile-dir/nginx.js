@@ -66,6 +66,7 @@ export function nginxConfig ({ dir, upstream, listen = 8080, places = [], cacheC
     `        alias ${dir.replace(/\/+$/, '')}/$tile_cannon_tile;`,
     // Before the `if`s: an `if` block takes the location's settings as they stand where it is written.
     '        open_file_cache off; # a cached descriptor would keep serving a tile tile-cannon has removed',
+    '        log_not_found off;  # a tile not on disk yet is no error: tile-cannon answers it',
     '        gzip_static always; # <y>.pbf.gz as it is, with Content-Encoding: gzip ...',
     '        gunzip on;          # ... and decoded for a client that does not take gzip',
     '        gzip_proxied any;   # also to a client behind a proxy or CDN (Via:), as tile-cannon does',
