@@ -702,7 +702,9 @@ test('a remote COG over HTTP range requests renders the same tile as the local f
   const remote = await rangeServer(t, bytes, 'remote.tif')
   // A store that answers at most 10 KB of any range (RFC 9110 lets it): the rest is asked for, never taken as all.
   const pieces = await rangeServer(t, bytes, 'pieces.tif', { piece: 10_000 })
-  const app = await makeApp(t, { paths: [cog.file, remote.url, pieces.url] })
+  // Two servers behind one name, each with its own ETag: compared by size, read as one object.
+  const nodes = await rangeServer(t, bytes, 'nodes.tif', { nodes: 2 })
+  const app = await makeApp(t, { paths: [cog.file, remote.url, pieces.url, nodes.url] })
   const tilejson = (await app.inject('/remote.json')).json()
   const [z, x, y] = tileAt(tilejson, tilejson.maxzoom - 1)
   const local = await app.inject(`/${cog.id}/${z}/${x}/${y}.png`)
@@ -712,6 +714,14 @@ test('a remote COG over HTTP range requests renders the same tile as the local f
   const pieced = await app.inject(`/pieces/${z}/${x}/${y}.png`)
   assert.equal(pieced.statusCode, 200, pieced.body)
   assert.deepEqual(pieced.rawPayload, local.rawPayload, 'the same tile from a store answering in pieces')
+  // A worker that opens it later, at the first server's ETag, meets the second's: re-opened, a few times, then by size.
+  const deadline = Date.now() + 15_000
+  while ((await app.inject(`/nodes/${z}/${x}/${y}.png`)).statusCode !== 200 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+  for (const [dz, dx, dy] of [[z, x, y], [z - 1, x >> 1, y >> 1], [z, x ^ 1, y]]) {
+    const [a, b] = await Promise.all([app.inject(`/${cog.id}/${dz}/${dx}/${dy}.png`), app.inject(`/nodes/${dz}/${dx}/${dy}.png`)])
+    assert.equal(b.statusCode, a.statusCode, `${dz}/${dx}/${dy} from two servers: ${b.body}`)
+    assert.deepEqual(b.rawPayload, a.rawPayload, `${dz}/${dx}/${dy}: the same tile from two servers with their own ETags`)
+  }
   assert.ok(remote.ranges.length > 0, 'read with range requests')
   const read = remote.ranges.reduce((s, [a, b]) => s + b - a + 1, 0)
   assert.ok(read < bytes.length, `read ${read} of ${bytes.length} bytes: only the blocks needed`)

@@ -89,3 +89,28 @@ test('a store refusing the first range of an object that is not empty (416) is s
   assert.match(reasons.refusing, /the remote store refused the first range of the object \(416\)/)
   assert.match(reasons.empty, /the remote object is empty/)
 })
+
+test('a store whose servers give one object different ETags (two nodes behind one name) is compared by size after a few flips, and its set serves', async (t) => {
+  const dir = tempDir(t)
+  const tiles = pyramid(0, 4, 4).map(([z, x, y]) => ({ z, x, y, data: makeMvt(z, x, y, { pad: randomBytes(200).toString('hex') }) }))
+  const file = writePmtiles(join(dir, 'x.pmtiles'), { tiles, tileCompression: 'none', leafSize: 10 })
+  const remote = await rangeServer(t, file, 'nodes.pmtiles', { nodes: 2 })
+  const lines = []
+  const stream = new Writable({ write (chunk, encoding, done) { lines.push(JSON.parse(chunk)); done() } })
+  const { config } = loadConfig({ overrides: { paths: [remote.url], watch: false, demo: false, logLevel: 'info', cacheMB: 0 } })
+  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, stream) })
+  t.after(() => app.close())
+  // Each flip re-opens the set (503 meanwhile); after 3 it is compared by size, and every tile answers.
+  const deadline = Date.now() + 10_000
+  let i = 0
+  let streak = 0
+  while (streak < 20 && Date.now() < deadline) {
+    const { z, x, y, data } = tiles[i++ % tiles.length]
+    const res = await app.inject({ url: `/nodes/${z}/${x}/${y}.mvt` })
+    if (res.statusCode === 200) assert.deepEqual(res.rawPayload, data, 'never another tile')
+    streak = res.statusCode === 200 ? streak + 1 : 0
+    if (res.statusCode !== 200) await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  assert.equal(streak, 20, 'served, tile after tile')
+  assert.equal(lines.filter((l) => /compared by size from now on/.test(l.msg)).length, 1, 'said once in the log')
+})

@@ -43,12 +43,12 @@ export class RemoteSets {
    * A source says its remote object changed: its set is re-opened (once, however often it is told). A set of a local
    * file may read remote objects too (a mosaic's parts): it is re-opened as a changed file is.
    */
-  replaced (id, source) {
+  replaced (id, source, why) {
     const entry = this.registry.entries.get(id)
     const local = entry?.url === null && entry.path !== null && this.reopenFile !== undefined
     if (this.closed || entry?.source !== source || (entry.url === null && !local) || this.reopening.has(id)) return
     this.reopening.add(id)
-    this.log.warn({ set: id }, 'remote object changed: re-opening the set')
+    this.log.warn({ set: id, reason: why }, 'remote object changed: re-opening the set')
     const reopened = local ? this.reopenFile(entry.path) : this.open(specOf(entry.url), id)
     reopened
       .catch((err) => this.log.error({ set: id, err: err.message }, 're-opening failed'))

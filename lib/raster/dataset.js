@@ -232,8 +232,8 @@ function remoteSource (reader) {
 }
 
 /**
- * Opens a GeoTIFF and reads what tiling it needs. `src` is { key, path } or { key, url, version } (version: the ETag
- * the object must still have); `remote.s3`: the object storage settings (config.s3). A remote failure is thrown as
+ * Opens a GeoTIFF and reads what tiling it needs. `src` is { key, path } or { key, url, version, comparedBySize }
+ * (version: the ETag the object must still have; comparedBySize: see lib/remote/reader.js); `remote.s3`: the object storage settings (config.s3). A remote failure is thrown as
  * the reader's Unavailable (its `replaced` flag set when the object changed).
  */
 export async function openDataset (src, remote = {}) {
@@ -241,7 +241,7 @@ export async function openDataset (src, remote = {}) {
   let reader = null
   try {
     if (src.url) {
-      reader = await openRemote(src.url, { s3: remote.s3, version: src.version ?? null })
+      reader = await openRemote(src.url, { s3: remote.s3, version: src.version ?? null, comparedBySize: src.comparedBySize === true })
       tiff = await GeoTIFF.fromSource(remoteSource(reader))
     } else {
       tiff = await fromFile(src.path)

@@ -62,7 +62,7 @@ export default async function run (task) {
     // A remote COG that cannot be read now, or that changed since the set opened it (`replaced`: re-open the set).
     if (err instanceof Unavailable) {
       if (task.op === 'describe') throw new Error(err.message)
-      return { failed: err.message, replaced: err.replaced === true }
+      return { failed: err.message, replaced: err.replaced === true, flipped: err.flipped === true }
     }
     throw err
   }

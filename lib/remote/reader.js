@@ -109,15 +109,50 @@ async function withRetries (request, headers, handle, { attempts = ATTEMPTS, tim
   throw remoteError(`the remote store did not answer (${failure}, ${tries} ${tries === 1 ? 'try' : 'tries'})`, { transient: true })
 }
 
+// Stores whose validators differ from answer to answer for one object (several servers behind one name, each with
+// its own ETag or Last-Modified, as nginx makes them from each copy's file time): such an object would look replaced
+// at every other read, and its set would answer 503 forever. Its URL is compared by size alone (its version is then
+// `~size:<bytes>`, which raster workers take too) once its validator changed while its size did not within YOUNG_MS of
+// a reader's first answer (an object is not replaced while its set opens), or FLIPS times within FLIP_WINDOW_MS.
+const FLIPS = 3
+const FLIP_WINDOW_MS = 60_000
+const flips = new Map() // url → times its validator changed while its size did not
+const bySize = new Set() // urls compared by size alone
+const SIZE_VERSION = '~size:'
+const YOUNG_MS = 2000 // a validator that changes this soon after the first answer flips (see RangeReader.young)
+
+const BY_SIZE_NOW = 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on'
+
+/**
+ * An object's validator changed while its size did not (seen here, or by a raster worker: its `flipped` answer):
+ * counted, and past FLIPS within FLIP_WINDOW_MS its URL is compared by size from now on (true then, once).
+ */
+export function validatorFlipped (url) {
+  const now = Date.now()
+  const times = (flips.get(url) ?? []).filter((t) => now - t < FLIP_WINDOW_MS)
+  times.push(now)
+  flips.set(url, times)
+  if (times.length < FLIPS || bySize.has(url)) return false
+  flips.delete(url)
+  bySize.add(url)
+  return true
+}
+
+/** Is `url` compared by size alone (its store's validators flip)? */
+export const comparedBySize = (url) => bySize.has(url)
+
 /** One remote object, read by ranges at the version it had when opened. */
 export class RangeReader {
   /**
    * @param {string} url https://… or s3://bucket/key
    * @param {{ s3?: object, revalidateMs?: number, version?: string|null }} options `s3`: config.s3; `revalidateMs`:
    *   a read more than this long after the last answer from the store checks the version again (in the background;
-   *   0: never); `version`: the version the object must have (a raster worker opening what the main thread opened)
+   *   0: never); `version`: the version the object must have (a raster worker opening what the main thread opened);
+   *   `comparedBySize`: its store's validators flip (see bySize): told to a raster worker by the main thread
    */
-  constructor (url, { s3, revalidateMs = 0, version = null } = {}) {
+  constructor (url, { s3, revalidateMs = 0, version = null, comparedBySize = false } = {}) {
+    this.url = url
+    this.bySize = comparedBySize || bySize.has(url) || version?.startsWith(SIZE_VERSION) === true
     this.target = requestsFor(url, s3)
     this.id = `${++readerCount}:`
     this.revalidateMs = revalidateMs
@@ -126,6 +161,8 @@ export class RangeReader {
     this.size = null
     this.stale = null // the error every read throws once the object changed
     this.onReplaced = null // (called once, when the object is found changed)
+    this.onNote = null // (message): something its owner should log (its store's validators flip)
+    this.firstAt = null // when the first answer came
     this.inflight = new Map() // block index → promise of it, while being read
     this.answeredAt = version === null ? 0 : Date.now() // last answer from the store that matched the version
     this.revalidating = false
@@ -139,34 +176,66 @@ export class RangeReader {
     return this
   }
 
-  /** The object changed (or went away) since it was opened: stale from now on, and the owner is told once. */
-  replaced () {
+  /**
+   * The object changed (or went away) since it was opened: stale from now on, and the owner is told once, with why
+   * (`why`: when it is not that the object changed).
+   */
+  replaced (why = 'the remote object changed since it was opened') {
     if (this.stale === null) {
-      this.stale = remoteError('the remote object changed since it was opened', { replaced: true })
+      this.stale = remoteError(why, { replaced: true })
       this.forget()
-      try { this.onReplaced?.() } catch {}
+      try { this.onReplaced?.(why) } catch {}
     }
     return this.stale
+  }
+
+  /** Within YOUNG_MS of the first answer (while its owner opens it, say): an object is not replaced that fast. */
+  young () { return !this.bySize && this.firstAt !== null && Date.now() - this.firstAt < YOUNG_MS }
+
+  /** From now on, this reader and its URL compare answers by size (see bySize); its owner is told once. */
+  compareBySize (total) {
+    this.bySize = true
+    this.version = SIZE_VERSION + total
+    if (!bySize.has(this.url)) {
+      bySize.add(this.url)
+      try { this.onNote?.(BY_SIZE_NOW) } catch {}
+    }
+    return this.version
+  }
+
+  /** The version an answer gives (its ETag, else Last-Modified; its size alone for a store whose validators flip). */
+  versionOf (validator, total) { return this.bySize ? SIZE_VERSION + total : validator }
+
+  /** The object's validator changed but its size did not (or a 412 said so): see validatorFlipped. */
+  flipped () {
+    if (this.stale !== null) return this.stale // (counted once a reader)
+    const err = this.replaced(validatorFlipped(this.url) ? BY_SIZE_NOW : undefined)
+    err.flipped = true
+    return err
   }
 
   /** Bytes [start, end] from the store (end clamped by it to the object's size), checked against the version. */
   fetchRange (start, end, when = 'read', options) {
     if (this.stale !== null) return Promise.reject(this.stale)
     const headers = { range: `bytes=${start}-${end}` } // (fetch adds Accept-Encoding: identity to a range request)
-    if (this.version?.startsWith('"')) headers['if-match'] = this.version // a strong ETag: S3 answers 412 once changed
+    if (this.version?.startsWith('"') && !this.bySize) headers['if-match'] = this.version // a strong ETag: S3 answers 412 once changed
     return withRetries(this.target.request, headers, async (res) => {
       if (res.status === 206) {
         const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '')
-        const version = res.headers.get('etag') ?? res.headers.get('last-modified')
         if (range === null) { res.body?.cancel().catch(() => {}); throw remoteError('the remote store answered a range without Content-Range') }
         const total = Number(range[3])
+        let version = this.versionOf(res.headers.get('etag') ?? res.headers.get('last-modified'), total)
         if (this.size === null) { // the first answer
           this.size = total
           this.version = version
+          this.firstAt = Date.now()
         }
-        if (version !== this.version || total !== this.size || (this.expected !== null && version !== this.expected)) {
+        // Another validator, same size, within moments of the first answer: servers that disagree, not a new object.
+        if (version !== this.version && total === this.size && this.young()) version = this.compareBySize(total)
+        const expected = this.bySize && !this.expected?.startsWith(SIZE_VERSION) ? null : this.expected // (a worker's)
+        if (version !== this.version || total !== this.size || (expected !== null && version !== expected)) {
           res.body?.cancel().catch(() => {})
-          throw this.replaced()
+          throw total === this.size ? this.flipped() : this.replaced()
         }
         const data = Buffer.from(await res.arrayBuffer())
         const [from, to] = [Number(range[1]), Number(range[2])]
@@ -183,7 +252,12 @@ export class RangeReader {
       if (res.status === 200 || (when === 'read' && (res.status === 412 || res.status === 416 || res.status === 404))) {
         res.body?.cancel().catch(() => {})
         if (res.status === 200) throw remoteError('the remote server does not answer range requests')
-        throw this.replaced() // changed, shrunk or gone
+        // Another ETag than the first answer's, within moments of it: asked again, by size.
+        if (res.status === 412 && this.young()) {
+          this.compareBySize(this.size)
+          return this.fetchRange(start, end, when, options)
+        }
+        throw res.status === 412 ? this.flipped() : this.replaced() // changed (another ETag), shrunk or gone
       }
       throw await answerError(res, when) // (it reads the error's body)
     }, options)

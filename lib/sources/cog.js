@@ -3,7 +3,7 @@
 // worker pool (lib/raster/), so the event loop never decodes a pixel.
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
 import { resolveOptions, describeOptions } from '../raster/options.js'
-import { RangeReader } from '../remote/reader.js'
+import { RangeReader, comparedBySize, validatorFlipped } from '../remote/reader.js'
 import { buildTileJson } from './tilejson.js'
 import { RENDERED_SET, asBuffer, emptyTiles } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
@@ -28,7 +28,7 @@ const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 export async function open (spec, context = {}) {
   const { rasterPool } = context
   if (!rasterPool) throw new Error('COG sets need the raster worker pool (context.rasterPool)')
-  const src = spec.url ? { key: `${spec.url}#${Date.now()}`, url: spec.url } : { key: `${spec.path}#${Date.now()}`, path: spec.path }
+  const src = spec.url ? { key: `${spec.url}#${Date.now()}`, url: spec.url, comparedBySize: comparedBySize(spec.url) } : { key: `${spec.path}#${Date.now()}`, path: spec.path }
   const workers = rasterPool.acquire()
   let info
   try {
@@ -40,10 +40,13 @@ export async function open (spec, context = {}) {
   const { meta, warp } = info
   // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`.
   src.version = info.version
+  if (info.version?.startsWith('~size:') && !src.comparedBySize) context.log?.warn({ set: spec.id }, 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on')
   // This side's view of a remote object: it asks whether the object is still that version (on use, at most every
   // revalidateMs, and for /ready), so a replaced file is noticed also while the workers read only cached blocks.
   const remote = spec.url ? new RangeReader(spec.url, { s3: context.s3, revalidateMs: context.remote?.revalidateMs, version: info.version }) : null
-  const changed = () => {
+  // `flipped`: a worker saw the object's validator change while its size did not (lib/remote/reader.js).
+  const changed = (flipped = false) => {
+    if (flipped) validatorFlipped(spec.url)
     context.replaced?.(spec.id, set) // (the catalog re-opens a set once, however often told)
     return toldUnavailable(`tileset '${spec.id}' changed at its source and is being re-opened`, 1)
   }
@@ -91,7 +94,7 @@ export async function open (spec, context = {}) {
         if (remote.stale !== null) throw changed()
       }
       const bytes = touches(z, x, y) ? await workers.run({ op: 'tile', src, z, x, y, scale, format, options }) : null
-      if (bytes?.failed !== undefined) throw bytes.replaced ? changed() : new Unavailable(bytes.failed) // the worker's RasterError or remote failure
+      if (bytes?.failed !== undefined) throw bytes.replaced ? changed(bytes.flipped) : new Unavailable(bytes.failed) // the worker's RasterError or remote failure
       if (bytes !== null) return asBuffer(bytes)
       return spec.emptyTiles ? emptyTile(scale, format) : null
     },
@@ -105,7 +108,7 @@ export async function open (spec, context = {}) {
   if (remote !== null) {
     set.revision = info.version ?? undefined // the object's ETag: the same data on every replica
     set.check = () => remote.check()
-    remote.onReplaced = () => context.replaced?.(spec.id, set)
+    remote.onReplaced = (why) => context.replaced?.(spec.id, set, why)
   }
   return set
 }

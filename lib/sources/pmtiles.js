@@ -121,6 +121,7 @@ export async function open (spec, context = {}) {
   try {
     if (spec.url) {
       reader = await openRemote(spec.url, { s3: context.s3, revalidateMs: context.remote?.revalidateMs })
+      reader.onNote = (message) => context.log?.warn({ set: spec.id }, message)
       source = new RemoteRangeSource(reader, spec.url)
       size = reader.size
     } else {
@@ -235,7 +236,7 @@ export async function open (spec, context = {}) {
     if (reader !== null) {
       set.revision = reader.version ?? undefined // the object's ETag: the same data on every replica
       set.check = () => reader.check()
-      reader.onReplaced = () => context.replaced?.(spec.id, set)
+      reader.onReplaced = (why) => context.replaced?.(spec.id, set, why)
     }
     return set
   } catch (err) {

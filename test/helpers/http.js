@@ -5,18 +5,23 @@ import { createServer } from 'node:http'
 /**
  * A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name; `down()` makes it fail.
  * `piece`: at most this many bytes an answer, however many were asked for (as HTTP lets a server answer a range).
+ * `nodes`: that many servers behind one name, answering in turn, each with its own ETag (as nginx makes them from
+ * each copy's file time); an If-Match of another's is a 412, as each would answer.
  */
-export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = Infinity } = {}) {
+export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = Infinity, nodes = 1 } = {}) {
+  let answered = 0
   const ranges = []
   let up = true
   const server = createServer((req, res) => {
     if (!up) { res.writeHead(500); res.end(); return }
     const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
     if (!m) { res.writeHead(200, { 'content-length': file.length }); res.end(file); return }
+    const etag = `"v1${nodes > 1 ? `-node${answered++ % nodes}` : ''}"`
+    if (req.headers['if-match'] !== undefined && req.headers['if-match'] !== etag) { res.writeHead(412); res.end(); return }
     const start = Number(m[1])
     const end = Math.min(Number(m[2]), file.length - 1, start + piece - 1)
     ranges.push([start, end])
-    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
+    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag })
     res.end(file.subarray(start, end + 1))
   })
   server.listen(0, '127.0.0.1')
