@@ -119,7 +119,8 @@ async function sharedCache (app, config) {
     get state () {
       if (unusable !== null) return { state: 'down', reason: unusable }
       if (client.status !== 'ready') return { state: 'down', reason: lastError ?? client.status }
-      return restUntil === 0 ? { state: 'up' } : { state: 'down', reason: `not answering in time (${failing} lookups in a row)` }
+      // (Past its rest it is asked again: up, as /metrics says, until lookups fail again.)
+      return usable() ? { state: 'up' } : { state: 'down', reason: `not answering in time (${failing} lookups in a row)` }
     },
 
     /** For lib/metrics. */

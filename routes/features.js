@@ -164,7 +164,7 @@ export default async function featureRoutes (app) {
         coding,
       })
     } catch (err) {
-      throw failed(entry, err, request.log, q.filters.length > 0)
+      throw failed(entry, err, request.log, q.filters.length > 0 || q.datetime !== null)
     }
     featureHeaders(reply, entry, format, q.crs, coding)
     return reply.send(answer.stream ?? await encodeWhole(answer.text, coding))

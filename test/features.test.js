@@ -418,11 +418,13 @@ test('unknown collections and features are 404; bad parameters are 400 saying wh
     ['datetime=yesterday', /datetime: "yesterday" is no RFC 3339 date or date-time/],
     ['datetime=2024-13-01', /no RFC 3339/],
     ['datetime=2021-02-30', /no RFC 3339/],
+    ['datetime=0000-01-01', /no RFC 3339/], // no year 0 in PostgreSQL
     ['datetime=2024-01-01T25:00:00Z', /no RFC 3339/],
     ['datetime=2024-01-01T10:00:00', /no RFC 3339/], // a date-time has its offset
     ['datetime=../..', /at least one end/],
     ['datetime=..', /an instant is a date or date-time/],
     ['datetime=2024-02-01/2024-01-01', /ends before it starts/],
+    ['datetime=2024-02-01T00:00:01Z/2024-01-31', /ends before it starts/],
     ['datetime=2024-01-01/2024-02-01/2024-03-01', /not an instant nor an interval/],
     ['limit=1&limit=2', /limit is given more than once/],
     ['f=xml', /f is one of geojson, json, html/],
@@ -466,6 +468,17 @@ test('datetime selects by the table\'s first date or timestamp column: instants,
   assert.deepEqual(await names('../2024-05-01T00:00:00Z'), ['before', 'first'], 'open start')
   assert.deepEqual(await names('2024-05-01T12:00:00Z/..'), ['noon', 'last', 'after'], 'open end; the first time column only (not `later`)')
   assert.deepEqual(await names('/2024-04-30'), ['before'], 'an empty end is open too')
+  assert.deepEqual(await names('2024-05-01T12:00:00Z/2024-05-01'), ['noon', 'last'], 'an end date on the start\'s day: the rest of that day')
+  assert.deepEqual(await names('2024-01-01/9999-12-31'), ['before', 'first', 'noon', 'last', 'after'], 'to the last day there is')
+  // A timestamp without a time zone: its values read as UTC, as a date-time's offset is.
+  await runSql(db.url, `CREATE TABLE local_events (id integer PRIMARY KEY, at timestamp, geom geometry(Point, 4326));
+    INSERT INTO local_events VALUES (1, '2024-05-01 12:00:00', 'SRID=4326;POINT(8 47)'), (2, '2024-05-02 00:00:00', 'SRID=4326;POINT(8 47)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE local_events'))
+  const local = await appOf(t) // (a new app: it discovers the new table)
+  const localIds = async (datetime) => (await get(local, `/ogc/collections/local_events/items?datetime=${encodeURIComponent(datetime)}`)).json().features.map((f) => f.id)
+  assert.deepEqual(await localIds('2024-05-01T14:00:00+02:00'), [1], 'the offset is kept: 14:00+02:00 is 12:00')
+  assert.deepEqual(await localIds('2024-05-01'), [1])
+  assert.deepEqual(await localIds('../2024-05-01T23:59:59Z'), [1])
   const doc = (await get(app, '/ogc/collections/events')).json()
   assert.deepEqual(doc.extent.temporal.interval, [[null, null]], 'a collection with a time says so')
   assert.equal((await get(app, '/ogc/collections/swiss_lines')).json().extent.temporal, undefined)

@@ -76,10 +76,11 @@ export class Groups {
     const known = this.groups.get(url)
     if (known === undefined || this.closed || known.soon || Date.now() - (known.soonAt ?? 0) < REDISCOVER_MS) return
     known.soon = setTimeout(() => {
-      known.soon = null
-      known.soonAt = Date.now()
       this.log.info({ place: redact(url) }, 'a table, column or function was dropped or changed: discovering again')
-      this.open(url, known.kind).catch(() => {})
+      this.open(url, known.kind).catch(() => {}).finally(() => {
+        known.soon = null // (none other starts while this one runs)
+        known.soonAt = Date.now() // the next, REDISCOVER_MS after this one ended
+      })
     }, 200)
     known.soon.unref()
   }

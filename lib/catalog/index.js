@@ -64,7 +64,9 @@ export class Catalog {
    * next interval (5 minutes by default): its sets answer as they are, a dropped table 404, not 503 until then.
    */
   readFailed (entry, err) {
-    if (entry.group != null && SCHEMA_CHANGED.has(err?.code) && typeof err.severity === 'string') this.groups.rediscoverSoon(entry.group)
+    // Tables and views only: a function's own SQL may name what is not there on every call, a fault of its own.
+    if (entry.group == null || entry.source?.metadata?.table === undefined) return
+    if (SCHEMA_CHANGED.has(err?.code) && typeof err.severity === 'string') this.groups.rediscoverSoon(entry.group)
   }
   get entries () { return this.registry.entries }
   /** url → the group of sets found there (a database). */

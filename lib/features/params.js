@@ -183,44 +183,42 @@ export function readItemsQuery (query, c, { defaultLimit, maxLimit }) {
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
 const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
 
-/** One end of a datetime: { value, date (a whole day: the end takes all of it) }, null for an open end (`..` or ''). */
+/**
+ * One end of a datetime: { value, date, ms }, null for an open end (`..` or ''). `value` is what is bound: a date as it
+ * is (`2024-05-01`: a whole day, in UTC), a date-time as the instant in UTC (`2024-05-01T12:00:00.000Z`), so that
+ * every column type reads the same instant (a `timestamp` or `date` cast would drop an offset). `ms`: when it starts.
+ */
 function timeEnd (text, whole) {
   if (text === '..' || text === '') return null
   const m = DATE.exec(text) ?? DATE_TIME.exec(text)
   const ms = m === null ? NaN : Date.parse(text.length === 10 ? `${text}T00:00:00Z` : text.toUpperCase())
-  // Date.parse rolls 2021-02-30 over to March: the parts must be the ones read back.
-  const real = m !== null && !Number.isNaN(ms) && new Date(Date.parse(`${m[1]}-${m[2]}-${m[3]}T00:00:00Z`)).toISOString().startsWith(`${m[1]}-${m[2]}-${m[3]}`)
+  // Date.parse rolls 2021-02-30 over to March: the parts must be the ones read back. Year 0 is none PostgreSQL has.
+  const real = m !== null && !Number.isNaN(ms) && m[1] !== '0000' && new Date(Date.parse(`${m[1]}-${m[2]}-${m[3]}T00:00:00Z`)).toISOString().startsWith(`${m[1]}-${m[2]}-${m[3]}`)
   if (!real || (m[4] !== undefined && (Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6]) > 60))) {
-    throw new BadRequest(`datetime: ${shown(whole)} is no RFC 3339 date or date-time (2018-02-12, 2018-02-12T23:20:50Z), nor an interval of them (a/b, ../b, a/..)`)
+    throw new BadRequest(`datetime: ${shown(whole)} is no RFC 3339 date or date-time (2018-02-12, 2018-02-12T23:20:50Z; an offset's + written %2B), nor an interval of them (a/b, ../b, a/..)`)
   }
-  return { value: text, date: text.length === 10, ms }
+  const date = text.length === 10
+  return { value: date ? text : new Date(ms).toISOString(), date, ms }
 }
 
+const DAY_MS = 86_400_000
+
 /**
- * `datetime`: an instant or an interval (either end open) → the bounds on the collection's time column (c.temporal),
- * as values to bind: { from (≥), to (≤, or < when `toExclusive`: the day after a whole day) }, each null when open;
- * null when not given. Checked whether or not the collection has a time; one without (c.temporal null) selects every
- * feature. A whole day's bounds are written in UTC for a timestamptz column (a bare date would be read in the
- * session's time zone).
+ * `datetime`: an instant or an interval (either end open) → { from, to } (timeEnd's, each null when open; an instant
+ * is both), or null when not given. Checked whether or not the collection has a time; one without (c.temporal null)
+ * selects every feature. A date as an end takes its whole day (sql.js whereOf says how for each column type).
  */
 function readDatetime (query, c) {
   const text = one(query, 'datetime')
   if (text === undefined) return null
   const parts = text.split('/')
   if (parts.length > 2) throw new BadRequest(`datetime: ${shown(text)} is not an instant nor an interval a/b`)
-  const start = timeEnd(parts[0], text)
-  const end = parts.length === 1 ? start : timeEnd(parts[1], text)
-  if (parts.length === 1 && start === null) throw new BadRequest('datetime: an instant is a date or date-time, not ..')
-  if (start === null && end === null) throw new BadRequest('datetime: an interval has at least one end (../.. is every time: leave datetime out)')
-  if (start !== null && end !== null && start.ms > end.ms) throw new BadRequest(`datetime: ${shown(text)} ends before it starts`)
-  if (c.temporal === null) return null
-  const day = (ms) => new Date(ms).toISOString().slice(0, 10)
-  const midnight = (date) => (c.temporal.type === 'timestamptz' ? `${date}T00:00:00Z` : c.temporal.type === 'timestamp' ? `${date}T00:00:00` : date)
-  return {
-    from: start === null ? null : start.date ? midnight(start.value) : start.value,
-    to: end === null ? null : end.date ? midnight(day(end.ms + 86_400_000)) : end.value,
-    toExclusive: end !== null && end.date,
-  }
+  const from = timeEnd(parts[0], text)
+  const to = parts.length === 1 ? from : timeEnd(parts[1], text)
+  if (parts.length === 1 && from === null) throw new BadRequest('datetime: an instant is a date or date-time, not ..')
+  if (from === null && to === null) throw new BadRequest('datetime: an interval has at least one end (../.. is every time: leave datetime out)')
+  if (from !== null && to !== null && from.ms > to.ms + (to.date ? DAY_MS - 1 : 0)) throw new BadRequest(`datetime: ${shown(text)} ends before it starts`)
+  return c.temporal === null ? null : { from, to }
 }
 
 /** /items/{featureId} parameters → { crs, properties }. */

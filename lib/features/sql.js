@@ -103,6 +103,22 @@ const intersects = (d, box) => typeof box === 'string'
 
 const from = (d) => `FROM ${q(d.schema)}.${q(d.table)} AS g`
 
+/**
+ * One bound of `datetime` (params.js readDatetime) on the time column `t`, parameter $n: a date-time is bound as an
+ * instant in UTC (read so whatever the column's type: a `timestamp` or `date` cast would drop its offset); a date is
+ * its whole day in UTC (an end: before the next day; the day added here, where year 9999 has one).
+ */
+function timeBound (t, op, wholeDay, n) {
+  const c = col(t.name)
+  if (wholeDay) {
+    const day = op === '>=' ? `$${n}::date` : `($${n}::date + 1)`
+    const start = t.type === 'timestamptz' ? `(${day}::timestamp AT TIME ZONE 'UTC')` : t.type === 'timestamp' ? `${day}::timestamp` : day
+    return op === '>=' ? `${c} >= ${start}` : `${c} < ${start}`
+  }
+  const instant = t.type === 'timestamptz' ? `$${n}::timestamptz` : t.type === 'timestamp' ? `($${n}::timestamptz AT TIME ZONE 'UTC')` : `($${n}::timestamptz AT TIME ZONE 'UTC')::date`
+  return `${c} ${op} ${instant}`
+}
+
 /** The WHERE of a request's shape, with its parameters from $1 on → { where, next (the next free number) }. */
 function whereOf (c, shape) {
   const conds = []
@@ -115,12 +131,10 @@ function whereOf (c, shape) {
     else conds.push(boxes.length === 1 ? intersects(c.d, boxes[0]) : `(${boxes.map((b) => intersects(c.d, b)).join(' OR ')})`)
   }
   for (const f of shape.filters) conds.push(compared(f.column, i++))
-  // datetime (params.js readDatetime): the bounds on the collection's time column, cast to its type.
   const time = shape.datetime
   if (time != null) {
-    const t = `${col(c.temporal.name)}`
-    if (time.from !== null) conds.push(`${t} >= $${i++}::${c.temporal.type}`)
-    if (time.to !== null) conds.push(`${t} ${time.toExclusive ? '<' : '<='} $${i++}::${c.temporal.type}`)
+    if (time.from !== null) conds.push(timeBound(c.temporal, '>=', time.from.date, i++))
+    if (time.to !== null) conds.push(timeBound(c.temporal, '<=', time.to.date, i++))
   }
   return { where: conds.length ? `\nWHERE ${conds.join(' AND ')}` : '', next: i }
 }
@@ -167,7 +181,7 @@ export function itemsStatement (c, request, precision, byKey = true) {
   const properties = request.properties ?? c.properties
   const key = JSON.stringify([request.crs.uri, precision, byKey, request.properties?.map((p) => p.name), request.bbox && [request.bbox.srid, request.bbox.values.length],
     request.filters.map((f) => f.column.name), request.sortby.map((s) => [s.column.name, s.desc]),
-    request.datetime && [request.datetime.from !== null, request.datetime.to !== null, request.datetime.toExclusive]])
+    request.datetime && [request.datetime.from?.date, request.datetime.to?.date]])
   return cached(c, key, () => {
     const { where, next } = whereOf(c, request)
     const page = `SELECT ${columnsOf(c, properties)} ${from(c.d)}${where}${orderOf(c, request.sortby, byKey)}\n  LIMIT $${next} OFFSET $${next + 1}`
@@ -179,7 +193,7 @@ export function itemsStatement (c, request, precision, byKey = true) {
 /** The bound values of an /items request, in the statement's order: boxes, filters, datetime's bounds, then LIMIT
  * (one more, to know if there is a next page) and OFFSET. */
 export function itemsValues (request) {
-  const time = request.datetime ? [request.datetime.from, request.datetime.to].filter((v) => v !== null) : []
+  const time = request.datetime ? [request.datetime.from, request.datetime.to].filter((end) => end !== null).map((end) => end.value) : []
   return [...(request.bbox?.values ?? []), ...request.filters.map((f) => f.value), ...time, String(request.limit + 1), String(request.offset)]
 }
 

@@ -65,7 +65,6 @@ async function answerError (res, when) {
 
 /** A 206 that is not the range asked for (another start, or fewer bytes than it says): tried again, and said so. */
 class ShortRead extends Error {}
-const MAX_PIECES = 64 // answers of less than asked, read on one after another, before a store is given up on
 
 /** A network failure in a few words: the system code (ECONNREFUSED …), or a timeout. */
 function networkReason (err) {
@@ -112,14 +111,24 @@ async function withRetries (request, headers, handle, { attempts = ATTEMPTS, tim
 // Stores whose validators differ from answer to answer for one object (several servers behind one name, each with
 // its own ETag or Last-Modified, as nginx makes them from each copy's file time): such an object would look replaced
 // at every other read, and its set would answer 503 forever. Its URL is compared by size alone (its version is then
-// `~size:<bytes>`, which raster workers take too) once its validator changed while its size did not within YOUNG_MS of
-// a reader's first answer (an object is not replaced while its set opens), or FLIPS times within FLIP_WINDOW_MS.
+// `~size:<bytes>`, which raster workers take too) once a validator it had before comes back while its size stayed
+// (A, then B, then A again: a replacement never goes back), or when raster workers saw its validator change with its
+// size FLIPS times within FLIP_WINDOW_MS (each worker sees only its own answers).
 const FLIPS = 3
 const FLIP_WINDOW_MS = 60_000
 const flips = new Map() // url → times its validator changed while its size did not
 const bySize = new Set() // urls compared by size alone
+const validators = new Map() // url → the validators its answers gave (at most 8, the latest last)
 const SIZE_VERSION = '~size:'
-const YOUNG_MS = 2000 // a validator that changes this soon after the first answer flips (see RangeReader.young)
+
+function remember (url, validator) {
+  if (validator === null || validator === undefined) return
+  let seen = validators.get(url)
+  if (seen === undefined) validators.set(url, seen = [])
+  if (seen.includes(validator)) return
+  seen.push(validator)
+  if (seen.length > 8) seen.shift()
+}
 
 const BY_SIZE_NOW = 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on'
 
@@ -153,6 +162,7 @@ export class RangeReader {
   constructor (url, { s3, revalidateMs = 0, version = null, comparedBySize = false } = {}) {
     this.url = url
     this.bySize = comparedBySize || bySize.has(url) || version?.startsWith(SIZE_VERSION) === true
+    if (!this.bySize) remember(url, version) // (a worker's: the version the main thread opened)
     this.target = requestsFor(url, s3)
     this.id = `${++readerCount}:`
     this.revalidateMs = revalidateMs
@@ -162,7 +172,6 @@ export class RangeReader {
     this.stale = null // the error every read throws once the object changed
     this.onReplaced = null // (called once, when the object is found changed)
     this.onNote = null // (message): something its owner should log (its store's validators flip)
-    this.firstAt = null // when the first answer came
     this.inflight = new Map() // block index → promise of it, while being read
     this.answeredAt = version === null ? 0 : Date.now() // last answer from the store that matched the version
     this.revalidating = false
@@ -189,13 +198,14 @@ export class RangeReader {
     return this.stale
   }
 
-  /** Within YOUNG_MS of the first answer (while its owner opens it, say): an object is not replaced that fast. */
-  young () { return !this.bySize && this.firstAt !== null && Date.now() - this.firstAt < YOUNG_MS }
-
-  /** From now on, this reader and its URL compare answers by size (see bySize); its owner is told once. */
+  /**
+   * From now on, this reader and its URL compare answers by size (see bySize); its owner is told once. Its blocks
+   * are read again: they were checked by validators that meant nothing.
+   */
   compareBySize (total) {
     this.bySize = true
     this.version = SIZE_VERSION + total
+    this.forget()
     if (!bySize.has(this.url)) {
       bySize.add(this.url)
       try { this.onNote?.(BY_SIZE_NOW) } catch {}
@@ -214,26 +224,38 @@ export class RangeReader {
     return err
   }
 
-  /** Bytes [start, end] from the store (end clamped by it to the object's size), checked against the version. */
+  /**
+   * Bytes [start, end] from the store (end clamped by it to the object's size), checked against the version.
+   * `options`: withRetries' (attempts, timeoutMs), and `unconditional` (no If-Match: asked again after a 412, to see
+   * which version the store has), `deadline` (of the pieces of one range).
+   */
   fetchRange (start, end, when = 'read', options) {
     if (this.stale !== null) return Promise.reject(this.stale)
     const headers = { range: `bytes=${start}-${end}` } // (fetch adds Accept-Encoding: identity to a range request)
-    if (this.version?.startsWith('"') && !this.bySize) headers['if-match'] = this.version // a strong ETag: S3 answers 412 once changed
+    // A strong ETag: S3 answers 412 once the object changed.
+    if (this.version?.startsWith('"') && !this.bySize && !options?.unconditional) headers['if-match'] = this.version
     return withRetries(this.target.request, headers, async (res) => {
       if (res.status === 206) {
         const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '')
         if (range === null) { res.body?.cancel().catch(() => {}); throw remoteError('the remote store answered a range without Content-Range') }
         const total = Number(range[3])
-        let version = this.versionOf(res.headers.get('etag') ?? res.headers.get('last-modified'), total)
+        const validator = res.headers.get('etag') ?? res.headers.get('last-modified')
+        let version = this.versionOf(validator, total)
         if (this.size === null) { // the first answer
           this.size = total
           this.version = version
-          this.firstAt = Date.now()
         }
-        // Another validator, same size, within moments of the first answer: servers that disagree, not a new object.
-        if (version !== this.version && total === this.size && this.young()) version = this.compareBySize(total)
         const expected = this.bySize && !this.expected?.startsWith(SIZE_VERSION) ? null : this.expected // (a worker's)
-        if (version !== this.version || total !== this.size || (expected !== null && version !== expected)) {
+        let changed = version !== this.version || total !== this.size || (expected !== null && version !== expected)
+        // The same size, and a validator this object had before: servers that disagree (a replacement never goes back).
+        // So too the one opened, asked again after a 412 to it: a server that had another (A, not A, then A).
+        const back = changed ? validators.get(this.url)?.includes(validator) : options?.unconditional === true
+        if (back && total === this.size && !this.bySize) {
+          version = this.compareBySize(total)
+          changed = false
+        }
+        remember(this.url, validator)
+        if (changed) {
           res.body?.cancel().catch(() => {})
           throw total === this.size ? this.flipped() : this.replaced()
         }
@@ -245,19 +267,18 @@ export class RangeReader {
         // A store may answer less of a range than asked (RFC 9110 14.4): the rest is asked for, never taken as all.
         const wanted = Math.min(end, total - 1)
         if (to >= wanted) return data
-        if ((options?.pieces ?? 0) >= MAX_PIECES) throw remoteError(`the remote store answers ranges in pieces of ${data.length} bytes: too small to read`)
-        const rest = await this.fetchRange(to + 1, end, when, { ...options, pieces: (options?.pieces ?? 0) + 1 })
+        const deadline = options?.deadline ?? Date.now() + TOTAL_TIMEOUT_MS // for all the pieces of this range
+        if (Date.now() >= deadline) throw remoteError(`the remote store answers ranges in pieces of ${data.length} bytes, too slowly to read`, { transient: true })
+        const rest = await this.fetchRange(to + 1, end, when, { ...options, deadline })
         return Buffer.concat([data, rest])
       }
       if (res.status === 200 || (when === 'read' && (res.status === 412 || res.status === 416 || res.status === 404))) {
         res.body?.cancel().catch(() => {})
         if (res.status === 200) throw remoteError('the remote server does not answer range requests')
-        // Another ETag than the first answer's, within moments of it: asked again, by size.
-        if (res.status === 412 && this.young()) {
-          this.compareBySize(this.size)
-          return this.fetchRange(start, end, when, options)
-        }
-        throw res.status === 412 ? this.flipped() : this.replaced() // changed (another ETag), shrunk or gone
+        // Another ETag than the one opened: asked again without If-Match, to see which version the store has now (one
+        // it had before, from another of its servers, is told apart from a new one as for any answer).
+        if (res.status === 412 && !options?.unconditional) return this.fetchRange(start, end, when, { ...options, unconditional: true })
+        throw this.replaced() // changed, shrunk or gone
       }
       throw await answerError(res, when) // (it reads the error's body)
     }, options)

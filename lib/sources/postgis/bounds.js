@@ -20,7 +20,20 @@ async function withClient (pool, use) {
  * Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. Not the
  * estimate of a geography column: its statistics are geocentric (a box around the unit sphere's centre, ±1).
  */
-export function tableBounds (pool, { schema, table, geom, srid, geography }, timeoutMs) {
+export async function tableBounds (pool, { schema, table, geom, srid, geography }, timeoutMs) {
+  // A scan that ran out of time (a large geography table) keeps the bounds an earlier discovery found: otherwise the
+  // TileJSON would change between discoveries, and the set be replaced (its cached tiles dropped) each time.
+  const key = `${schema}\0${table}\0${geom}`
+  let known = boundsFound.get(pool)
+  if (known === undefined) boundsFound.set(pool, known = new Map())
+  const found = await readBounds(pool, { schema, table, geom, srid, geography }, timeoutMs)
+  if (found !== undefined) known.set(key, found)
+  return found ?? known.get(key)
+}
+
+const boundsFound = new WeakMap() // pool → table → the bounds last found
+
+function readBounds (pool, { schema, table, geom, srid, geography }, timeoutMs) {
   return withClient(pool, async (client) => {
     try {
       await client.query('BEGIN')
