@@ -5,15 +5,7 @@
 // query string and checks the URL length itself.
 import fp from 'fastify-plugin'
 import { BadRequest, UriTooLong } from './errors.js'
-
-const decodable = (text) => {
-  try {
-    decodeURIComponent(text)
-    return true
-  } catch {
-    return false
-  }
-}
+import { decodedOr } from './urls.js'
 
 export const LIMIT_DEFAULTS = Object.freeze({ maxUrlLength: 8192, maxQueryLength: 4096, maxCompositeParts: 16 })
 
@@ -25,7 +17,7 @@ async function limitsPlugin (app, config) {
     // A query string with a %-escape that is no UTF-8 (`?name=%FF`): the parser would keep it as the text `%FF`, and
     // a filter would look for that. A 400, as such a path is (the router's).
     const q = url.indexOf('?')
-    if (q !== -1 && url.indexOf('%', q) !== -1 && !decodable(url.slice(q + 1))) return done(new BadRequest('the query string has a malformed %-escape: a % and two hex digits, spelling UTF-8'))
+    if (q !== -1 && url.indexOf('%', q) !== -1 && decodedOr(url.slice(q + 1), null) === null) return done(new BadRequest('the query string has a malformed %-escape: a % and two hex digits, spelling UTF-8'))
     if (url.length <= shortest) return done() // nearly every request: one comparison
     let problem = null
     if (url.length > maxUrlLength) problem = `a URL is at most ${maxUrlLength} characters`

@@ -128,8 +128,16 @@ export function loggedUrl (request) {
 
 function paramName (part) {
   const eq = part.indexOf('=')
-  const name = (eq === -1 ? part : part.slice(0, eq)).replace(/\+/g, ' ')
-  try { return decodeURIComponent(name) } catch { return name }
+  return decodedOr((eq === -1 ? part : part.slice(0, eq)).replace(/\+/g, ' '))
+}
+
+/** `text` percent-decoded, or as it is when it cannot be (a lone %: part of a name); `fallback` for that case. */
+export function decodedOr (text, fallback = text) {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return fallback
+  }
 }
 
 /** Adds names to the answer's Vary (CORS may have put Origin there already). */

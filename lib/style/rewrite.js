@@ -3,7 +3,7 @@
 // base (lib/urls.js), so proxies and path prefixes work as they do for TileJSON. Remote URLs are left as they are, but
 // for those naming this server itself (ownPath), which are made the client's as the relative forms are.
 import { posix } from 'node:path'
-import { withoutKey } from '../urls.js'
+import { decodedOr, withoutKey } from '../urls.js'
 
 const SCHEMES = /^(mbtiles|pmtiles):\/\/(.*)$/i
 const REMOTE = /^[a-z][a-z0-9+.-]*:/i // any scheme: http(s), mapbox://, pmtiles://https://…, data:
@@ -22,9 +22,7 @@ export function setNameOf (url) {
   if (REMOTE.test(name) || name.startsWith('//')) return null
   name = name.replace(/[?#].*$/, '').replace(/^\{(.*)\}$/, '$1')
   name = name.slice(name.lastIndexOf('/') + 1)
-  try {
-    name = decodeURIComponent(name)
-  } catch {} // a lone % is part of the name
+  name = decodedOr(name)
   return name || null
 }
 
@@ -115,11 +113,7 @@ const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.tes
  */
 export function dataPathOf (data) {
   if (!isRelative(data)) return null
-  let path = local(data).replace(/[?#].*$/, '')
-  try {
-    path = decodeURIComponent(path)
-  } catch {} // a lone % is part of the name
-  path = posix.normalize(path)
+  const path = posix.normalize(decodedOr(local(data).replace(/[?#].*$/, '')))
   if (path === '..' || path.startsWith('../') || path.startsWith('/') || path.includes('\0') || !/[^/]\.(geo)?json$/i.test(path)) return null
   return path
 }

@@ -1,6 +1,7 @@
 // The style a renderer child draws: its sets, glyphs and sprites given as `tc://` URLs, which the child asks the parent
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
 import { dataPathOf, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
+import { decodedOr } from '../../urls.js'
 
 // Sources and URLs the engine must never open itself: local files (`file:`, MapLibre Native's `asset:`, and
 // `mbtiles://` / `pmtiles://` paths naming no set here) are read only through the catalog, never around it.
@@ -14,7 +15,6 @@ const ROOTED = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?
 
 // A sprite of this server named absolutely (`http://localhost:3000/styles/city/sprite`): a style's, by its routes.
 const OWN_SPRITE = /^\/styles\/([^/?#]+)\/sprite(?:\/([^/?#]+))?(?:\?.*)?$/
-const decoded = (s) => { try { return decodeURIComponent(s) } catch { return s } }
 
 // A set's tiles as the child asks the parent for them, with its cache key: a replaced or purged set is new to the
 // engine too (it keeps tiles it loaded). `search`: the set's options, `?…` or ''.
@@ -74,7 +74,7 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
   // named absolutely is that style's sprite (fetchResource finds the style, or draws without it).
   const ownSprite = (url) => {
     const m = OWN_SPRITE.exec(here(url) ?? '')
-    return m === null ? null : `tc://sprites/${encodeURIComponent(decoded(m[1]))}/${m[2] === undefined ? '_' : `~${encodeURIComponent(decoded(m[2]))}`}`
+    return m === null ? null : `tc://sprites/${encodeURIComponent(decodedOr(m[1]))}/${m[2] === undefined ? '_' : `~${encodeURIComponent(decodedOr(m[2]))}`}`
   }
   if (spritePathOf(style) !== null) json.sprite = `tc://sprites/${encodeURIComponent(style.id)}/_`
   else if (typeof json.sprite === 'string') json.sprite = ownSprite(json.sprite) ?? json.sprite
@@ -98,7 +98,7 @@ function geoJsonData (style, data, here) {
   let path = dataPathOf(data)
   const own = OWN_DATA.exec(here(data) ?? '')
   if (own !== null) {
-    styleId = decoded(own[1])
+    styleId = decodedOr(own[1])
     path = dataPathOf(own[2])
   }
   if (path === null) return LOCAL.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? EMPTY_DATA : data
