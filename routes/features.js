@@ -64,7 +64,7 @@ export default async function featureRoutes (app) {
   route('/', (request, reply) => document(request, reply, 'landing', landingDoc, { title: () => 'OGC API – Features' }), { onSend })
   route('/conformance', (request, reply) => document(request, reply, 'conformance', conformanceDoc, { title: () => 'Conformance' }), { onSend })
   route('/api', (request, reply) => document(request, reply, 'api',
-    (root) => openApiDoc(root, collectionsOf(catalog).map(({ entry }) => entry.id), features.options), { html: false, type: TYPES.openapi }), { onSend })
+    (root) => openApiDoc(root, collectionsOf(catalog), features.options), { html: false, type: TYPES.openapi }), { onSend })
   route('/collections', (request, reply) => document(request, reply, 'collections', (root, key) => collectionsDoc(root, key, catalog), { title: () => 'Collections' }), { onSend })
   route('/collections/:collectionId', (request, reply) => {
     const { entry, collection } = findCollection(catalog, request.params.collectionId)
@@ -84,16 +84,23 @@ export default async function featureRoutes (app) {
     if (coding !== 'identity') reply.header('content-encoding', coding)
   }
 
-  /** The features page for browsers: it fetches `search` (the same query) as GeoJSON. */
-  function featuresHtml (request, reply, root, entry, url, search) {
-    search.delete('f')
-    search.delete('crs') // the map is drawn in CRS84
-    search.set('f', 'geojson')
+  /**
+   * The features page for browsers: the features of the same query as GeoJSON (`search`, with f=geojson and no crs:
+   * the map is drawn in CRS84), inline when `inline` (the answer's text: the page then has the status, and the
+   * lifetime, of its data) or fetched by the page.
+   */
+  function featuresHtml (request, reply, root, entry, url, search, inline = null) {
     const base = root.slice(0, -features.prefix.length)
     reply.header('content-type', 'text/html; charset=utf-8')
-    reply.header('cache-control', 'no-cache') // a shell: the features it shows carry their own lifetime
+    reply.header('cache-control', inline === null ? 'no-cache' : entry.cacheControl)
     addVary(reply, 'Accept')
-    return featuresPage(entry.source.tilejson.name ?? entry.id, keyed(request, `${url}?${search}`), features.viewer ? `${base}${ASSETS}` : null)
+    return featuresPage(entry.source.tilejson.name ?? entry.id, keyed(request, `${url}?${search}`), features.viewer ? `${base}${ASSETS}` : null, inline)
+  }
+
+  /** The query of a features page: the request's, as GeoJSON in CRS84. */
+  const htmlQuery = (query) => {
+    const { crs, f, ...rest } = query
+    return { ...rest, f: 'geojson' }
   }
 
   // A query's failure as its answer; a table or column gone since discovery has its database discovered again.
@@ -115,11 +122,12 @@ export default async function featureRoutes (app) {
   route('/collections/:collectionId/items', async (request, reply) => {
     const { entry, collection: c } = findCollection(catalog, request.params.collectionId)
     const format = chooseFormat(request, ['geojson', 'json', 'html'])
-    const q = readItemsQuery(request.query, c, features.options)
+    const html = format === 'html'
+    const query = html ? htmlQuery(request.query) : request.query
+    const q = readItemsQuery(query, c, features.options)
+    const search = new URLSearchParams(query)
     const root = rootOf(request, reply)
     const url = `${collectionUrl(root, entry.id)}/items`
-    const search = new URLSearchParams(request.query)
-    if (format === 'html') return featuresHtml(request, reply, root, entry, url, search)
 
     const precision = await precisionOf(request, entry, c, q.crs)
     const statement = itemsStatement(c, q, precision, features.options.orderByKey)
@@ -151,7 +159,7 @@ export default async function featureRoutes (app) {
       ]
       return `],"numberReturned":${returned}${matched === undefined ? '' : `,"numberMatched":${matched}`},"links":${JSON.stringify(pageLinks)}}`
     }
-    const coding = chooseCoding(request)
+    const coding = html ? 'identity' : chooseCoding(request)
     let answer
     try {
       answer = await answerRows({
@@ -165,6 +173,12 @@ export default async function featureRoutes (app) {
       })
     } catch (err) {
       throw failed(entry, err, request.log, q.filters.length > 0 || q.datetime !== null)
+    }
+    if (html) {
+      // The page has its features in it (one request, and its status is theirs: a 503 when the database is down).
+      // A page too large to hold (past items.js BUFFERED) is left to the page to fetch: its query is stopped.
+      answer.stream?.destroy()
+      return featuresHtml(request, reply, root, entry, url, search, answer.text ?? null)
     }
     featureHeaders(reply, entry, format, q.crs, coding)
     return reply.send(answer.stream ?? await encodeWhole(answer.text, coding))
@@ -193,7 +207,7 @@ export default async function featureRoutes (app) {
     const text = res.rows[0]?.[0]
     if (text === undefined) throw missing()
     // The page for browsers, once the feature is known to be there: a missing one is a 404 for them too.
-    if (format === 'html') return featuresHtml(request, reply, root, entry, url, new URLSearchParams(request.query))
+    if (format === 'html') return featuresHtml(request, reply, root, entry, url, new URLSearchParams(htmlQuery(request.query)))
     const itemLinks = [
       { href: keyed(request, `${url}?f=${format}`), rel: 'self', type: format === 'json' ? TYPES.json : TYPES.geojson, title: 'this feature' },
       { href: keyed(request, `${url}?f=html`), rel: 'alternate', type: TYPES.html, title: 'this feature as HTML' },

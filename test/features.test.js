@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, posix } from 'node:path'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { VectorTile } from '@mapbox/vector-tile'
@@ -146,6 +146,20 @@ test('landing page, conformance, collections, a collection and queryables are va
   assert.deepEqual(doc.components.parameters.collectionId.schema.enum.sort(), [...byId.keys()].sort())
   const itemParams = doc.paths['/collections/{collectionId}/items'].get.parameters.map((p) => doc.components.parameters[p.$ref.split('/').pop()].name)
   for (const p of ['limit', 'offset', 'bbox', 'bbox-crs', 'crs', 'properties', 'sortby', 'count', 'f']) assert.ok(itemParams.includes(p), p)
+  // Each collection's own items path names its property filters, with their types (GDAL's OAPIF driver reads them
+  // there to filter on the server); every filter it names is one the server takes.
+  const own = doc.paths['/collections/places/items']?.get.parameters
+  assert.ok(own, 'places has an items path of its own')
+  const filters = Object.fromEntries(own.filter((p) => p.$ref === undefined).map((p) => [p.name, p.schema]))
+  assert.deepEqual(filters, { id: { type: 'integer' }, name: { type: 'string' }, kind: { type: 'string' }, rank: { type: 'integer' }, open: { type: 'boolean' }, day: { type: 'string', format: 'date' } })
+  assert.deepEqual(Object.keys(filters).sort(), Object.keys(props).filter((p) => p !== 'geometry').sort(), 'the queryables, as filters')
+  for (const p of own.filter((p) => p.$ref !== undefined)) assert.ok(itemParams.includes(doc.components.parameters[p.$ref.split('/').pop()].name))
+  const sample = { id: '3', name: 'place 3', kind: 'cafe', rank: '3', open: 'true', day: '2024-01-04' }
+  for (const name of Object.keys(filters)) {
+    const res = await get(app, `/ogc/collections/places/items?${name}=${encodeURIComponent(sample[name])}&limit=1`)
+    assert.equal(res.json().numberReturned, 1, `${name}: ${res.body.slice(0, 200)}`)
+  }
+  assert.ok(doc.paths['/collections/swiss_lines/items'], 'every collection has one')
 
   for (const url of ['/ogc/collections/tile_fn', '/ogc/collections/tile_fn/items', '/ogc/collections/basemap/items', '/ogc/collections/basemap']) {
     const res = await get(app, url)
@@ -570,6 +584,11 @@ test('gzip and brotli answers decode to the same JSON; collections have an ETag 
   const map = await get(app, '/ogc/collections/places/items?limit=5&crs=EPSG:3857', { accept: browser })
   assert.match(map.headers['content-type'], /^text\/html/)
   assert.match(map.body, /"json":"http:\/\/h\/ogc\/collections\/places\/items\?limit=5&f=geojson"/)
+  // The page carries its features (in CRS84, whatever crs asked: the map's), and their lifetime.
+  const inline = JSON.parse(/<script type="application\/json" id="features">(.*?)<\/script>/s.exec(map.body)[1])
+  assert.deepEqual(inline.features, (await get(app, '/ogc/collections/places/items?limit=5')).json().features)
+  assert.equal(map.headers['cache-control'], (await get(app, '/ogc/collections/places/items?limit=5')).headers['cache-control'])
+  assert.equal((await get(app, '/ogc/collections/places/items?f=html&rank=x')).statusCode, 400, 'a bad filter is a 400 for browsers too')
   assert.match(map.body, /"assets":"http:\/\/h\/viewer\/assets"/)
   assert.equal((await get(app, '/viewer/assets/maplibre-gl.mjs')).statusCode, 200, 'the page\'s MapLibre is the viewer\'s')
   assert.equal((await get(app, '/ogc/collections/places/items?f=json&limit=1')).headers['content-type'], 'application/json')
@@ -633,7 +652,7 @@ test('the database going away: 503 with Retry-After for features, answers again 
   assert.equal((await get(app, '/ogc/collections/places/items?limit=1')).statusCode, 200)
   await db.pause()
   try {
-    for (const url of ['/ogc/collections/places/items?limit=5', '/ogc/collections/places/items/3', '/ogc/collections/swiss_lines/items?crs=EPSG:2056&count=true']) {
+    for (const url of ['/ogc/collections/places/items?limit=5', '/ogc/collections/places/items/3', '/ogc/collections/swiss_lines/items?crs=EPSG:2056&count=true', '/ogc/collections/places/items?f=html']) {
       const res = await get(app, url)
       assert.equal(res.statusCode, 503, `${url}: ${res.body}`)
       assert.ok(Number(res.headers['retry-after']) > 0)
@@ -840,4 +859,28 @@ test('a million features stream with flat memory; a client that goes away ends i
   const next = await download(`${base}?limit=3`)
   assert.equal(next.status, 200)
   assert.match(next.tail, /"numberReturned":3/)
+})
+
+test('the features page in a browser (Chromium): its table lists the page\'s features, ids and values past 2^53 as written', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+  if (!needs(t, existsSync(chromiumPath), `Chromium is not installed at ${chromiumPath} (Debian: chromium)`)) return
+  await runSql(db.url, `CREATE TABLE big_ids (id bigint PRIMARY KEY, n bigint, geom geometry(Point, 4326));
+    INSERT INTO big_ids VALUES (9007199254740993, 9223372036854775807, 'SRID=4326;POINT(8.5 47.4)'), (1, -9007199254740995, 'SRID=4326;POINT(8.6 47.3)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE big_ids'))
+  const app = await appOf(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { chromium } = await import('playwright-core')
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--headless', '--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--no-first-run'] })
+  t.after(() => browser.close())
+  const page = await browser.newPage()
+  const errors = []
+  page.on('pageerror', (err) => errors.push(err.message))
+  const answer = await page.goto(`http://127.0.0.1:${app.server.address().port}/ogc/collections/big_ids/items?f=html`)
+  assert.equal(answer.status(), 200)
+  await page.waitForFunction(() => document.getElementById('status').textContent !== 'loading…')
+  const rows = await page.$$eval('#table tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)))
+  assert.deepEqual(rows, [['id', 'n'], ['1', '-9007199254740995'], ['9007199254740993', '9223372036854775807']])
+  assert.equal(await page.textContent('#status'), '2 features of 2')
+  assert.deepEqual(errors, [])
 })

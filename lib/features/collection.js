@@ -74,7 +74,8 @@ export function collectionDoc (entry, c) {
   return doc
 }
 
-const schemaOf = (column) => {
+/** The JSON Schema of a queryable column's values (its queryable, its filter parameter in /api). */
+export const schemaOf = (column) => {
   if (INTEGER.has(column.type)) return { type: 'integer' }
   if (NUMBER.has(column.type)) return { type: 'number' }
   if (column.type === 'bool') return { type: 'boolean' }

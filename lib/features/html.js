@@ -35,12 +35,19 @@ export function documentPage (title, doc) {
   return page(title, body)
 }
 
-// The features page's script: the same URL as GeoJSON, drawn and listed; next/prev from the answer's links.
+// The features page's script: the same query as GeoJSON (in the page, or fetched), drawn and listed; next/prev from
+// the answer's links. Integers past 2^53 (int8 keys and values) are kept as written, where the browser lets a
+// reviver see a number's text: JSON.parse would round them, and the table would show another feature's id.
 const FEATURES_SCRIPT = `
 const view = JSON.parse(document.getElementById('view').textContent)
 const maplibregl = view.assets === null ? null : await import(view.assets + '/maplibre-gl.mjs').catch(() => null)
 const status = document.getElementById('status')
-const fc = await fetch(view.json, { headers: { accept: 'application/geo+json' } }).then((r) => r.ok ? r.json() : r.json().then((e) => { throw new Error(e.message) })).catch((err) => { status.textContent = err.message; return null })
+const exact = (key, value, context) => typeof value === 'number' && !Number.isSafeInteger(value) && /^-?\\d+$/.test(context?.source ?? '') ? context.source : value
+const parse = (text) => JSON.parse(text, exact)
+const inline = document.getElementById('features')
+const fc = inline !== null
+  ? parse(inline.textContent)
+  : await fetch(view.json, { headers: { accept: 'application/geo+json' } }).then(async (r) => { const body = parse(await r.text()); if (!r.ok) throw new Error(body.message); return body }).catch((err) => { status.textContent = err.message; return null })
 if (fc !== null) {
   const features = fc.type === 'Feature' ? [fc] : fc.features
   status.textContent = fc.type === 'Feature' ? '' : \`\${fc.numberReturned} features\${fc.numberMatched === undefined ? '' : ' of ' + fc.numberMatched}\`
@@ -70,11 +77,14 @@ if (fc !== null) {
 
 /**
  * A page of features (or one feature): `json` is the URL of the same answer as GeoJSON (without crs: the map is
- * CRS84), `assets` the viewer's asset URL base (MapLibre GL JS), or null for a table only.
+ * CRS84), `assets` the viewer's asset URL base (MapLibre GL JS), or null for a table only; `inline`, that answer's
+ * text when the page carries it (else the page fetches it).
  */
-export function featuresPage (title, json, assets) {
+export function featuresPage (title, json, assets, inline = null) {
   const head = assets === null ? '' : `<link rel="stylesheet" href="${escape(assets)}/maplibre-gl.css">`
-  const body = `<p id="nav"></p><p id="status">loading…</p>${assets === null ? '' : '<div id="map"></div>'}<table id="table"></table>
+  // In JSON a `<` is only ever inside a string, where \u003c says the same: no `</script>` can end the data early.
+  const data = inline === null ? '' : `<script type="application/json" id="features">${inline.replace(/</g, '\\u003c')}</script>`
+  const body = `<p id="nav"></p><p id="status">loading…</p>${assets === null ? '' : '<div id="map"></div>'}<table id="table"></table>${data}
 <script type="application/json" id="view">${scriptJson({ json, assets })}</script>
 <script type="module">${FEATURES_SCRIPT}</script>`
   return page(title, body, head)

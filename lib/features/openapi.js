@@ -1,6 +1,9 @@
 // The API definition (/api): OpenAPI 3.0, every route and parameter, the collection ids as an enum. Made once per
 // catalog state and host (lib/features/index.js caches it).
 import { CONFORMANCE, TYPES } from './conformance.js'
+import { ITEMS_PARAMETERS } from './params.js'
+import { pathSegment } from './docs.js'
+import { schemaOf } from './collection.js'
 
 const json = (schemaRef, type = TYPES.json) => ({ content: { [type]: { schema: { $ref: schemaRef } }, [TYPES.html]: { schema: { type: 'string' } } } })
 const answer = (description, schemaRef, type) => ({ description, ...json(schemaRef, type) })
@@ -13,7 +16,24 @@ const get = (summary, operationId, parameters, responses) => ({ get: { summary, 
 const ref = (name) => ({ $ref: `#/components/parameters/${name}` })
 const queryParam = (name, description, schema, extra = {}) => ({ name, in: 'query', required: false, description, schema, ...extra })
 
-export function openApiDoc (serverUrl, collectionIds, { defaultLimit, maxLimit }) {
+const ITEMS_REFS = ['limit', 'offset', 'bbox', 'bbox-crs', 'datetime', 'crs', 'properties', 'sortby', 'count', 'ff']
+const itemsAnswer = () => ({ 200: { ...answer('a page of features; `next` links to the following one', '#/components/schemas/featureCollectionGeoJSON', TYPES.geojson), headers: { 'Content-Crs': { schema: { type: 'string' } } } } })
+
+/**
+ * A collection's own items path, with a parameter for each of its queryables (`?name=value`, OGC API – Features
+ * Part 1's 7.15.7 and Part 3): clients such as GDAL's OAPIF driver read them here to filter on the server. A
+ * queryable named like a standard parameter (a `limit` column) is left out: the standard one wins (params.js).
+ */
+function collectionItems ({ entry, c }) {
+  const filters = []
+  for (const column of c.queryables.values()) {
+    if (!ITEMS_PARAMETERS.has(column.name)) filters.push(queryParam(column.name, `the features whose ${column.name} equals this`, schemaOf(column)))
+  }
+  return get(`the features of ${entry.id}, a page at a time`, `getFeatures.${entry.id}`, [...ITEMS_REFS.map(ref), ...filters], itemsAnswer())
+}
+
+/** `collections`: [{ entry, c }] (docs.js collectionsOf). */
+export function openApiDoc (serverUrl, collections, { defaultLimit, maxLimit }) {
   const link = { type: 'object', required: ['href', 'rel'], properties: { href: { type: 'string' }, rel: { type: 'string' }, type: { type: 'string' }, title: { type: 'string' } } }
   const links = { type: 'array', items: { $ref: '#/components/schemas/link' } }
   const error = { description: 'an error, said in a sentence', content: { [TYPES.json]: { schema: { $ref: '#/components/schemas/exception' } } } }
@@ -33,15 +53,15 @@ export function openApiDoc (serverUrl, collectionIds, { defaultLimit, maxLimit }
       '/collections/{collectionId}': get('a collection', 'describeCollection', [ref('collectionId'), ref('f')], { 200: answer('the collection', '#/components/schemas/collection') }),
       '/collections/{collectionId}/queryables': get('the properties a collection\'s features are filtered and sorted by', 'getQueryables', [ref('collectionId'), ref('f')],
         { 200: answer('a JSON Schema of the queryable properties', '#/components/schemas/queryables', TYPES.schema) }),
-      '/collections/{collectionId}/items': get('the features of a collection, a page at a time', 'getFeatures',
-        ['collectionId', 'limit', 'offset', 'bbox', 'bbox-crs', 'datetime', 'crs', 'properties', 'sortby', 'count', 'ff'].map(ref),
-        { 200: { ...answer('a page of features; `next` links to the following one', '#/components/schemas/featureCollectionGeoJSON', TYPES.geojson), headers: { 'Content-Crs': { schema: { type: 'string' } } } } }),
+      '/collections/{collectionId}/items': get('the features of a collection, a page at a time (each collection\'s own path lists its property filters)', 'getFeatures',
+        ['collectionId', ...ITEMS_REFS].map(ref), itemsAnswer()),
       '/collections/{collectionId}/items/{featureId}': get('a feature, by its primary key', 'getFeature', ['collectionId', 'featureId', 'crs', 'properties', 'ff'].map(ref),
         { 200: { ...answer('the feature', '#/components/schemas/featureGeoJSON', TYPES.geojson), headers: { 'Content-Crs': { schema: { type: 'string' } } } } }),
+      ...Object.fromEntries(collections.map((one) => [`/collections/${pathSegment(one.entry.id)}/items`, collectionItems(one)])),
     },
     components: {
       parameters: {
-        collectionId: { name: 'collectionId', in: 'path', required: true, description: 'a collection id', schema: { type: 'string', enum: collectionIds } },
+        collectionId: { name: 'collectionId', in: 'path', required: true, description: 'a collection id', schema: { type: 'string', enum: collections.map(({ entry }) => entry.id) } },
         featureId: { name: 'featureId', in: 'path', required: true, description: 'the primary key of a feature (collections without one have no item route)', schema: { type: 'string' } },
         f: queryParam('f', 'the format (also by Accept)', { type: 'string', enum: ['json', 'html'] }),
         ff: queryParam('f', 'the format (also by Accept: application/geo+json, application/json, text/html)', { type: 'string', enum: ['geojson', 'json', 'html'] }),

@@ -9,6 +9,8 @@ import { chooseCrs } from './crs.js'
 const ITEMS = ['limit', 'offset', 'bbox', 'bbox-crs', 'crs', 'properties', 'sortby', 'count', 'f', 'datetime']
 const ITEM = ['crs', 'properties', 'f']
 const ITEMS_SET = new Set(ITEMS)
+/** The standard parameters of /items: a queryable of the same name is not a filter. */
+export const ITEMS_PARAMETERS = ITEMS_SET
 const ITEM_SET = new Set(ITEM)
 const MERCATOR_LAT = 85.0511287798 // EPSG:3857 ends here: a CRS84 box past it is clipped for a Mercator table
 const MERCATOR_MAX = 20037508.342789244 // and at ±this many metres, east-west and north-south
