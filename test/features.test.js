@@ -146,6 +146,7 @@ test('landing page, conformance, collections, a collection and queryables are va
   assert.deepEqual(doc.components.parameters.collectionId.schema.enum.sort(), [...byId.keys()].sort())
   const itemParams = doc.paths['/collections/{collectionId}/items'].get.parameters.map((p) => doc.components.parameters[p.$ref.split('/').pop()].name)
   for (const p of ['limit', 'offset', 'bbox', 'bbox-crs', 'crs', 'properties', 'sortby', 'count', 'f']) assert.ok(itemParams.includes(p), p)
+  assert.deepEqual(doc.components.parameters.limit.schema, { type: 'integer', minimum: 1, maximum: 10_000, default: 10 }, 'the limit as the spec\'s own OpenAPI fragment has it')
   // Each collection's own items path names its property filters, with their types (GDAL's OAPIF driver reads them
   // there to filter on the server); every filter it names is one the server takes.
   const own = doc.paths['/collections/places/items']?.get.parameters

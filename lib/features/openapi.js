@@ -65,7 +65,7 @@ export function openApiDoc (serverUrl, collections, { defaultLimit, maxLimit }) 
         featureId: { name: 'featureId', in: 'path', required: true, description: 'the primary key of a feature (collections without one have no item route)', schema: { type: 'string' } },
         f: queryParam('f', 'the format (also by Accept)', { type: 'string', enum: ['json', 'html'] }),
         ff: queryParam('f', 'the format (also by Accept: application/geo+json, application/json, text/html)', { type: 'string', enum: ['geojson', 'json', 'html'] }),
-        limit: queryParam('limit', `features per page; above ${maxLimit}, ${maxLimit}`, { type: 'integer', minimum: 1, default: Math.min(defaultLimit, maxLimit) }),
+        limit: queryParam('limit', `features per page; above ${maxLimit}, ${maxLimit}`, { type: 'integer', minimum: 1, maximum: maxLimit, default: Math.min(defaultLimit, maxLimit) }),
         offset: queryParam('offset', 'features skipped (the `next` and `prev` links carry it)', { type: 'integer', minimum: 0, default: 0 }),
         bbox: queryParam('bbox', 'minx,miny,maxx,maxy (or 6 numbers, heights ignored) in bbox-crs; in CRS84 a west edge east of the east edge crosses the antimeridian',
           { type: 'array', minItems: 4, maxItems: 6, items: { type: 'number' } }, { style: 'form', explode: false }),
