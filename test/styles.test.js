@@ -314,7 +314,8 @@ test('GeoJSON files a style names by a relative path: resolved against the style
     },
     layers: [],
   }))
-  const app = await makeApp(t, { paths: [tiles], styles, fonts, apiKeys: ['k1'] })
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, fonts, apiKeys: ['k1'] }, { logs })
   const style = (await app.inject({ url: '/styles/parks/style.json?key=k1', headers: { host: 'h' } })).json()
   assert.deepEqual(Object.fromEntries(Object.entries(style.sources).map(([k, s]) => [k, s.data])), {
     near: 'http://h/styles/parks/files/points.geojson?key=k1',
@@ -363,12 +364,61 @@ test('GeoJSON files a style names by a relative path: resolved against the style
     assert.equal(res.statusCode, 404, `${url}: ${res.statusCode} ${res.body}`)
     assert.ok(!res.body.includes('"secret"') && !res.body.includes(dir), `${url}: nothing of the file, nor a path of the server's`)
   }
+  assert.equal(logs.filter((l) => l.file === 'linked.geojson').length, 1, 'the link leading out is logged, once')
   // The file is part of the style's revision: a changed file is read again, and rendered tiles are made anew.
   const before = app.styles.get('parks').revision
   writeFileSync(join(styles, 'parks', 'points.geojson'), '{"type":"FeatureCollection","features":[]}')
   await app.reloadStyles()
   assert.notEqual(app.styles.get('parks').revision, before)
   assert.equal((await app.inject({ url: '/styles/parks/files/points.geojson?key=k1' })).body, '{"type":"FeatureCollection","features":[]}')
+})
+
+test('a sprite, glyph range or style file that is a link leading out of its folder is never read: 404 (an empty range for glyphs), logged once', async (t) => {
+  const { dir, tiles, styles, fonts } = setUp(t)
+  const outside = join(dir, 'outside')
+  mkdirSync(outside)
+  const secretPng = Buffer.concat([PNG, Buffer.from('secret')])
+  writeFileSync(join(outside, 'secret.png'), secretPng)
+  writeFileSync(join(outside, 'secret.json'), '{"secret":{"x":0,"y":0,"width":1,"height":1,"pixelRatio":1}}')
+  writeFileSync(join(outside, 'style.json'), JSON.stringify({ version: 8, name: 'secret', sources: {}, layers: [] }))
+  writeFileSync(join(outside, '0-255.pbf'), glyphPbf('Secret', '0-255', [65, 66, 67], 99))
+  // The city's 1x sprite and a font's range lead out; its @2x sprite leads elsewhere in the styles folder (a sprite
+  // shared by two styles), which is no leaving.
+  for (const name of ['city.json', 'city.png']) rmSync(join(styles, 'city', 'sprites', name))
+  symlinkSync(join(outside, 'secret.json'), join(styles, 'city', 'sprites', 'city.json'))
+  symlinkSync(join(outside, 'secret.png'), join(styles, 'city', 'sprites', 'city.png'))
+  mkdirSync(join(styles, 'shared'))
+  for (const name of ['city@2x.json', 'city@2x.png']) {
+    writeFileSync(join(styles, 'shared', name), readFileSync(join(styles, 'city', 'sprites', name)))
+    rmSync(join(styles, 'city', 'sprites', name))
+    symlinkSync(join('..', '..', 'shared', name), join(styles, 'city', 'sprites', name))
+  }
+  mkdirSync(join(styles, 'linked'))
+  symlinkSync(join(outside, 'style.json'), join(styles, 'linked', 'style.json'))
+  rmSync(join(fonts, 'Sans Bold', '0-255.pbf'))
+  symlinkSync(join(outside, '0-255.pbf'), join(fonts, 'Sans Bold', '0-255.pbf'))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, fonts }, { logs })
+
+  for (let i = 0; i < 2; i++) {
+    for (const url of ['/styles/city/sprite.json', '/styles/city/sprite.png', '/styles/linked/style.json']) {
+      const res = await app.inject({ url })
+      assert.equal(res.statusCode, 404, `${url}: ${res.statusCode} ${res.body}`)
+      assert.ok(!res.body.includes('secret') && !res.body.includes(dir), `${url}: nothing of the file, nor a path`)
+    }
+    const glyphs = await app.inject({ url: '/fonts/Sans%20Bold/0-255.pbf' })
+    assert.equal(glyphs.statusCode, 200, 'a glyph range is never an error')
+    assert.ok(![...readGlyphs(glyphs.rawPayload).glyphs.values()].includes(99), 'the linked range is as a missing one')
+    app.fonts.cache.clear() // the merged range is kept: asked again, the file is looked at again
+  }
+  assert.ok(!(await app.inject({ url: '/styles.json' })).body.includes('"secret"'), 'the linked style is not listed')
+  assert.deepEqual((await app.inject({ url: '/styles/city/sprite@2x.png' })).rawPayload, PNG_2X, 'a link within the styles folder is followed')
+  const said = (what) => logs.filter((l) => l.level === 40 && JSON.stringify(l).includes(what))
+  assert.equal(said('sprites/city.png').length, 1, 'logged once')
+  assert.equal(said('sprites/city.json').length, 1)
+  assert.equal(said('"range":"0-255"').length, 1)
+  assert.equal(said('"style":"linked"').length, 1)
+  assert.ok(!logs.some((l) => JSON.stringify(l).includes(outside)), 'where a link leads is not logged either')
 })
 
 test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a missing range is an empty PBF', async (t) => {

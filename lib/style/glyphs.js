@@ -2,10 +2,11 @@
 // glyph. The format (glyphs → fontstack {name, range, glyphs}) is three fields deep, so merging needs only each glyph's
 // id and its bytes as they are: pbf (already the project's protobuf library) reads and writes them. The package made
 // for this (@mapbox/glyph-pbf-composite) has had no release since 2016 and brings a second protobuf compiler.
-import { readdir, readFile } from 'node:fs/promises'
+import { readdir, readFile, realpath } from 'node:fs/promises'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { PbfReader, PbfWriter } from 'pbf'
+import { OUTSIDE, realFileIn } from './real-path.js'
 
 const RANGE = /^(\d{1,5})-(\d{1,5})$/
 
@@ -85,12 +86,15 @@ export class FontCatalog {
     this.names = []
     this.cache = new LRUCache({ maxSize: maxBytes, sizeCalculation: (b) => Math.max(1, b.length) })
     this.warned = new Set()
+    this.realDir = null // the fonts folder's real path, as of the latest load
   }
 
   async load () {
     let names = []
+    let realDir = null
     if (this.dir !== null) {
       try {
+        realDir = await realpath(this.dir)
         const entries = await readdir(this.dir, { withFileTypes: true })
         names = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort()
       } catch (err) {
@@ -99,6 +103,7 @@ export class FontCatalog {
     }
     // Swapped in at once: a request during the reload sees the old list or the new one, never none.
     this.names = names
+    this.realDir = realDir
     this.cache.clear()
     if (this.dir === null) return
     if (this.defaultFont !== null && !this.names.includes(this.defaultFont)) {
@@ -132,9 +137,25 @@ export class FontCatalog {
     const present = wanted.filter((name) => this.names.includes(name))
     const fallbacks = wanted.filter((name) => !this.names.includes(name)).map((name) => this.resolve(name))
     const fonts = [...new Set([...present, ...fallbacks].filter((f) => f !== null))]
-    const parts = await Promise.all(fonts.map((font) => readFile(join(this.dir, font, `${range}.pbf`)).catch(() => null)))
+    const parts = await Promise.all(fonts.map((font) => this.read(font, range)))
     const merged = mergeGlyphs(parts, wanted.join(','), range)
     this.cache.set(key, merged)
     return merged
+  }
+
+  /**
+   * A font's glyph range file; null when missing, or when its real path is outside the fonts folder (a link leading
+   * out is never opened: logged once, and the range is as a missing one).
+   */
+  async read (font, range) {
+    const found = await realFileIn(join(this.dir, font, `${range}.pbf`), this.realDir === null ? [] : [this.realDir])
+    if (found === OUTSIDE) {
+      const key = `\0${font}\0${range}` // beside the unknown font names, which never hold a NUL
+      if (!this.warned.has(key) && this.warned.size < 1000) {
+        this.warned.add(key)
+        this.log.warn({ font, range }, 'a glyph file is a link leading out of the fonts folder: not served')
+      }
+    }
+    return found === null || found === OUTSIDE ? null : readFile(found.file).catch(() => null)
   }
 }

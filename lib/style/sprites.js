@@ -11,7 +11,7 @@ export const SPRITE_TYPES = { json: 'application/json; charset=utf-8', png: 'ima
 export class SpriteFiles {
   constructor (styles) {
     this.styles = styles
-    this.files = new Map() // path → { loads, bytes }
+    this.files = new Map() // style id and path → { loads, bytes }
   }
 
   /**
@@ -40,19 +40,19 @@ export class SpriteFiles {
 
   /**
    * A file beside the style, read once per load of the styles (the folder changed, SIGHUP); null when it is missing
-   * or outside the styles folder. A missing one is looked for again at each call: a sprite put in place is used at
-   * once, even where the folder is not watched.
+   * or outside the styles folder (its real path: a link leading out is not followed). A missing one is looked for
+   * again at each call: a sprite put in place is used at once, even where the folder is not watched.
    */
   async bytes (style, relativePath) {
-    const file = this.styles.fileOf(style, relativePath)
-    if (file === null) return null
-    let known = this.files.get(file)
+    const key = `${style.id}\0${relativePath}`
+    let known = this.files.get(key)
     if (known === undefined || known.loads !== this.styles.loads) {
-      const bytes = await readFile(file).catch(() => null)
+      const file = await this.styles.fileOf(style, relativePath)
+      const bytes = file === null ? null : await readFile(file).catch(() => null)
       if (bytes === null) return null
       if (this.files.size > 256) this.files.clear()
       known = { loads: this.styles.loads, bytes }
-      this.files.set(file, known)
+      this.files.set(key, known)
     }
     return known.bytes
   }

@@ -9,6 +9,7 @@ import { validateStyleMin } from '@maplibre/maplibre-gl-style-spec'
 import { LRUCache } from 'lru-cache'
 import { NotFound } from '../errors.js'
 import { dataPathOf } from './rewrite.js'
+import { OUTSIDE, realFileIn } from './real-path.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
 const MAX_DATA_BYTES = 64 * 2 ** 20 // as a GeoJSON set (lib/sources/geojson.js): more belongs in tiles
@@ -39,6 +40,8 @@ export class StyleCatalog {
     this.loads = 0
     this.onLoad = null // called after each load (lib/tile-dir checks rendered tiles against the styles)
     this.knownRoots = null // roots(), as of the latest load
+    this.realDir = null // the styles folder's real path, as of the latest load (null: none, or unreadable)
+    this.saidOutside = new Set() // the files leading out of the folders already logged, by style and path
     // GeoJSON files' bytes by real path, size and time: a client's request (a 304 too, whose ETag is of the bytes) and
     // the renderer's read a file of up to 64 MiB once, not each time.
     this.dataBytes = new LRUCache({ maxSize: MAX_DATA_BYTES, sizeCalculation: (bytes) => Math.max(1, bytes.length) })
@@ -50,11 +53,19 @@ export class StyleCatalog {
     const broken = new Map()
     this.knownRoots = null
     if (this.dir !== null) {
+      this.realDir = await realpath(this.dir).catch(() => null)
       const roots = await this.roots()
       for (const { id, file } of await this.candidates()) {
         if (found.has(id) || broken.has(id)) continue // NAME/style.json wins over NAME.json
         try {
-          found.set(id, await readStyle(id, file, roots))
+          // Read by its real path, and only inside the styles folder: a style.json that is a link leading out of it
+          // is never opened (its JSON error would show the start of another file).
+          const real = await realFileIn(file, this.realDir === null ? [] : [this.realDir])
+          if (real === null) throw new Error('its style file went away')
+          if (real === OUTSIDE) throw new Error('its style file is a link leading out of the styles folder')
+          const style = await readStyle(id, file, real.file, roots)
+          for (const [path, data] of style.dataFiles) if (data.revision === 'outside') this.outside(style, path)
+          found.set(id, style)
         } catch (err) {
           broken.set(id, err.message)
           this.log.warn({ style: id, reason: err.message }, 'style not served')
@@ -114,6 +125,7 @@ export class StyleCatalog {
     const known = style.dataFiles.get(path)
     if (known === undefined) throw new NotFound(`style '${style.id}' names no GeoJSON file '${path}'`)
     const file = await dataFileOf(style.dir, path, await this.roots())
+    if (file?.outside) this.outside(style, path)
     if (file === null || file.outside) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read (missing, or outside the styles and data folders)`)
     if (file.size > MAX_DATA_BYTES) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' is larger than ${MAX_DATA_BYTES / 2 ** 20} MiB`)
     const key = `${file.file}\0${file.size}\0${file.mtimeMs}`
@@ -127,17 +139,27 @@ export class StyleCatalog {
   }
 
   /**
-   * A file a style names by a relative path (a sprite), resolved against its folder; null when it would leave the
-   * styles folder (`../..`), so nothing outside it is ever opened.
+   * A file a style names by a relative path (a sprite), resolved against its folder: its real path (links followed),
+   * null when it is missing or would leave the styles folder (`../..`, or a link leading out, logged once), so nothing
+   * outside it is ever opened.
    */
-  fileOf (style, path) {
+  async fileOf (style, path) {
     const full = resolve(style.dir, path)
     const rel = relative(this.dir, full)
-    return rel === '' || rel.startsWith('..') || rel.split(sep).includes('..') ? null : full
+    if (rel === '' || rel.startsWith('..') || rel.split(sep).includes('..')) return null
+    const real = await realFileIn(full, this.realDir === null ? [] : [this.realDir])
+    if (real === OUTSIDE) this.outside(style, relative(style.dir, full).split(sep).join('/'))
+    return real === null || real === OUTSIDE ? null : real.file
+  }
+
+  /** Logs a file of a style that a link leads out of the folders, once per style and path (it answers 404). */
+  outside (style, path) {
+    const key = `${style.id}\0${path}`
+    if (this.saidOutside.has(key) || this.saidOutside.size >= 1000) return
+    this.saidOutside.add(key)
+    this.log.warn({ style: style.id, file: path }, 'a file of the style is a link leading out of the styles (and data) folders: not served')
   }
 }
-
-const OUTSIDE = Object.freeze({ outside: true })
 
 /**
  * The file a style's relative GeoJSON path names (in the style's folder: dataPathOf never leaves it), when it is there
@@ -145,15 +167,10 @@ const OUTSIDE = Object.freeze({ outside: true })
  * of them (never read); null when there is no such file.
  */
 async function dataFileOf (dir, path, roots) {
-  let real
-  try {
-    real = await realpath(join(dir, ...path.split('/')))
-  } catch {
-    return null
-  }
-  if (!roots.some((root) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep))) return OUTSIDE
-  const info = await stat(real).catch(() => null)
-  return info !== null && info.isFile() ? { file: real, size: info.size, mtimeMs: info.mtimeMs } : null
+  const real = await realFileIn(join(dir, ...path.split('/')), roots)
+  if (real === null || real === OUTSIDE) return real
+  const info = await stat(real.file).catch(() => null)
+  return info !== null && info.isFile() ? { file: real.file, size: info.size, mtimeMs: info.mtimeMs } : null
 }
 
 /** The GeoJSON files a style's sources name by relative paths (see Style.dataFiles). */
@@ -171,11 +188,12 @@ async function dataFilesOf (json, dir, roots) {
   return files
 }
 
-async function readStyle (id, file, roots) {
-  const info = await stat(file).catch(() => null)
+/** Style `id` from `file` (its path in the styles folder), read from `real` (its real path, checked by the caller). */
+async function readStyle (id, file, real, roots) {
+  const info = await stat(real).catch(() => null)
   if (info === null) throw new Error('its style file went away')
   if (info.size > MAX_STYLE_BYTES) throw new Error(`larger than ${MAX_STYLE_BYTES / 2 ** 20} MiB`)
-  const bytes = await readFile(file)
+  const bytes = await readFile(real)
   let json
   try {
     json = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, '')) // a byte order mark, as Windows editors write: RFC 8259 lets parsers ignore it

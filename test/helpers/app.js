@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import pino from 'pino'
 import { buildApp } from '../../lib/app.js'
 import { loadConfig } from '../../lib/config.js'
 
@@ -9,10 +10,14 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 export const FIXTURES = join(ROOT, '..', 'shared', 'fixtures')
 export const HAVE_FIXTURES = existsSync(FIXTURES)
 
-/** Builds the app like server.js does; closed after the test. */
-export async function makeApp (t, overrides = {}) {
+/**
+ * Builds the app like server.js does; closed after the test. `logs`: an array to push its log lines to (parsed, info
+ * and above; silent without it).
+ */
+export async function makeApp (t, overrides = {}, { logs } = {}) {
   const { config } = loadConfig({ overrides: { logLevel: 'silent', watch: false, demo: false, ...overrides } })
-  const app = await buildApp(config)
+  const loggerInstance = logs === undefined ? undefined : pino({ level: 'info' }, { write: (line) => logs.push(JSON.parse(line)) })
+  const app = await buildApp(config, { loggerInstance })
   t.after(() => app.close())
   return app
 }
