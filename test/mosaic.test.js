@@ -640,6 +640,13 @@ test('discovery: mosaic .json files in a folder are sets, other .json is not; pa
   // A .json given by name that is not a mosaic is skipped as any other file no kind serves.
   const single = await makeApp(t, { paths: [join(served, 'style.json'), join(served, 'mosaic.json')] })
   assert.deepEqual(single.catalog.available().map((e) => e.id), ['mosaic'])
+  // A COG served on its own is that file only: a document may name it, never a file beside it (its folder is no
+  // data folder).
+  writeFileSync(join(served, 'beside.json'), JSON.stringify(mosaicJson([join(outside, 'part1.tif'), join(outside, 'part2.tif'), ...refs.slice(2)])))
+  const lone = await makeApp(t, { paths: [served, join(outside, 'part2.tif')], cacheMB: 0 })
+  assert.equal((await lone.inject('/beside/meta')).json().mosaic.leftOut, 1, 'part 1, beside the served part 2, is left out')
+  assert.equal((await lone.inject(`/beside/12/${X0}/${Y0}.png`)).statusCode, 404)
+  assert.equal((await lone.inject(`/beside/12/${X0 + 1}/${Y0 + 1}.png`)).statusCode, 200)
   // Configured by name, a document that is not a mosaic is a set that cannot be served, and says why.
   const configured = await makeApp(t, { sets: { bad: { path: join(served, 'broken.json') } } })
   assert.match(configured.catalog.unavailable()[0].reason, /not valid JSON/)

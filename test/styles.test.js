@@ -421,6 +421,32 @@ test('a sprite, glyph range or style file that is a link leading out of its fold
   assert.ok(!logs.some((l) => JSON.stringify(l).includes(outside)), 'where a link leads is not logged either')
 })
 
+test('a file served on its own is that file only: a style\'s GeoJSON may be it, never a file beside it', async (t) => {
+  const { dir, styles, fonts } = setUp(t)
+  const some = join(dir, 'some')
+  mkdirSync(some)
+  writeMbtiles(join(some, 'roads.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(makeMvt(0, 0, 0)) }] })
+  const parks = '{"type":"FeatureCollection","features":[]}'
+  writeFileSync(join(some, 'parks.geojson'), parks)
+  writeFileSync(join(some, 'beside.geojson'), '{"type":"FeatureCollection","features":[],"secret":true}')
+  mkdirSync(join(styles, 'near'))
+  symlinkSync(join(some, 'parks.geojson'), join(styles, 'near', 'served.geojson'))
+  symlinkSync(join(some, 'beside.geojson'), join(styles, 'near', 'beside.geojson'))
+  writeFileSync(join(styles, 'near', 'style.json'), JSON.stringify({
+    version: 8,
+    sources: { served: { type: 'geojson', data: 'served.geojson' }, beside: { type: 'geojson', data: 'beside.geojson' } },
+    layers: [],
+  }))
+  const app = await makeApp(t, { paths: [join(some, 'roads.mbtiles'), join(some, 'parks.geojson')], styles, fonts })
+  assert.deepEqual(app.catalog.available().map((e) => e.id).sort(), ['parks', 'roads'])
+  const served = await app.inject({ url: '/styles/near/files/served.geojson' })
+  assert.equal(served.statusCode, 200, 'a link to a served file')
+  assert.equal(served.body, parks)
+  const beside = await app.inject({ url: '/styles/near/files/beside.geojson' })
+  assert.equal(beside.statusCode, 404, 'a link to a file beside a served one')
+  assert.ok(!beside.body.includes('secret') && !beside.body.includes(dir))
+})
+
 test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a missing range is an empty PBF', async (t) => {
   const { styles, fonts } = setUp(t)
   const app = await makeApp(t, { styles, fonts })

@@ -2,9 +2,8 @@
 // are listed (not recursed into); a file no kind serves is logged and skipped, as is one whose kind does not claim it
 // (a .json that is not a mosaic: a style, a TileJSON). A bucket prefix (s3://bucket/prefix/) is listed like a folder.
 // A configured folder with `mosaic: true` is one set.
-import { statSync } from 'node:fs'
 import { readdir, stat } from 'node:fs/promises'
-import { dirname, join, resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { FALLBACK, GROUP_KINDS, KINDS, fileKindsText, kindForFile, kindForUrl } from '../sources/index.js'
 import { isS3Url } from '../remote/s3.js'
 import { listRemotePrefix } from '../remote/reader.js'
@@ -37,20 +36,14 @@ export async function claimed (spec, log) {
 const unclaimed = new Set()
 
 /**
- * The folders local files may be read from by a set that names other files (a mosaic's parts): the served folders,
- * and the folder of each served or configured file.
+ * Where local files may be read from by a set or style that names other files (a mosaic's parts, a style's GeoJSON):
+ * the served folders, and each served or configured file itself. A file stands for that file only: its folder made a
+ * data folder let such documents read its siblings (`tile-cannon ~/roads.mbtiles` opened the home folder to them).
+ * Consumers match a file's real path against these: inside a folder, or equal to a file.
  */
 export function dataFolders (config) {
-  const folders = new Set()
   const items = [...config.paths, ...Object.values(config.sets).map((s) => s.path).filter(Boolean)]
-  for (const item of items) {
-    if (isUrl(item)) continue
-    const path = resolve(item)
-    let folder = dirname(path)
-    try { if (statSync(path).isDirectory()) folder = path } catch {}
-    folders.add(folder)
-  }
-  return [...folders]
+  return [...new Set(items.filter((item) => !isUrl(item)).map((item) => resolve(item)))]
 }
 
 /** An s3:// URL naming a prefix, served like a folder: a bucket, a key ending in '/', or one with no extension. */

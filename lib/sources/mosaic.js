@@ -75,8 +75,8 @@ export async function claims (path) {
 
 /**
  * Opens a mosaic: `spec.path` is a .json document or (with `mosaic: true`) a folder. `context.rasterPool` runs the
- * parts' descriptions and every tile; `context.dataFolders()` (the catalog's) are where local parts may be, by their
- * real path (a document's own folder when not given).
+ * parts' descriptions and every tile; `context.dataFolders()` (the catalog's) and a document's own folder are where
+ * local parts may be, by their real path.
  */
 export async function open (spec, context = {}) {
   const { rasterPool } = context
@@ -227,13 +227,14 @@ async function documentMosaic (spec, context, workers, log, overzoom) {
 }
 
 /**
- * Where a document's parts may be: `folders`, the real paths of the served folders (or the document's own), and
+ * Where a document's parts may be: `folders`, the real paths of the served folders and files (lib/catalog/discover.js
+ * dataFolders) and of the document's own folder (a document served on its own reads the parts beside it), and
  * `remote(url)`, whether a URL part may be read: only when raster.remoteParts allows it (true, or URL prefixes). A
  * document dropped into a data folder must not make the server fetch whatever it names (internal addresses, buckets
  * its credentials reach).
  */
 async function dataRoots (spec, context) {
-  const folders = context.dataFolders?.() ?? [dirname(spec.path)]
+  const folders = [...(context.dataFolders?.() ?? []), dirname(spec.path)]
   const real = await Promise.all(folders.map((f) => realpath(f).catch(() => null)))
   const allowed = context.raster?.remoteParts ?? false
   const remote = (url) => allowed === true || (Array.isArray(allowed) && allowed.some((prefix) => url.startsWith(prefix)))

@@ -28,7 +28,10 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$/
  */
 
 export class StyleCatalog {
-  /** `dataFolders()`: the served data folders (lib/catalog/discover.js), where a style's GeoJSON file may also lie. */
+  /**
+   * `dataFolders()`: the served data folders and files (lib/catalog/discover.js), where a style's GeoJSON file may
+   * also lie (in such a folder, or being such a file).
+   */
   constructor ({ dir, log, dataFolders = () => [] }) {
     this.dir = dir
     this.log = log
@@ -107,7 +110,7 @@ export class StyleCatalog {
 
   list () { return [...this.styles.values()] }
 
-  /** The real paths of the folders a style's GeoJSON file may be in: the styles folder and the served data folders. */
+  /** The real paths a style's GeoJSON file may be at or in: the styles folder and the served data folders and files. */
   async roots () {
     if (this.knownRoots !== null) return this.knownRoots
     const folders = [this.dir, ...this.dataFolders()]
