@@ -233,8 +233,18 @@ export class TilePipeline {
 // a cold tile's CPU after the read. A validator needs no cryptographic strength, only to differ between the versions
 // of one URL (martin hashes its tiles with XXH3 for the same reason); 64 bits make a collision between two of them
 // about one in 10^19.
-const { h64Raw } = await xxhash()
-const contentHash = (bytes) => h64Raw(bytes).toString(36)
+const { h64Raw, create64 } = await xxhash()
+// h64Raw copies its input into the WASM memory, which grows to fit and never shrinks (a 60 MB tile kept 60 MB for the
+// process's life). A larger input goes through the streaming hasher a chunk at a time, which keeps that memory at two
+// pages (128 KiB); XXH64's streamed digest is the one-shot digest, so ETags are the same either way. The small-tile
+// path is the one-shot call as before, behind one comparison.
+const HASH_CHUNK = 64 * 1024
+function contentHash (bytes) {
+  if (bytes.length <= HASH_CHUNK) return h64Raw(bytes).toString(36)
+  const state = create64()
+  for (let at = 0; at < bytes.length; at += HASH_CHUNK) state.update(bytes.subarray(at, at + HASH_CHUNK))
+  return state.digest().toString(36)
+}
 
 /**
  * The header block of a 304 standing for an encoded answer (pipeline.encoded): the validators and freshness of the 200,

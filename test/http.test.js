@@ -2,11 +2,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader as Pbf } from 'pbf'
+import xxhash from 'xxhash-wasm'
 import { makeApp } from './helpers/app.js'
 import { PNG, makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
@@ -104,6 +106,34 @@ test('If-None-Match gives 304; HEAD answers like GET without a body', async (t) 
   assert.equal(head.headers['content-type'], 'application/x-protobuf')
   assert.equal(head.headers.etag, first.headers.etag)
   assert.equal(Number(head.headers['content-length']), first.rawPayload.length)
+})
+
+test('a large tile\'s ETag is the XXH64 of its bytes, and hashing it leaves no large WASM memory behind', async (t) => {
+  const dir = tempDir(t)
+  // PNG bytes (never compressed again: the identity ETag only) of sizes about the hash's 64 KiB chunk and far past it.
+  const png = (size) => Buffer.concat([PNG, randomBytes(size - PNG.length)])
+  const tiles = [65536, 65537, 8 * 2 ** 20 + 13].map((size, x) => ({ z: 2, x, y: 0, data: png(size) }))
+  writeMbtiles(join(dir, 'big.mbtiles'), { tiles, metadata: { format: 'png' } })
+  // The one-shot digest, from an instance of its own, before the WASM memories are watched.
+  const { h64Raw } = await xxhash()
+  const expected = tiles.map((tile) => h64Raw(tile.data).toString(36))
+  const app = await makeApp(t, { paths: [dir] })
+  // WASM memory only grows (Memory.grow; it never shrinks): the largest any instance asked for while serving the tiles.
+  let largest = 0
+  const grow = WebAssembly.Memory.prototype.grow
+  WebAssembly.Memory.prototype.grow = function (pages) {
+    const before = grow.call(this, pages)
+    largest = Math.max(largest, this.buffer.byteLength)
+    return before
+  }
+  t.after(() => { WebAssembly.Memory.prototype.grow = grow })
+  for (const [i, tile] of tiles.entries()) {
+    const res = await app.inject({ url: `/big/2/${tile.x}/0.png` })
+    assert.equal(res.statusCode, 200)
+    assert.equal(res.rawPayload.length, tile.data.length)
+    assert.equal(res.headers.etag.replace(/^"|-[^-]*"$/g, ''), expected[i], `${tile.data.length} bytes: the one-shot XXH64, streamed or not`)
+  }
+  assert.ok(largest <= 256 * 1024, `WASM memory grew to ${largest} bytes hashing an 8 MiB tile`)
 })
 
 test('set names with or without the file extension, tiles with or without one', async (t) => {
