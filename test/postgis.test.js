@@ -601,6 +601,35 @@ async function label (app, set, [z, x, y], layer = set) {
   return decode(res.rawPayload).layers[layer]?.feature(0).properties.label ?? null
 }
 
+test('a composite whose part\'s table is altered or dropped: 503, then its database is discovered again at once and the composite answers as the catalog now is', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE comp_a (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    CREATE TABLE comp_b (id integer PRIMARY KEY, kind text, geom geometry(Point, 4326));
+    INSERT INTO comp_a VALUES (1, ${ZURICH}); INSERT INTO comp_b VALUES (1, 'park', ${ZURICH});`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS comp_a, comp_b'))
+  const app = await makeApp(t, { paths: [db.url], cacheMB: 0 }) // discoverIntervalS: 300, the default
+  const statuses = new Set()
+  const read = async () => {
+    const res = await app.inject({ url: '/comp_a,comp_b/0/0/0' })
+    statuses.add(res.statusCode)
+    return res
+  }
+  const layers = (res) => Object.fromEntries(Object.entries(decode(res.rawPayload).layers).map(([name, l]) => [name, { ...l.feature(0).properties }]))
+  assert.deepEqual(layers(await read()), { comp_a: {}, comp_b: { kind: 'park' } })
+
+  await runSql(db.url, 'ALTER TABLE comp_b DROP COLUMN kind')
+  const altered = await eventually(read, (res) => res.statusCode === 200, 10000)
+  assert.equal(altered.statusCode, 200, `a part's dropped column: ${altered.body}`)
+  assert.deepEqual(layers(altered), { comp_a: {}, comp_b: {} }, 'the part as it now is')
+
+  await runSql(db.url, 'DROP TABLE comp_b')
+  const dropped = await eventually(read, (res) => res.statusCode === 404, 10000) // a second discovery: at most every 5 s
+  assert.equal(dropped.statusCode, 404, `a part's dropped table: ${dropped.body}`)
+  assert.equal(dropped.json().message, "no tileset 'comp_a,comp_b'", 'as the catalog now is: no comp_b')
+  assert.deepEqual([...statuses].sort(), [200, 404, 503], 'never a 500')
+  assert.equal((await app.inject({ url: '/comp_a/0/0/0' })).statusCode, 200, 'the other part serves on')
+})
+
 test('made tiles expire: an UPDATE shows after the TTL, a 204 turns 200, TTL 0 reads every time; Cache-Control follows the TTL', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `

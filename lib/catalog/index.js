@@ -47,7 +47,8 @@ export class Catalog {
   detachedEntry (spec, source) { return this.registry.makeEntry(spec, source) }
 
   readTile (entry, z, x, y, query, rendering) {
-    if (entry.group === null) return this.registry.readTile(entry, z, x, y, query, rendering) // files: as they were
+    // Files: as they were. A composite is in no group, but its parts may be (readFailed).
+    if (entry.group === null && entry.parts === undefined) return this.registry.readTile(entry, z, x, y, query, rendering)
     let read
     try {
       read = this.registry.readTile(entry, z, x, y, query, rendering)
@@ -64,6 +65,12 @@ export class Catalog {
    * next interval (5 minutes by default): its sets answer as they are, a dropped table 404, not 503 until then.
    */
   readFailed (entry, err) {
+    // A composite's read fails in one of its parts (the error says which, lib/sources/composite.js): judged as that
+    // part's own failure, so a composite over a dropped table gets its database discovered again as the table would.
+    if (entry.parts !== undefined) {
+      if (err?.compositePart !== undefined && err.compositePart.parts === undefined) this.readFailed(err.compositePart, err)
+      return
+    }
     // Tables and views only: a function's own SQL may name what is not there on every call, a fault of its own.
     if (entry.group == null || entry.source?.metadata?.table === undefined) return
     if (SCHEMA_CHANGED.has(err?.code) && typeof err.severity === 'string') this.groups.rediscoverSoon(entry.group)

@@ -97,6 +97,7 @@ export class Registry {
       sniffed: {}, // what compressed tiles of this set hold (see describeTile)
       expiredAt: 0, // when its data was last said to have changed (expire): shared tiles made before are stale
       sharedPrefix: undefined, // its keys in the shared cache (lib/shared-cache.js)
+      parts: undefined, // a composite's part entries (composite()); in the literal so every entry has one shape
     }
     if (source !== null) {
       const ttl = options.cacheTtlS ?? ttlS ?? source.cacheTtlS

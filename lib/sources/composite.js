@@ -88,7 +88,14 @@ export function compose (id, parts) {
       // Each part answers only inside its own zoom range; a function may return gzip, which must not be concatenated.
       const inRange = parts.filter((p) => z >= p.source.tilejson.minzoom && z <= p.source.tilejson.maxzoom)
       const tiles = await Promise.all(inRange.map(async (p) => {
-        const tile = await p.source.getTile(z, x, y, query)
+        let tile
+        try {
+          tile = await p.source.getTile(z, x, y, query)
+        } catch (err) {
+          // Which part failed, for the catalog: a part whose table is gone has its database discovered again.
+          if (err !== null && typeof err === 'object') err.compositePart ??= p
+          throw err
+        }
         return tile !== null && isGzip(tile) ? gunzip(tile) : tile
       }))
       const present = []
