@@ -97,6 +97,19 @@ test('column types that may hold curves go through ST_CurveToLine before the tra
   }
 })
 
+test('rows whose coordinates are not all finite are left out before anything is drawn: one test for the column\'s type', () => {
+  /** The condition after the && filter. */
+  const finiteOf = (sql) => /^ {4}AND (.+)$/m.exec(sql)?.[1]
+  assert.equal(finiteOf(tableTileSql(table({ geomType: 'POINT' }))), 'abs(ST_X(g."geom")) + abs(ST_Y(g."geom")) < \'Infinity\'')
+  assert.equal(finiteOf(tableTileSql(table({ geomType: 'MULTILINESTRINGZ' }))), 'ST_Length(g."geom") < \'Infinity\'')
+  assert.equal(finiteOf(tableTileSql(table({ geomType: 'POLYGON', geography: true }))), 'ST_Perimeter(g."geom"::geometry) < \'Infinity\'', 'a geography as geometry: a plane sum')
+  assert.match(finiteOf(tableTileSql(table({ geomType: 'MULTIPOINT' }))), /^NOT EXISTS \(SELECT FROM ST_DumpPoints\(g\."geom"\)/, 'no length holds every point of these')
+  const any = finiteOf(tableTileSql(table({ geomType: 'GEOMETRY' })))
+  assert.match(any, /^CASE ST_GeometryType\(g\."geom"\) WHEN 'ST_Point' THEN abs\(ST_X/, 'a column of any type: by each row\'s')
+  assert.ok(any.includes('WHEN \'ST_MultiPolygon\' THEN ST_Perimeter(g."geom") < \'Infinity\'') && any.includes('ELSE NOT EXISTS'))
+  assert.equal(count(tableTileSql(table()), 'ST_AsMVTGeom('), 1, 'still drawn once')
+})
+
 test('names from the catalog are quoted: mixed case, spaces and quotes stay names, never code', () => {
   assert.equal(quoteIdent('Mixed Case'), '"Mixed Case"')
   assert.equal(quoteIdent('a"b'), '"a""b"')
@@ -134,7 +147,7 @@ test('properties: types ST_AsMVT encodes pass as they are, any other as text und
 
 test('limit, id column, extent and buffer reach the query where they belong', () => {
   const limited = tableTileSql(table({ limit: 500 }))
-  assert.match(limited, /WHERE g\."geom" && [^\n]+\n {2}LIMIT 500\n\) AS t/, 'the limit bounds the features of one tile, inside the subquery')
+  assert.match(limited, /WHERE g\."geom" && [^\n]+\n {4}AND [^\n]+\n {2}LIMIT 500\n\) AS t/, 'the limit bounds the features of one tile, inside the subquery')
   assert.ok(!tableTileSql(table()).includes('LIMIT'), 'no limit unless configured')
 
   assert.ok(tableTileSql(table()).startsWith(`SELECT ST_AsMVT(t.*, 'roads', 4096, '${GEOM_ALIAS}', 'id') FROM (`), 'the key is the feature id')

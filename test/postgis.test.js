@@ -630,6 +630,39 @@ test('a composite whose part\'s table is altered or dropped: 503, then its datab
   assert.equal((await app.inject({ url: '/comp_a/0/0/0' })).statusCode, 200, 'the other part serves on')
 })
 
+test('rows holding NaN or Infinity coordinates are left out of tiles and bounds; the other rows are served', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // In lon/lat (transformed: PROJ raised on a non-finite point, a 503 for every tile the row's box touched), in Web
+  // Mercator (drawn as is: ST_AsMVT wrote the row at INT_MIN) and in a regional CRS (PROJ raised on NaN too).
+  const bad = (p) => [
+    "ST_MakePoint('NaN', 'NaN')", `ST_MakePoint(${p[0]}, 'NaN')`, `ST_MakePoint('Infinity', ${p[1]})`,
+    `ST_MakeLine(ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint('-Infinity', ${p[1]}))`, // a box from -Infinity to here
+    `ST_MakePolygon(ST_MakeLine(ARRAY[ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint('NaN', ${p[1]}), ST_MakePoint(${p[0]} + 1, ${p[1]} + 1), ST_MakePoint(${p[0]}, ${p[1]})]))`, // a box without the NaN
+    `ST_Collect(ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint('NaN', 'NaN'))`,
+  ]
+  const sets = { nan_swiss: [2056, [2683186.29, 1247156.74]], nan_lonlat: [4326, [8.54, 47.37]], nan_mercator: [3857, [950668.45, 6002678.0]] }
+  const sql = Object.entries(sets).map(([name, [srid, p]]) => `CREATE TABLE ${name} (id integer PRIMARY KEY, label text, geom geometry(Geometry, ${srid}));
+    INSERT INTO ${name} VALUES (1, 'good', ST_SetSRID(ST_MakePoint(${p[0]}, ${p[1]}), ${srid}));
+    INSERT INTO ${name} SELECT 1 + n, 'bad ' || n, ST_SetSRID(g, ${srid}) FROM unnest(ARRAY[${bad(p).join(', ')}]) WITH ORDINALITY AS b(g, n);`).join('\n')
+  await runSql(db.url, sql)
+  t.after(() => runSql(db.url, `DROP TABLE ${Object.keys(sets).join(', ')}`))
+  const app = await makeApp(t, { paths: [db.url], cacheMB: 0 })
+  const extent = 4096
+  for (const name of Object.keys(sets)) {
+    for (const z of [0, 5, 10, 14]) {
+      const [x, y] = lonLatToTile(8.54, 47.37, z)
+      const res = await app.inject({ url: `/${name}/${z}/${x}/${y}` })
+      assert.equal(res.statusCode, 200, `${name} z${z}: ${res.body}`)
+      const layer = decode(res.rawPayload).layers[name]
+      const features = Array.from({ length: layer.length }, (_, i) => layer.feature(i))
+      assert.deepEqual(features.map((f) => f.properties.label), ['good'], `${name} z${z}: the good row only`)
+      for (const { x: px, y: py } of features[0].loadGeometry().flat()) assert.ok(px >= 0 && px <= extent && py >= 0 && py <= extent, `${name} z${z}: at ${px},${py}`)
+    }
+    const [w, s, e, n] = (await app.inject({ url: `/${name}.json` })).json().bounds
+    assert.ok(Math.abs(w - 8.54) < 1e-3 && Math.abs(e - 8.54) < 1e-3 && Math.abs(s - 47.37) < 1e-3 && Math.abs(n - 47.37) < 1e-3, `${name}: bounds of the good row, not [${[w, s, e, n]}]`)
+  }
+})
+
 test('made tiles expire: an UPDATE shows after the TTL, a 204 turns 200, TTL 0 reads every time; Cache-Control follows the TTL', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `

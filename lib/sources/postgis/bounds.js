@@ -1,5 +1,5 @@
 // A table's bounds for its TileJSON and the domain its queries keep to, read once at discovery.
-import { quoteIdent, quoteLiteral } from './sql.js'
+import { finiteSql, quoteIdent, quoteLiteral } from './sql.js'
 
 const MAX_LAT = 85.0511287798 // Web Mercator's edge
 
@@ -20,20 +20,20 @@ async function withClient (pool, use) {
  * Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. Not the
  * estimate of a geography column: its statistics are geocentric (a box around the unit sphere's centre, ±1).
  */
-export async function tableBounds (pool, { schema, table, geom, srid, geography }, timeoutMs) {
+export async function tableBounds (pool, { schema, table, geom, geomType, srid, geography }, timeoutMs) {
   // A scan that ran out of time (a large geography table) keeps the bounds an earlier discovery found: otherwise the
   // TileJSON would change between discoveries, and the set be replaced (its cached tiles dropped) each time.
   const key = `${schema}\0${table}\0${geom}`
   let known = boundsFound.get(pool)
   if (known === undefined) boundsFound.set(pool, known = new Map())
-  const found = await readBounds(pool, { schema, table, geom, srid, geography }, timeoutMs)
+  const found = await readBounds(pool, { schema, table, geom, geomType, srid, geography }, timeoutMs)
   if (found !== undefined) known.set(key, found)
   return found ?? known.get(key)
 }
 
 const boundsFound = new WeakMap() // pool → table → the bounds last found
 
-function readBounds (pool, { schema, table, geom, srid, geography }, timeoutMs) {
+function readBounds (pool, { schema, table, geom, geomType, srid, geography }, timeoutMs) {
   return withClient(pool, async (client) => {
     try {
       await client.query('BEGIN')
@@ -51,7 +51,9 @@ function readBounds (pool, { schema, table, geom, srid, geography }, timeoutMs) 
         await client.query('ROLLBACK')
         await client.query('BEGIN')
         await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
-        row = (await client.query(box(`SELECT ST_Extent(${quoteIdent(geom)}::geometry) FROM ${quoteIdent(schema)}.${quoteIdent(table)}`))).rows[0]
+        // Of the rows tiles draw: one NaN or Infinity made the extent wrong (south of the data's, or the world).
+        const column = `${quoteIdent(geom)}::geometry`
+        row = (await client.query(box(`SELECT ST_Extent(${column}) FROM ${quoteIdent(schema)}.${quoteIdent(table)} WHERE ${finiteSql(column, geomType)}`))).rows[0]
       }
       await client.query('COMMIT')
       if (!row || row.w === null) return undefined

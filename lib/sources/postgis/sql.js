@@ -27,6 +27,32 @@ export const mayBeCurved = (geomType) => MAYBE_CURVED.has(baseType(geomType))
 export const GEOM_ALIAS = 'tc_mvt_geom'
 const WORLD_BOX = 'ST_MakeEnvelope(-20037508.342789244, -20037508.342789244, 20037508.342789244, 20037508.342789244, 3857)::box2d'
 
+// Geometry types by the test that shows their coordinates finite (finiteSql).
+const LINEAR = new Set(['LINESTRING', 'MULTILINESTRING', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'MULTICURVE'])
+const AREAL = new Set(['POLYGON', 'MULTIPOLYGON', 'CURVEPOLYGON', 'MULTISURFACE'])
+const ST_TYPES = { POINT: 'ST_Point', LINESTRING: 'ST_LineString', MULTILINESTRING: 'ST_MultiLineString', CIRCULARSTRING: 'ST_CircularString', COMPOUNDCURVE: 'ST_CompoundCurve', MULTICURVE: 'ST_MultiCurve', POLYGON: 'ST_Polygon', MULTIPOLYGON: 'ST_MultiPolygon', CURVEPOLYGON: 'ST_CurvePolygon', MULTISURFACE: 'ST_MultiSurface' }
+
+/**
+ * A condition that holds when every x and y of geometry `g` (SQL) is finite, for a column of `geomType`. A row holding
+ * NaN or ±Infinity (ST_MakePoint of a division by zero) made ST_Transform raise for the whole tile (503: the other
+ * rows lost too), or ST_AsMVT write it at INT_MIN (x86's answer to a C cast of NaN, which C leaves undefined): such
+ * a row is left out. PostGIS's boxes skip NaN (POLYGON((0 0,NaN 0,1 1,0 0)) has the box of its other points), so the
+ * coordinates are summed into lengths, through which NaN and Infinity carry: one pass over the points, no measurable
+ * cost on a tile. Multipoints and collections have no length of all their points: theirs are dumped (slower, rarer).
+ */
+export function finiteSql (g, geomType) {
+  const test = (type) => {
+    if (type === 'POINT') return `abs(ST_X(${g})) + abs(ST_Y(${g})) < 'Infinity'`
+    if (LINEAR.has(type)) return `ST_Length(${g}) < 'Infinity'`
+    if (AREAL.has(type)) return `ST_Perimeter(${g}) < 'Infinity'`
+    return `NOT EXISTS (SELECT FROM ST_DumpPoints(${g}) AS p WHERE NOT abs(ST_X(p.geom)) + abs(ST_Y(p.geom)) < 'Infinity')`
+  }
+  const type = baseType(geomType)
+  if (type !== 'GEOMETRY') return test(type)
+  // A column of any type: the test of each row's own.
+  return `CASE ST_GeometryType(${g})${Object.entries(ST_TYPES).map(([t, st]) => ` WHEN '${st}' THEN ${test(t)}`).join('')} ELSE ${test('GEOMETRYCOLLECTION')} END`
+}
+
 /** Whether ST_AsMVTGeom can draw a column of this geometry_columns type ('TINZ', 'POINTM' …: the Z/M suffix aside). */
 export const undrawable = (geomType) => UNDRAWABLE.has(baseType(geomType))
 
@@ -50,6 +76,7 @@ export const layerFields = (columns, idColumn) =>
  * the drawn column would make PostgreSQL draw each row twice (+35 % database time, measured on a z12 tile). The filter envelope (the tile plus its buffer) is transformed once to the table's
  * SRID, so the GiST index answers `&&`; for other SRIDs it is first clipped to the Mercator world (a margin past
  * ±180° would wrap to the other side) and densified (a projected CRS bends the tile's edges).
+ * Rows with a coordinate that is not finite are left out (finiteSql), before anything is drawn or transformed.
  * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`.
  */
 export function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }, clip = WORLD_BOX) {
@@ -71,7 +98,8 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
   return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
   SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
   FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
-  WHERE ${g} && ${envelope}${limit ? `\n  LIMIT ${limit}` : ''}
+  WHERE ${g} && ${envelope}
+    AND ${finiteSql(asGeometry, geomType)}${limit ? `\n  LIMIT ${limit}` : ''}
 ) AS t`
 }
 
