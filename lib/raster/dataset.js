@@ -355,11 +355,14 @@ function sourceTransform (ds) {
     // Longitudes west of the raster's edge are taken one turn east: a grid laid out over 179.5…180.5 is read at -179.7.
     const west = ds.transform[0]
     const east = west + ds.width * ds.transform[1]
-    return (x, y, out) => {
+    const toSource = (x, y, out) => {
       const lon = lonOf(x)
       out[0] = lon < west && lon + 360 <= east ? lon + 360 : lon // only where that lands on the raster: coordinates stay continuous
       out[1] = latOf(y)
     }
+    // Across that cut, source columns jump by a turn: warp.js computes the cells there point by point.
+    if (east > 180) toSource.turn = 360 // source units round the world
+    return toSource
   }
   const forward = proj4('EPSG:3857', crs.proj).forward
   const [fx, fy] = crs.factor

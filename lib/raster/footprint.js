@@ -39,7 +39,9 @@ export function footprint (ds) {
     west = Math.min(west, lon); east = Math.max(east, lon)
     south = Math.min(south, lat); north = Math.max(north, lat)
   }
-  if ((east - west) > 359.9) { west = Math.max(west, -180); east = Math.min(east, 180) } // the whole world round
+  // The whole world round: all of it, whichever meridian the raster starts at (a grid laid out 0..360 or -179..181
+  // covers west of Greenwich, or west of -179, with its part past 180°; the tiles there read it).
+  if ((east - west) > 359.9) { west = -180; east = 180 }
   // Past ±85.05° there is no Web Mercator map (a raster wholly beyond it keeps an empty band at the edge).
   south = Math.min(Math.max(south, WORLD_BOUNDS[1]), WORLD_BOUNDS[3]); north = Math.max(Math.min(north, WORLD_BOUNDS[3]), south)
   return { lonLatBounds: [west, south, east, north], warp: suggestedWarp(ds, lonLat, unwrap) }

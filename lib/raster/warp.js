@@ -51,13 +51,36 @@ export function sourceGrid (ds, extent, n, scratch) {
     exact,
     node,
     pointwise: null,
+    cut: false, // crossed by the cut of a geographic grid past ±180 (cutCells)
     subGrids: new Map(),
     // A bilinear cell never leaves its corners' range; finer or point-by-point cells may, so they need a scan.
     nodeBounds: Number.isFinite(minC + maxC + minR + maxR) ? [minC, maxC, minR, maxR] : null,
     scratch,
   }
   grid.pointwise = pointwiseCells(grid)
+  if (ds.toSource.turn !== undefined) grid.pointwise = cutCells(grid, ds.toSource.turn / rx, grid.pointwise)
   return grid
+}
+
+/**
+ * A geographic grid past ±180 is read within one turn of longitude (dataset.js sourceTransform): where a tile crosses
+ * that cut, neighbouring nodes lie a turn of columns apart, and interpolating between them would sweep across the
+ * whole raster. Such cells (a jump of more than half a turn along a row of nodes) are computed point by point (2).
+ */
+function cutCells (grid, turnColumns, cells) {
+  const { gx, g } = grid
+  const w = g + 1
+  const half = turnColumns / 2
+  for (let b = 0; b < g; b++) {
+    for (let a = 0; a < g; a++) {
+      const p = b * w + a
+      if (Math.abs(gx[p + 1] - gx[p]) > half || Math.abs(gx[p + w + 1] - gx[p + w]) > half) {
+        (cells ??= new Uint8Array(g * g))[b * g + a] = 2
+        grid.cut = true
+      }
+    }
+  }
+  return cells
 }
 
 // The grid nodes of the last few tiles in source CRS coordinates, by CRS and tile: the parts of a mosaic (or a STAC
@@ -674,7 +697,7 @@ export function tileRatio (grid) {
     r = (max - min) / grid.n
     const [sx, sy] = pixelSteps(grid)
     const local = Math.max(Number.isFinite(sx) ? sx : 0, Number.isFinite(sy) ? sy : 0)
-    if (!(r <= 8 * local)) r = local
+    if (grid.cut === true || !(r <= 8 * local)) r = local
   }
   return r > 0 && Number.isFinite(r) ? r : undefined
 }
