@@ -352,16 +352,27 @@ function sourceTransform (ds) {
   const { crs } = ds
   if (crs.mercator) return null
   if (crs.geographic) {
-    // Longitudes west of the raster's edge are taken one turn east: a grid laid out over 179.5…180.5 is read at -179.7.
     const west = ds.transform[0]
     const east = west + ds.width * ds.transform[1]
+    if (west >= -180 && east <= 180) {
+      return (x, y, out) => {
+        out[0] = lonOf(x)
+        out[1] = latOf(y)
+      }
+    }
+    // A grid past ±180 (laid out 170..190, 0..360, -190..-170): each longitude is taken within one turn from `low`, half
+    // a turn west of the raster's middle, so it lands on the raster wherever the raster has it (-170 is read at 190,
+    // -10 at 350) and the cut falls outside it (mid-gap) or at its own edge (a whole world). Across the cut, source
+    // columns jump by a turn: warp.js computes the cells there point by point (`turn`) rather than interpolate.
+    const low = (west + east) / 2 - 180
     const toSource = (x, y, out) => {
-      const lon = lonOf(x)
-      out[0] = lon < west && lon + 360 <= east ? lon + 360 : lon // only where that lands on the raster: coordinates stay continuous
+      let lon = lonOf(x)
+      if (lon < low) lon += 360 * Math.ceil((low - lon) / 360)
+      else if (lon >= low + 360) lon -= 360 * Math.floor((lon - low) / 360)
+      out[0] = lon
       out[1] = latOf(y)
     }
-    // Across that cut, source columns jump by a turn: warp.js computes the cells there point by point.
-    if (east > 180) toSource.turn = 360 // source units round the world
+    toSource.turn = 360 // source units round the world
     return toSource
   }
   const forward = proj4('EPSG:3857', crs.proj).forward
