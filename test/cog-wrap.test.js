@@ -123,3 +123,19 @@ test('a grid across the antimeridian, laid out 170..190 or -190..-170, keeps eve
     for (const tile of [...atWestEdge, ...across.filter(([, x]) => x > 0)]) await matchesGdal(app, dir, id, east, tile)
   }
 })
+
+test('a polar raster holding a pole spans every longitude to that pole\'s Mercator edge; one beside the pole does not', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  // Antarctic polar stereographic, 3000 × 2500 km round the South Pole at 1.25 km; and the Arctic one (NSIDC) beside
+  // the North Pole, from 66°N to 81°N (the pole itself is 1000 km past its top).
+  const south = makeCog(dir, 'antarctic', { width: 2400, height: 2000, srs: 'EPSG:3031', ullr: [-1500000, 1250000, 1500000, -1250000] }, pattern)
+  const beside = makeCog(dir, 'arctic_beside', { width: 400, height: 400, srs: 'EPSG:3413', ullr: [-800000, -1000000, 800000, -2600000] }, pattern)
+  const app = await makeApp(t, { paths: [south, beside], cacheMB: 0 })
+  const { bounds } = (await app.inject('/antarctic.json')).json()
+  assert.deepEqual([bounds[0], bounds[1], bounds[2]], [-180, -85.05112877980659, 180], `antarctic bounds ${bounds}`)
+  // The wedge along the antimeridian that a 33 × 33 sample of the edges misses (-178°, -81° lies inside the raster).
+  for (const tile of [[7, 0, 115], [8, 0, 231], [8, 2, 231], [8, 7, 231], [6, 31, 57]]) await matchesGdal(app, dir, 'antarctic', south, tile)
+  const arctic = (await app.inject('/arctic_beside.json')).json()
+  assert.ok(arctic.bounds[0] > -180 && arctic.bounds[2] < 180 && arctic.bounds[3] < 85, `arctic bounds ${arctic.bounds}`)
+})

@@ -42,6 +42,11 @@ export function footprint (ds) {
   // The whole world round: all of it, whichever meridian the raster starts at (a grid laid out 0..360 or -179..181
   // covers west of Greenwich, or west of -179, with its part past 180°; the tiles there read it).
   if ((east - west) > 359.9) { west = -180; east = 180 }
+  // A raster holding a pole reaches every longitude there, however few of them the sample above happened to cross.
+  const [southPole, northPole] = polesInside(ds)
+  if (southPole || northPole) { west = -180; east = 180 }
+  if (southPole) south = -90
+  if (northPole) north = 90
   // Past ±85.05° there is no Web Mercator map (a raster wholly beyond it keeps an empty band at the edge).
   south = Math.min(Math.max(south, WORLD_BOUNDS[1]), WORLD_BOUNDS[3]); north = Math.max(Math.min(north, WORLD_BOUNDS[3]), south)
   return { lonLatBounds: [west, south, east, north], warp: suggestedWarp(ds, lonLat, unwrap) }
@@ -62,6 +67,30 @@ function pixelToLonLat ({ crs, transform: [ox, rx, oy, ry] }) {
     const [lon, lat] = inverse(ox + px * rx, oy - py * ry)
     return Number.isFinite(lon) && Number.isFinite(lat) && Math.abs(lat) <= 90.0001 ? [lon, lat] : null
   }
+}
+
+/**
+ * [south, north]: whether each pole lies inside the raster. Only where the CRS draws the pole as one point (polar
+ * stereographic, a Lambert azimuthal, a transverse Mercator); a cylindrical projection draws it as a line, and the
+ * raster's edges already tell which longitudes it reaches there.
+ */
+function polesInside ({ crs, transform: [ox, rx, oy, ry], width, height }) {
+  if (crs.mercator || crs.geographic) return [false, false]
+  let forward
+  try { forward = proj4('EPSG:4326', crs.proj).forward } catch { return [false, false] }
+  const [fx, fy] = crs.factor
+  return [-90, 90].map((lat) => {
+    const at = []
+    for (const lon of [0, 90, 180, -90]) {
+      let p = null
+      try { p = forward([lon, lat]) } catch {}
+      if (p === null || !Number.isFinite(p[0]) || !Number.isFinite(p[1])) return false
+      at.push([(p[0] / fx - ox) / rx, (oy - p[1] / fy) / ry]) // pixel column and row
+    }
+    const [[col, row]] = at
+    if (at.some(([c, r]) => Math.abs(c - col) > 0.01 || Math.abs(r - row) > 0.01)) return false // a line, not a point
+    return col >= 0 && col <= width && row >= 0 && row <= height
+  })
 }
 
 /** Longitude → the same meridian within 180° of `mid`: a raster across the antimeridian stays one span. */
