@@ -124,7 +124,10 @@ function crsOf (image, centre) {
   let factor = [1, 1]
   if (model === 1 || model === 2) {
     // A registered code: EPSG's own definition. Otherwise (user-defined parameters): rebuilt from the GeoKeys.
-    proj = epsgProj(model === 1 ? keys.ProjectedCSTypeGeoKey : keys.GeographicTypeGeoKey)
+    const code = model === 1 ? keys.ProjectedCSTypeGeoKey : keys.GeographicTypeGeoKey
+    proj = epsgProj(code)
+    // A PROJ string's longitudes and latitudes are degrees; a geographic file's coordinates are in its angular unit.
+    if (proj !== null && model === 2) factor = angularFactor(code)
     if (proj === null) {
       let parsed
       try {
@@ -150,8 +153,20 @@ function crsOf (image, centre) {
     throw new RasterError(`unsupported CRS: ${err.message || 'proj4 cannot use it'}`)
   }
   if (!(Math.abs(a - EARTH_RADIUS) <= 50000)) throw new RasterError(`unsupported CRS: not the Earth (ellipsoid radius ${Math.round(a)} m)`)
-  const geographic = /\+proj=longlat/.test(proj) && !/\+pm=[1-9a-z]/.test(proj) && !/\+towgs84=(?!0,0,0(,0,0,0,0)?\b)/.test(proj)
+  // Plain degrees from Greenwich are read as they are; a prime meridian, a datum shift or another angular unit go through proj4.
+  const geographic = /\+proj=longlat/.test(proj) && !/\+pm=[1-9a-z]/.test(proj) && !/\+towgs84=(?!0,0,0(,0,0,0,0)?\b)/.test(proj) && factor[0] === 1 && factor[1] === 1
   return { proj, mercator: false, geographic, factor }
+}
+
+/**
+ * [x, y] factors from a geographic file's coordinates to degrees, by its EPSG code's definition (as GDAL reads a
+ * registered code, whatever GeogAngularUnitsGeoKey says): NTF (Paris), EPSG:4807, and its kin are in grads; every other
+ * geographic code in epsg-index is in degrees.
+ */
+function angularFactor (code) {
+  let unit
+  try { unit = require(`epsg-index/s/${code}.json`).unit } catch {}
+  return unit === 'grad' ? [0.9, 0.9] : [1, 1]
 }
 
 /**
