@@ -3,6 +3,9 @@
 // with and without the grid file. Each against the tile gdalwarp cuts from the same file.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import pino from 'pino'
+import { buildApp } from '../lib/app.js'
+import { loadConfig } from '../lib/config.js'
 import { makeApp, needs } from './helpers/app.js'
 import { tempDir } from './helpers/data.js'
 import { HAVE_GDAL, NO_GDAL, makeCog, matchesGdal } from './helpers/gdal-tiles.js'
@@ -38,4 +41,41 @@ test('a user-defined geographic CRS in grads (from Greenwich, no datum shift) is
   const expected = [9, 45, 10.8, 46.8]
   bounds.forEach((v, i) => assert.ok(Math.abs(v - expected[i]) < 1e-6, `bounds ${bounds} vs ${expected}`))
   for (const [lon, lat, z] of [[9.9, 45.9, 8], [9.05, 46.75, 10]]) await matchesGdal(app, dir, 'wgs84_grads', degrees, [z, ...lonLatToTile(lon, lat, z)])
+})
+
+test('CRSs that epsg-index defines with a datum grid are served without it, as GDAL does, said once in the log and never on stdout', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  // British National Grid round London (50 m), Gauss-Krüger zone 3 (DHDN) round Kassel (25 m), NAD27 / UTM 14N in
+  // Kansas (50 m): epsg-index gives each only +nadgrids (OSTN15, BETA2007, NTv2_0), which proj4 does not have.
+  const files = {
+    osgb: makeCog(dir, 'osgb', { width: 600, height: 500, srs: 'EPSG:27700', ullr: [500000, 200000, 530000, 175000] }, waves),
+    osgb_too: makeCog(dir, 'osgb_too', { width: 200, height: 200, srs: 'EPSG:27700', ullr: [400000, 300000, 410000, 290000] }, waves),
+    gk3: makeCog(dir, 'gk3', { width: 600, height: 500, srs: 'EPSG:31467', ullr: [3530000, 5700000, 3545000, 5687500] }, waves),
+    nad27: makeCog(dir, 'nad27', { width: 600, height: 500, srs: 'EPSG:26714', ullr: [400000, 4430000, 430000, 4405000] }, waves),
+  }
+  const logs = []
+  const printed = []
+  const write = process.stdout.write
+  process.stdout.write = function (chunk, ...rest) { // proj4's raw lines came from the workers through this stream
+    printed.push(String(chunk))
+    return write.call(this, chunk, ...rest)
+  }
+  t.after(() => { process.stdout.write = write })
+  const { config } = loadConfig({ overrides: { paths: Object.values(files), cacheMB: 0, watch: false, demo: false } })
+  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, { write: (line) => logs.push(JSON.parse(line)) }) })
+  t.after(() => app.close())
+  const opened = {}
+  for (const id of Object.keys(files)) opened[id] = await app.inject(`/${id}.json`)
+  await new Promise((resolve) => setTimeout(resolve, 200)) // the workers' stdout reaches this thread's a moment later
+  process.stdout.write = write
+  assert.deepEqual(printed.filter((line) => /Unable to find|grid shift|Failed to find/.test(line)), [], 'nothing from proj4 on stdout')
+  for (const [id, res] of Object.entries(opened)) assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+  for (const [id, lon, lat, z] of [['osgb', -0.1, 51.5, 12], ['osgb', -0.3, 51.6, 14], ['gk3', 9.45, 51.3, 13], ['nad27', -98.5, 40.0, 12]]) {
+    await matchesGdal(app, dir, id, files[id], [z, ...lonLatToTile(lon, lat, z)])
+  }
+  const said = logs.filter((l) => /without its datum grid/.test(l.msg ?? ''))
+  assert.equal(said.filter((l) => /^EPSG:27700 .*OSTN15.*EPSG:1314/.test(l.msg)).length, 1, 'once for British National Grid, for both its files')
+  assert.ok(said.some((l) => /^EPSG:31467 .*BETA2007/.test(l.msg)) && said.some((l) => /^EPSG:26714 .*NTv2_0/.test(l.msg)), JSON.stringify(said))
+  assert.ok(said.every((l) => l.level === 40), 'a warning')
 })

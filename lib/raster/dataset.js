@@ -10,6 +10,7 @@ import Lerc from 'lerc'
 import sharp from 'sharp'
 import { ZSTDDecoder } from 'zstddec'
 import { footprint } from './footprint.js'
+import { GRID_DATUM_SHIFTS } from './datum-shifts.js'
 import { RasterError } from './errors.js'
 import { Unavailable } from '../errors.js'
 import { openRemote } from '../remote/reader.js'
@@ -100,7 +101,8 @@ function interleavedBands (bands, depth) {
 const require = createRequire(import.meta.url)
 /**
  * The PROJ string of an EPSG code, from epsg-index (one small JSON per code, read when a file is opened). It carries
- * the datum shift (+towgs84) that a string rebuilt from GeoKeys lacks: without it CH1903+ or OSGB36 land 100 m off.
+ * the datum shift (+towgs84) that a string rebuilt from GeoKeys lacks: without it CH1903+ lands 100 m off. (Some give
+ * the shift only as a grid file, +nadgrids: crsOf's withoutGrid.)
  */
 function epsgProj (code) {
   if (!Number.isInteger(code) || code < 1024 || code >= 32767) return null
@@ -122,9 +124,10 @@ function crsOf (image, centre) {
   if (model === 1 && MERCATOR_CODES.has(keys.ProjectedCSTypeGeoKey)) return { proj: null, mercator: true, geographic: false, factor: [1, 1] }
   let proj = null
   let factor = [1, 1]
+  let code = null
   if (model === 1 || model === 2) {
     // A registered code: EPSG's own definition. Otherwise (user-defined parameters): rebuilt from the GeoKeys.
-    const code = model === 1 ? keys.ProjectedCSTypeGeoKey : keys.GeographicTypeGeoKey
+    code = model === 1 ? keys.ProjectedCSTypeGeoKey : keys.GeographicTypeGeoKey
     proj = epsgProj(code)
     // A PROJ string's longitudes and latitudes are degrees; a geographic file's coordinates are in its angular unit.
     if (proj !== null && model === 2) factor = angularFactor(code)
@@ -145,6 +148,8 @@ function crsOf (image, centre) {
   }
   // GeoTIFF rasters are always x = easting/longitude; drop any axis order PROJ would swap.
   proj = proj.replace(/\+axis=\w+\s*/g, '').trim()
+  let note = null
+  ;({ proj, note } = withoutGrid(proj, model === 1 || model === 2 ? code : null, centre, factor))
   let a
   try {
     a = new proj4.Proj(proj).a
@@ -155,7 +160,37 @@ function crsOf (image, centre) {
   if (!(Math.abs(a - EARTH_RADIUS) <= 50000)) throw new RasterError(`unsupported CRS: not the Earth (ellipsoid radius ${Math.round(a)} m)`)
   // Plain degrees from Greenwich are read as they are; a prime meridian, a datum shift or another angular unit go through proj4.
   const geographic = /\+proj=longlat/.test(proj) && !/\+pm=[1-9a-z]/.test(proj) && !/\+towgs84=(?!0,0,0(,0,0,0,0)?\b)/.test(proj) && factor[0] === 1 && factor[1] === 1
-  return { proj, mercator: false, geographic, factor }
+  return { proj, mercator: false, geographic, factor, note }
+}
+
+/**
+ * A PROJ string without its datum grid (+nadgrids), which proj4 cannot find (it has no grid files unless given one;
+ * without it every point failed, each printing a line to stdout): { proj, note }. As PROJ does without the grid: EPSG's
+ * Helmert transformation for the datum, the most accurate one whose area holds the raster's centre (datum-shifts.js),
+ * else no datum shift at all (a ballpark). `note` says which, for the log; null when there was no grid.
+ */
+function withoutGrid (proj, code, centre, [fx, fy]) {
+  const grids = /\+nadgrids=("[^"]*"|\S+)\s*/.exec(proj)
+  if (grids === null || grids[1] === '@null') return { proj, note: null } // @null: an explicit "no shift"
+  const bare = proj.replace(grids[0], '').trim()
+  const grid = grids[1].replace(/"/g, '')
+  const crs = code === null ? 'this CRS' : `EPSG:${code}`
+  let datum = null
+  try { datum = /DATUM\["([^"]+)"/.exec(require(`epsg-index/s/${code}.json`).wkt ?? '')?.[1] ?? null } catch {}
+  let lon = NaN; let lat = NaN
+  try { [lon, lat] = proj4(bare, 'EPSG:4326').forward([centre[0] * fx, centre[1] * fy]) } catch {}
+  const shift = (GRID_DATUM_SHIFTS[datum] ?? []).find(([, , [w, s, e, n]]) => lon >= w && lon <= e && lat >= s && lat <= n)
+  if (shift !== undefined) {
+    const [transformation, accuracy, , towgs84] = shift
+    return {
+      proj: `${bare} +towgs84=${towgs84.join(',')}`,
+      note: `${crs} is used without its datum grid ${grid}: EPSG's Helmert transformation EPSG:${transformation} stands in, as in PROJ and GDAL without the grid (accurate to about ${accuracy} m; the grid to centimetres)`,
+    }
+  }
+  return {
+    proj: bare,
+    note: `${crs} is used without its datum grid ${grid}, and EPSG has no other transformation of its datum for this place: no datum shift at all (a ballpark, as in PROJ without the grid), so the raster may lie off by up to a few hundred metres`,
+  }
 }
 
 /**

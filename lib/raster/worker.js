@@ -68,10 +68,13 @@ export default async function run (task) {
   }
 }
 
-/** What the main thread needs of a file: /meta's description, its WGS84 bounds and GDAL's suggested warp output. */
+/**
+ * What the main thread needs of a file: /meta's description, its WGS84 bounds, GDAL's suggested warp output, and what
+ * the log should say of its CRS (read without its datum grid: dataset.js withoutGrid), since a worker has no logger.
+ */
 async function describe (src) {
   const ds = await dataset(src)
-  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null }
+  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, crsNote: ds.crs.note ?? null }
 }
 
 /** Drawn pixels encoded as the rendering asks: terrain-RGB lossless, a colormap's indices through its ramp. */

@@ -18,6 +18,8 @@ export const extensions = ['.tif', '.tiff']
 export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
 
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
+// What has been said of a CRS read without its datum grid (the workers' crsNote): once per process, not per file.
+const saidOfCrs = new Set()
 
 
 /**
@@ -38,6 +40,10 @@ export async function open (spec, context = {}) {
     throw err
   }
   const { meta, warp } = info
+  if (info.crsNote && !saidOfCrs.has(info.crsNote)) {
+    saidOfCrs.add(info.crsNote)
+    context.log?.warn({ set: spec.id }, info.crsNote)
+  }
   // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`.
   src.version = info.version
   if (info.version?.startsWith('~size:') && !src.comparedBySize) context.log?.warn({ set: spec.id }, 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on')
