@@ -4,6 +4,7 @@
 import './lib/v8-flags.js' // first: process-wide V8 settings
 import { buildApp } from './lib/app.js'
 import { ConfigError, USAGE, loadConfig } from './lib/config.js'
+import { humanLogs } from './lib/logging.js'
 
 // Commands beside serving: `tile-cannon export …` (lib/export) and `tile-cannon nginx …` (lib/tile-dir).
 const COMMANDS = { export: './lib/export/cli.js', nginx: './lib/tile-dir/cli.js' }
@@ -50,8 +51,16 @@ async function serve () {
   const shownHost = ['0.0.0.0', '::', ''].includes(config.host) ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host
   const base = config.publicUrl ?? `http://${shownHost}:${port}`
   const sets = app.catalog.available()
-  app.log.info(`tile-cannon listening on http://${shownHost}:${port} with ${sets.length} tileset(s)`)
-  for (const { id } of sets) console.log(`  ${id}: ${base}/${encodeURIComponent(id)}.json`)
+  const listening = `tile-cannon listening on http://${shownHost}:${port} with ${sets.length} tileset(s)`
+  const tileJsonOf = (id) => `${base}/${encodeURIComponent(id)}.json`
+  if (humanLogs(config)) {
+    app.log.info(listening)
+    for (const { id } of sets) console.log(`  ${id}: ${tileJsonOf(id)}`)
+  } else {
+    // JSON logs (pm2, log shippers): stdout holds JSON lines only, so the sets are a field of the line (the first
+    // hundred: /list has them all).
+    app.log.info({ sets: sets.slice(0, 100).map(({ id }) => ({ id, tilejson: tileJsonOf(id) })) }, listening)
+  }
 
   process.on('SIGHUP', () => {
     app.log.info('SIGHUP: reloading the catalog')

@@ -6,11 +6,15 @@ import pretty from 'pino-pretty'
 import fp from 'fastify-plugin'
 import { loggedUrl } from './urls.js'
 
+/** Whether the logs on `stream` are lines for a person (pino-pretty) rather than JSON lines. */
+export function humanLogs (config, stream = process.stdout) {
+  const format = config.logFormat ?? 'auto'
+  return format === 'pretty' || (format === 'auto' && stream.isTTY === true)
+}
+
 /** The app's logger for `config` (logLevel, logFormat: 'auto' | 'pretty' | 'json'). */
 export function makeLogger (config, stream = process.stdout) {
-  const format = config.logFormat ?? 'auto'
-  const human = format === 'pretty' || (format === 'auto' && stream.isTTY === true)
-  if (!human) return pino({ level: config.logLevel }, stream)
+  if (!humanLogs(config, stream)) return pino({ level: config.logLevel }, stream)
   // Synchronous and in this thread (no transport worker): start-up and warnings are few; access logs belong in JSON.
   return pino({ level: config.logLevel }, pretty({ destination: stream, sync: true, colorize: stream.isTTY === true, translateTime: 'HH:MM:ss', ignore: 'pid,hostname' }))
 }

@@ -38,7 +38,7 @@ test('serves the given folders and files, prints each set, and exits cleanly on 
   writeMbtiles(join(dir, 'folder', 'one.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
   writeMbtiles(join(dir, 'two.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
   const port = await freePort()
-  const { child, output } = run(['--port', String(port), '--host', '127.0.0.1', join(dir, 'folder'), join(dir, 'two.mbtiles')])
+  const { child, output } = run(['--port', String(port), '--host', '127.0.0.1', '--log-format', 'pretty', join(dir, 'folder'), join(dir, 'two.mbtiles')])
   t.after(() => child.kill('SIGKILL'))
   await waitForHealth(port)
   assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/list`)).json(), ['one', 'two'])
@@ -49,6 +49,23 @@ test('serves the given folders and files, prints each set, and exits cleanly on 
   child.kill('SIGTERM')
   const [code] = await once(child, 'exit')
   assert.equal(code, 0)
+})
+
+test('with JSON logs (not a terminal, as under pm2), stdout holds JSON lines only: the sets are a field of the start-up line', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'one.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const port = await freePort()
+  const child = spawn(process.execPath, [SERVER, '--port', String(port), '--host', '127.0.0.1', '--log-level', 'info', dir], { env: { ...process.env, TILE_CANNON_LOG_FORMAT: 'json' }, stdio: ['ignore', 'pipe', 'ignore'] })
+  t.after(() => child.kill('SIGKILL'))
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  await waitForHealth(port)
+  child.kill('SIGTERM')
+  await once(child, 'exit')
+  const lines = out.trim().split('\n')
+  for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `not JSON: ${line}`)
+  const start = lines.map((l) => JSON.parse(l)).find((l) => /^tile-cannon listening/.test(l.msg))
+  assert.deepEqual(start.sets, [{ id: 'one', tilejson: `http://127.0.0.1:${port}/one.json` }])
 })
 
 test('with no path: ./tiles when it exists, otherwise the built-in demo', async (t) => {
