@@ -367,6 +367,9 @@ test('bad input: an unknown set lists those there are; bad --zooms, --bbox, --fo
     [[archive, '--set', 'points', '--zooms', '20-22', '--out', out], /'points' serves zooms 0-2 only/],
     [[archive, '--set', 'points', '--zooms', '0-2', '--bogus', '--out', out], /Unknown option '--bogus'/],
     [[archive, '--set', 'points', '--zooms', '0-2'], /--out is required/],
+    // A name that says a format export does not write is not taken for a folder's.
+    [[archive, '--set', 'points', '--zooms', '0-2', '--out', join(dir, 'copy.pmtiles')], /export does not write PMTiles \(\.pmtiles\)\. It writes an MBTiles file \(--out NAME\.mbtiles\) or a folder/],
+    [[archive, '--set', 'points', '--zooms', '0-2', '--out', join(dir, 'points.GPKG')], /export does not write GeoPackage/],
   ]
   const cog = HAVE_FIXTURES ? join(FIXTURES, 'cog', 'image_web_z5_z11.tif') : null
   if (cog !== null) cases.push([[cog, '--set', 'image_web_z5_z11', '--zooms', '5', '--format', 'gif', '--out', out], /--format gif is not a format of 'image_web_z5_z11' \(png, webp, jpg\)/])
@@ -381,6 +384,7 @@ test('bad input: an unknown set lists those there are; bad --zooms, --bbox, --fo
   assert.equal(unavailable.code, 1, unavailable.stderr)
   assert.match(unavailable.stderr, /tileset 'broken' is unavailable: not an SQLite database/)
   assert.ok(!existsSync(out), 'nothing written')
+  assert.ok(!existsSync(join(dir, 'copy.pmtiles')), 'no folder named as an archive')
 })
 
 test('boxes: one across the antimeridian takes the tiles on both sides; one ending on a tile edge takes no tile beyond it; a folder not an export is never emptied by --force', async (t) => {
@@ -403,6 +407,42 @@ test('boxes: one across the antimeridian takes the tiles on both sides; one endi
   assert.equal(forced.code, 0, forced.stderr)
   assert.equal(readFileSync(join(theirs, '10', 'keep.txt'), 'utf8'), 'mine')
   assert.ok(existsSync(join(theirs, '0', '0', '0.pbf')))
+})
+
+test('a box across the antimeridian: bounds the world\'s width in the metadata, tiles.json and the served TileJSON (they must not wrap); z0 read and written once; a set whose own bounds wrap is exported over them', async (t) => {
+  const dir = tempDir(t)
+  const world = join(dir, 'world.mbtiles')
+  writeMbtiles(world, { tiles: vectorTiles(pyramid(0, 3, 8)), metadata: { format: 'pbf' } })
+  const box = '170,-50,-170,10'
+  const file = join(dir, 'across.mbtiles')
+  const folder = join(dir, 'across')
+  const [toFile, toFolder] = await Promise.all([file, folder].map((out) => exportCli([world, '--set', 'world', '--zooms', '0-3', '--bbox', box, '--out', out])))
+  // z1: the two columns each side of 180°, two rows; z0: its one tile, once (it lies on both sides).
+  const expected = new Set()
+  for (const half of [[170, -50, 180, 10], [-180, -50, -170, 10]]) for (const [z, x, y] of tilesOf(half, 0, 3)) expected.add(`${z}/${x}/${y}`)
+  for (const run of [toFile, toFolder]) {
+    assert.equal(run.code, 0, run.stderr)
+    assert.match(run.stderr, new RegExp(`${expected.size} tiles \\(z0: 1, z1: 4, `))
+  }
+  assert.match(toFile.stderr, new RegExp(`holds ${expected.size} tiles`), 'as many tiles written as counted')
+  const world180 = [-180, -50, 180, 10]
+  assert.equal(readMetadata(file).bounds, world180.join(','))
+  const tilejson = JSON.parse(readFileSync(join(folder, 'tiles.json'), 'utf8'))
+  assert.deepEqual(tilejson.bounds, world180)
+  assert.ok(tilejson.center[0] === -180 || tilejson.center[0] === 180, `centre on the antimeridian: ${tilejson.center}`)
+  if (SCHEMA_CHECK) assertValidTileJson(tilejson)
+  const app = await makeApp(t, { paths: [file] })
+  assert.deepEqual((await app.inject('/across.json')).json().bounds, world180, 'served, as it is written')
+
+  // An MBTiles of another tool whose bounds wrap (176..-178, Fiji): its TileJSON says the world's width, and an
+  // export given no --bbox covers its own box, not every column of the world.
+  const fiji = join(dir, 'fiji.mbtiles')
+  writeMbtiles(fiji, { tiles: vectorTiles(pyramid(0, 3, 8)), metadata: { format: 'pbf', bounds: '176,-21,-178,-12' } })
+  const served = await makeApp(t, { paths: [fiji] })
+  assert.deepEqual((await served.inject('/fiji.json')).json().bounds, [-180, -21, 180, -12])
+  const again = await exportCli([fiji, '--set', 'fiji', '--zooms', '3', '--out', join(dir, 'fiji-out.mbtiles')])
+  assert.equal(again.code, 0, again.stderr)
+  assert.match(again.stderr, /2 tiles \(z3: 2\)/, 'the first and the last column of z3')
 })
 
 test('a source failing for some tiles: failures counted and shown, the rest exported (exit 0); failing for all: exit 1', async (t) => {

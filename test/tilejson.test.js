@@ -59,7 +59,9 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   assert.equal((await app.inject({ url: '/emptyfirst/0/0/0' })).statusCode, 204, 'an empty vector tile')
   const jsonText = (await app.inject({ url: '/jsontext.json' })).json()
   assert.deepEqual([jsonText.bounds, jsonText.center], [[-10, -10, 10, 10], [1, 2, 2]])
-  assert.deepEqual((await app.inject({ url: '/fiji.json' })).json().center, [179, -16.5, 5], 'the middle of bounds across the antimeridian, at the zoom they fill')
+  const fiji = (await app.inject({ url: '/fiji.json' })).json()
+  assert.deepEqual(fiji.center, [179, -16.5, 5], 'the middle of bounds across the antimeridian, at the zoom they fill')
+  assert.deepEqual(fiji.bounds, [-180, -21, 180, -12], 'bounds never wrap (TileJSON 3.0.0): the world\'s width')
 
   const liar = (await app.inject({ url: '/liar.json' })).json()
   assert.deepEqual([liar.minzoom, liar.maxzoom], [13, 13], 'the zooms the file holds')

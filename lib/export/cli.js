@@ -27,7 +27,8 @@ Writes the tiles of one set (or of a style, rendered to raster tiles) to an MBTi
 
   --set ID            the set (as in its URL) or style to export
   --zooms A-B | Z     zoom levels, 0 to 30 (narrowed to those the set serves)
-  --out PATH          FILE.mbtiles, or any other name for a folder
+  --out PATH          FILE.mbtiles, or a folder (DIR/, or a name without a tile format's extension:
+                      .pmtiles, .gpkg, .zip, … are refused, as export does not write them)
   --bbox W,S,E,N      area in degrees (default: the set's bounds)
   --concurrency N     tiles read at once (default 4 for PostGIS, COG and styles, 16 for files)
   --encoding E        gzip|identity for vector tiles (default gzip, as MBTiles and tippecanoe store them);

@@ -8,14 +8,20 @@ import { lonLatToTile } from '../tilemath.js'
 // does not take the tiles beyond it (a row or a column) in.
 const EDGE = 1e-9
 
-/** The tiles of a box at zoom z, as column spans: two for a box across the antimeridian (west above east). */
-function spans ([w, s, e, n], z) {
+/**
+ * The tiles of a box at zoom z, as column spans: two for a box across the antimeridian (west above east), or one
+ * across the whole width where its halves meet in a column (z0's one tile, or a box nearly round the world): a tile
+ * must be counted, read and written once.
+ */
+export function spans ([w, s, e, n], z) {
   const parts = w < e ? [[w, e]] : [[w, 180], [-180, e]]
-  return parts.map(([west, east]) => {
+  const out = parts.map(([west, east]) => {
     const [x0, y0] = lonLatToTile(Math.min(west + EDGE, east), Math.max(s, n - EDGE), z)
     const [x1, y1] = lonLatToTile(Math.max(west, east - EDGE), Math.min(n, s + EDGE), z)
     return [x0, y0, Math.max(x0, x1), Math.max(y0, y1)]
   })
+  if (out.length === 2 && out[1][2] >= out[0][0]) return [[0, out[0][1], 2 ** z - 1, out[0][3]]] // (both halves have the same rows)
+  return out
 }
 
 export class TileGrid {

@@ -36,7 +36,8 @@ export function planJob (target, options, warn) {
   if (zooms[0] > zooms[1]) throw new UsageError(`--zooms ${from}-${to}: '${id}' serves zooms ${minzoom}-${maxzoom} only`)
   if (zooms[0] !== from || zooms[1] !== to) warn(`zooms ${from}-${to} narrowed to ${zooms[0]}-${zooms[1]}: '${id}' serves zooms ${minzoom}-${maxzoom}`)
 
-  const bbox = options.bbox ?? clipToMercator(source.tilejson.bounds ?? WORLD_BOUNDS) ?? [...WORLD_BOUNDS]
+  // A set across the antimeridian: its own box (west above east), not TileJSON's, widened to the world's width.
+  const bbox = options.bbox ?? clipToMercator(source.extent ?? source.tilejson.bounds ?? WORLD_BOUNDS) ?? [...WORLD_BOUNDS]
   // Images are never compressed again (lib/tiletype.js): only vector and JSON tiles take a coding.
   const encoding = isCompressible(format) ? options.encoding ?? 'gzip' : 'identity'
   return { set: id, zooms, bbox, format, scale: options.scale, encoding }

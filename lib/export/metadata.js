@@ -1,6 +1,7 @@
 // What an export says about itself: the MBTiles metadata rows (MBTiles 1.3) and the folder's tiles.json (TileJSON
 // 3.0.0), both from one description made of the set's TileJSON and the job.
 import { isVector } from '../tiletype.js'
+import { unwrappedBounds } from '../sources/tilejson.js'
 
 const clamp = (v, lo, hi) => Math.min(Math.max(v, lo), hi)
 
@@ -22,7 +23,7 @@ export function describeExport (tilejson, job) {
     attribution: tilejson.attribution,
     version: tilejson.version,
     format: job.format,
-    bounds: job.bbox,
+    bounds: unwrappedBounds(job.bbox), // a box across the antimeridian: the world's width (TileJSON's bounds never wrap)
     center,
     minzoom,
     maxzoom,

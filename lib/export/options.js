@@ -17,6 +17,13 @@ export const EXPORT_FLAGS = {
 }
 
 const ENCODINGS = ['gzip', 'identity']
+// Extensions of files that hold tiles or rasters in a format export does not write: such an --out is a mistake, not
+// the name of a folder (`--out x.pmtiles` had written a folder named so). A trailing slash says a folder is meant.
+const OTHER_FORMATS = {
+  pmtiles: 'PMTiles', gpkg: 'GeoPackage', sqlite: 'SQLite', sqlite3: 'SQLite', db: 'SQLite', tif: 'GeoTIFF', tiff: 'GeoTIFF',
+  zip: 'zip', tar: 'tar', tgz: 'tar', gz: 'gzip', json: 'JSON', geojson: 'GeoJSON', pbf: 'vector tile', mvt: 'vector tile',
+  png: 'PNG', jpg: 'JPEG', jpeg: 'JPEG', webp: 'WebP', vrt: 'GDAL VRT', kmz: 'KMZ',
+}
 
 /**
  * loadConfig's `extra` → { set, zooms: [min, max], bbox (null: the set's bounds), out, concurrency (null: by kind),
@@ -26,6 +33,7 @@ export function parseExportOptions (extra) {
   for (const name of ['set', 'zooms', 'out']) {
     if (extra[name] === undefined || extra[name] === '') throw new UsageError(`--${name} is required`)
   }
+  checkOut(extra.out)
   const options = {
     set: extra.set,
     zooms: parseZooms(extra.zooms),
@@ -43,6 +51,16 @@ export function parseExportOptions (extra) {
   }
   if (options.format !== null && !/^[a-z0-9]{1,8}$/.test(options.format)) throw new UsageError(`--format '${extra.format}' is not a format name (png, webp, jpg)`)
   return options
+}
+
+/** Refuses an --out whose extension names a format export does not write (UsageError). */
+function checkOut (out) {
+  if (/[/\\]$/.test(out)) return // a folder, said so
+  const ext = /\.([a-z0-9]+)$/i.exec(out)?.[1].toLowerCase()
+  const format = ext === undefined ? undefined : OTHER_FORMATS[ext]
+  if (format !== undefined) {
+    throw new UsageError(`--out '${out}': export does not write ${format} (.${ext}). It writes an MBTiles file (--out NAME.mbtiles) or a folder of {z}/{x}/{y} files with a tiles.json (any other name; one ending in / is always a folder)`)
+  }
 }
 
 /** '0-14' or '12' → [min, max], each within 0..30. */

@@ -91,6 +91,8 @@ export async function open (spec, context = {}) {
     metadata: { ...meta, bounds, minzoom, maxzoom, servedZooms: served, defaults: { ...defaults, bidx: defaults.bidx.map((b) => b + 1) } },
     tilejson: buildTileJson({ name: spec.id, minzoom, maxzoom, bounds, center, format: 'png' }),
     servedZooms: served, // the tile route answers this range; TileJSON advertises rio-tiler's
+    // Its own box, west above east, for an export given no --bbox (TileJSON's is the world's width).
+    extent: crossesAntimeridian ? [west < -180 ? west + 360 : west, south, east > 180 ? east - 360 : east, north] : undefined,
     parseQuery: (query, rendering) => resolveOptions(meta, query, rendering),
     options: describeOptions(meta, defaults),
     async getTile (z, x, y, options = defaults, { scale = 1, format = 'png' } = {}) {

@@ -64,6 +64,8 @@
  *   controls): default none
  * @property {boolean} [composable]        returns raw MVT that may be concatenated with other sets' (`/a,b/z/x/y`)
  * @property {{minzoom: number, maxzoom: number}} [servedZooms]  zooms answered, when wider than TileJSON's
+ * @property {number[]} [extent]           the set's bounds across the antimeridian as they are (west above east),
+ *   where TileJSON's had to widen to the world's width: what an export covers when given no --bbox. Default: TileJSON's
  * @property {number} [cacheTtlS]          how long its tiles may be cached (data that changes unseen): default for ever
  * @property {() => void} [settle]         called once the file has stopped changing (MBTiles keeps its lock then)
  * @property {() => Promise<void>} [check]  a remote source: resolves when its backend answers now, rejects with a

@@ -117,6 +117,7 @@ export async function open (spec) {
     const compression = metadata.compression === 'gzip' ? 'gzip' : metadata.compression === 'brotli' || metadata.compression === 'br' ? 'br' : undefined
     const format = normalizeFormat(metadata.format) ?? (Buffer.isBuffer(sample) && sample.length > 0 ? describeTile(sample, { compression }).format : undefined)
 
+    const bounds = numberList(metadata.bounds, 4)
     let closed = false
     return {
       id: spec.id,
@@ -124,11 +125,12 @@ export async function open (spec) {
       format,
       hints: { format, compression },
       metadata,
+      extent: bounds?.[0] > bounds?.[2] ? bounds : undefined, // (TileJSON's are widened to the world's width)
       tilejson: buildTileJson({
         ...describedBy(metadata, spec.id),
         minzoom,
         maxzoom,
-        bounds: numberList(metadata.bounds, 4),
+        bounds,
         center: numberList(metadata.center, 3) ?? numberList(metadata.center, 2),
         vectorLayers: json.vector_layers ?? (format === 'pbf' && Buffer.isBuffer(sample) ? layersOfTile(sample, compression) : undefined),
         format,

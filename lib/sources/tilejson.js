@@ -97,9 +97,17 @@ export function layersOfTile (stored, compression) {
 }
 
 /**
+ * Bounds as TileJSON 3.0.0 allows them: ones across the antimeridian (west above east, as MBTiles metadata, STAC and
+ * export boxes write them) widened to the world's width. The spec says bounds must not wrap, and MapLibre's
+ * TileBounds.contains() takes west < east: wrapping bounds there match no tile, and a map asks for none.
+ */
+export const unwrappedBounds = (b) => (b[0] > b[2] ? [-180, b[1], 180, b[3]] : b)
+
+/**
  * TileJSON fields (all but `tiles`) from what a kind knows, valid against the TileJSON 3.0.0 schema whatever the
  * metadata said: zooms inside 0-30 and ordered, the center inside the bounds and the zoom range (a missing one is the
- * middle of the bounds, at the zoom where they fill about one tile), layer zooms inside the set's, a semver version.
+ * middle of the bounds, at the zoom where they fill about one tile), bounds that do not wrap (unwrappedBounds), layer
+ * zooms inside the set's, a semver version.
  */
 export function buildTileJson ({ name, description, attribution, version, minzoom, maxzoom, bounds, center, vectorLayers, format, extra }) {
   const b = bounds ?? WORLD_BOUNDS
@@ -124,7 +132,7 @@ export function buildTileJson ({ name, description, attribution, version, minzoo
     scheme: 'xyz',
     minzoom: min,
     maxzoom: max,
-    bounds: b,
+    bounds: unwrappedBounds(b), // (the center above is worked out on the bounds as given: on the data itself)
     center: [lon, lat, clamp(Math.round(Number.isFinite(c[2]) ? c[2] : min), min, max)],
     format,
     ...extra,
