@@ -1,6 +1,7 @@
 // A GeoTIFF opened for tiling: its pyramid (full image + overviews, with their internal masks), its CRS as a proj4
 // transform from Web Mercator, and what TileJSON and /meta report. Runs inside the raster workers (see worker.js),
 // which keep datasets open.
+import { lstat, readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { inflateSync } from 'node:zlib'
 import { GeoTIFF, fromFile, addDecoder, BaseDecoder } from 'geotiff'
@@ -346,7 +347,8 @@ async function describe (tiff, src) {
   const extra = Array.from(fd.getValue('ExtraSamples') ?? [])
   // The alpha band, when the last extra sample is one (1: associated, 2: unassociated alpha).
   const alphaBand = extra.length > 0 && (extra[extra.length - 1] === 1 || extra[extra.length - 1] === 2) ? bands - 1 : -1
-  const nodata = base.getGDALNoData()
+  const aux = await auxOf(src)
+  const nodata = aux?.nodata ?? base.getGDALNoData() // the .aux.xml's first, as GDAL's PAM overrides the file's
   let palette = null
   if (photometric === 3) {
     const map = await fd.loadValue('ColorMap')
@@ -390,7 +392,7 @@ async function describe (tiff, src) {
   ds.toSource = sourceTransform(ds)
   const { lonLatBounds, warp } = footprint(ds)
   Object.assign(ds, { lonLatBounds, warp, resolution: warp.resolution })
-  ds.stats = await statistics(ds)
+  ds.stats = await statistics(ds, aux)
   return ds
 }
 
@@ -441,28 +443,98 @@ function sourceTransform (ds) {
 }
 
 /**
- * Per-band minimum and maximum, for the default rescale of data that is not 8-bit: GDAL's stored statistics when the
- * file has them, otherwise read off the smallest overview (a window of it at most 1024 px wide).
+ * Per-band minimum and maximum, for the default rescale of data that is not 8-bit: GDAL's stored statistics where
+ * they are (the .aux.xml's, else the file's GDAL_METADATA: what `gdalinfo -stats` and `gdal_translate -stats` write),
+ * otherwise read off the smallest overview (a window of it at most 1024 px wide), nodata left out as densityOf leaves
+ * it out.
  */
-async function statistics (ds) {
+async function statistics (ds, aux) {
   if (ds.bits === 8 && ds.sampleFormat === 1) return null
+  const stored = await storedStatistics(ds, aux)
+  if (stored.every((range) => range !== null)) return stored
   const level = ds.levels[ds.levels.length - 1]
   const w = Math.min(level.width, 1024)
   const h = Math.min(level.height, 1024)
   const x0 = Math.floor((level.width - w) / 2)
   const y0 = Math.floor((level.height - h) / 2)
   const rasters = await level.image.readRasters({ window: [x0, y0, x0 + w, y0 + h] })
-  return rasters.map((values) => {
+  // Compared as blocks.js densityOf compares: a Float32 band holds a nodata float32 cannot (ArcGIS's -3.4e38) as its
+  // nearest float32, never equal to the double.
+  const nd = ds.nodata
+  const ndf = Math.fround(nd)
+  const hasNodata = nd !== null && !Number.isNaN(nd)
+  return rasters.map((values, b) => {
+    if (stored[b] !== null) return stored[b]
     let min = Infinity
     let max = -Infinity
     for (let i = 0; i < values.length; i++) {
       const v = values[i]
-      if (!Number.isFinite(v) || v === ds.nodata) continue // NaN and ±Inf would make the stretch useless
+      if (!Number.isFinite(v) || (hasNodata && (v === nd || Math.fround(v) === ndf))) continue // NaN and ±Inf would make the stretch useless
       if (v < min) min = v
       if (v > max) max = v
     }
     return min <= max ? [min, max] : [0, 1]
   })
+}
+
+/** Per band, [min, max] from GDAL's STATISTICS_MINIMUM/MAXIMUM (the .aux.xml's, else GDAL_METADATA's), or null. */
+async function storedStatistics (ds, aux) {
+  const image = ds.levels[0].image
+  const tagged = image.fileDirectory.hasTag('GDAL_METADATA')
+  const out = []
+  for (let b = 0; b < ds.bands; b++) {
+    let range = aux?.statistics.get(b + 1) ?? null
+    if (range === null && tagged) {
+      const items = await image.getGDALMetadata(b)
+      range = statisticsRange(items?.STATISTICS_MINIMUM, items?.STATISTICS_MAXIMUM)
+    }
+    out.push(range)
+  }
+  return out
+}
+
+const statisticsRange = (min, max) => {
+  const lo = typeof min === 'string' ? Number(min) : NaN
+  const hi = typeof max === 'string' ? Number(max) : NaN
+  return Number.isFinite(lo) && Number.isFinite(hi) && lo <= hi ? [lo, hi] : null
+}
+
+const AUX_MAX_BYTES = 2 ** 20 // statistics and nodata take a few hundred bytes; histograms and tables may add some
+
+/**
+ * What GDAL keeps beside a local file in `<file>.aux.xml` (its PAM): { nodata (band 1's, or undefined), statistics
+ * (band number → [min, max]) }, or null. Read only when it is a small file of its own, not a link: it stays in the
+ * served folder, and cannot make the worker read something large or elsewhere. (A remote file's would cost a request
+ * more per open: not read.)
+ */
+async function auxOf (src) {
+  if (!src.path) return null
+  const path = `${src.path}.aux.xml`
+  let xml
+  try {
+    const info = await lstat(path)
+    if (!info.isFile() || info.size > AUX_MAX_BYTES) return null
+    xml = await readFile(path, 'utf8')
+  } catch {
+    return null
+  }
+  const aux = { nodata: undefined, statistics: new Map() }
+  for (const [, attributes, body] of xml.matchAll(/<PAMRasterBand\b([^>]*)>([\s\S]*?)<\/PAMRasterBand>/g)) {
+    const band = Number(/\bband="(\d+)"/.exec(attributes)?.[1] ?? 1)
+    const nodata = /<NoDataValue\b[^>]*>([^<]*)<\/NoDataValue>/.exec(body)?.[1].trim()
+    if (band === 1 && nodata !== undefined) { // one nodata for the file, as GDAL_NODATA has it
+      if (/^[+-]?nan$/i.test(nodata)) aux.nodata = NaN
+      else if (nodata !== '' && Number.isFinite(Number(nodata))) aux.nodata = Number(nodata)
+    }
+    // The default metadata domain only (no domain="…"): where GDAL keeps the statistics.
+    for (const [, domain, items] of body.matchAll(/<Metadata\b([^>]*)>([\s\S]*?)<\/Metadata>/g)) {
+      if (/\bdomain="[^"]/.test(domain)) continue
+      const item = (key) => new RegExp(`<MDI\\s+key="${key}"\\s*>([^<]*)</MDI>`).exec(items)?.[1].trim()
+      const range = statisticsRange(item('STATISTICS_MINIMUM'), item('STATISTICS_MAXIMUM'))
+      if (range !== null) aux.statistics.set(band, range)
+    }
+  }
+  return aux
 }
 
 /** What /meta tells about the file. */

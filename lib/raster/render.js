@@ -47,13 +47,14 @@ export const rampOf = (channels, o) => (channels === 1 && o.colormap ? colormap(
 
 /**
  * A band's linear stretch to 0..255 as [offset, factor] (byte = (value - offset) × factor, clamped and rounded): the
- * rescale's min and 255 / (max - min), or [0, 1] without one. Shared with the direct path (direct.js), so both give
- * the same bytes.
+ * rescale's min and 255 / (max - min), or [0, 1] without one. A range of no width (the statistics of a constant band)
+ * shows its value mid-grey (128), values below it black and above it white, rather than everything black.
+ * Shared with the direct path (direct.js), so both give the same bytes.
  */
 export const stretchOf = (rescale, b) => {
   if (!rescale) return [0, 1]
   const [min, max] = rescale[b]
-  return [min, max > min ? 255 / (max - min) : 0]
+  return max > min ? [min, 255 / (max - min)] : [min - 0.5, 255]
 }
 
 /**
