@@ -396,6 +396,64 @@ test('a part without the colour table the first part has is left out of a folder
   assert.equal(named.json().message, 'tileset \'index\' could not read this tile: part2.tif: no colour table, where the mosaic\'s first part has one')
 })
 
+// Part 1 UInt16 (1000…7390 across), part 2 Byte: one band each, of other data types.
+const MIXED_TYPES = `
+import sys, json
+import numpy as np
+from osgeo import gdal, osr
+gdal.UseExceptions()
+out, parts, x0, y0 = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+R = 2 * 20037508.342789244 / 256 / 4096
+srs = osr.SpatialReference(); srs.ImportFromEPSG(3857)
+for i, (ox, oy, w, h) in enumerate(parts, start=1):
+    dtype = gdal.GDT_UInt16 if i == 1 else gdal.GDT_Byte
+    mem = gdal.GetDriverByName('MEM').Create('', w, h, 1, dtype)
+    mem.SetGeoTransform((-20037508.342789244 + (x0 * 256 + ox) * R, R, 0, 20037508.342789244 - (y0 * 256 + oy) * R, 0, -R))
+    mem.SetProjection(srs.ExportToWkt())
+    x = np.arange(w)[None, :].repeat(h, 0)
+    mem.GetRasterBand(1).WriteArray((1000 + x * 10).astype(np.uint16) if i == 1 else (20 + x % 200).astype(np.uint8))
+    gdal.Translate(f'{out}/part{i}.tif', mem, format='COG', creationOptions=['BLOCKSIZE=256', 'COMPRESS=DEFLATE'])
+`
+
+test('a part of another data type than the first part\'s is left out, as gdalbuildvrt leaves it out: of a folder when it opens, of MosaicJSON and STAC when a tile reads it (logged and counted once)', async (t) => {
+  if (missing(t)) return
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-dtypes-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  mkdirSync(join(dir, 'parts'))
+  const boxes = PARTS.slice(0, 2).map(partBox)
+  execFileSync(PYTHON, ['-c', MIXED_TYPES, join(dir, 'parts'), JSON.stringify(PARTS.slice(0, 2)), String(X0), String(Y0)], { env: GDAL_ENV })
+  writeFileSync(join(dir, 'index.json'), JSON.stringify(mosaicJson(['parts/part1.tif', 'parts/part2.tif'], { boxes })))
+  const items = boxes.map((box, k) => {
+    const [w, s, e, n] = lonLatBox(box)
+    return { type: 'Feature', stac_version: '1.0.0', id: `part${k + 1}`, bbox: [w, s, e, n], geometry: null, properties: { datetime: '2024-01-01T00:00:00Z' }, links: [], assets: { visual: { href: `./parts/part${k + 1}.tif`, type: COG_TYPE, roles: ['visual'] } } }
+  })
+  writeFileSync(join(dir, 'items.json'), JSON.stringify({ type: 'FeatureCollection', features: items }))
+  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'items.json'), join(dir, 'parts', 'part1.tif')], sets: { folder: { path: join(dir, 'parts'), mosaic: true } }, cacheMB: 0 })
+  const leftOut = async (id) => (await app.inject(`/${id}/meta`)).json().mosaic.leftOut
+  assert.deepEqual([await leftOut('folder'), await leftOut('index'), await leftOut('items')], [1, 0, 0], 'a folder\'s files are described when it opens, a document\'s parts when a tile needs them')
+  // Part 2 alone: nothing of it drawn (stretched by the UInt16 part's statistics, its bytes came out black).
+  const second = over(12, 3, 2)
+  for (const id of ['folder', 'index', 'items']) {
+    for (const query of ['', '?pixel_selection=mean']) {
+      const res = await app.inject(`/${id}/${second.join('/')}.png${query}`)
+      assert.equal(res.statusCode, 404, `${id}${query}: part 2 left out (${res.statusCode} ${res.body})`)
+    }
+  }
+  assert.deepEqual([await leftOut('folder'), await leftOut('index'), await leftOut('items')], [1, 1, 1], 'counted once, however often met')
+  // Part 1, alone or over part 2, is drawn as its own COG set draws it; with `mean` too (part 2 is not in the mean).
+  for (const tile of [over(12, 0, 0), over(12, 1, 1)]) {
+    const { rgba: own } = await ourTile(app, `/part1/${tile.join('/')}.png`)
+    assert.ok(own !== null)
+    for (const id of ['folder', 'index', 'items']) {
+      for (const query of ['', '?pixel_selection=mean']) {
+        const { res, rgba } = await ourTile(app, `/${id}/${tile.join('/')}.png${query}`)
+        assert.equal(res.statusCode, 200, `${id}${query}: ${res.body}`)
+        assert.ok(rgba.equals(own), `${id} ${tile.join('/')}${query}: part 1 as the COG set draws it`)
+      }
+    }
+  }
+})
+
 test('parts outside a tile are never read', async (t) => {
   if (missing(t)) return
   const { app, remove } = await servedCopy(t)

@@ -13,6 +13,25 @@ import { Unavailable } from '../errors.js'
 const BATCH = 4
 
 /**
+ * A part left out of the mosaic, as gdalbuildvrt leaves out files of another data type: it is drawn as no data and
+ * named to the main thread (task.leftOut), which logs it once. Stretched with the first part's statistics, a Byte
+ * part after a UInt16 one came out black, a UInt16 part after a Byte one white.
+ */
+class LeftOut extends Error {
+  constructor (src, reason) {
+    super(reason)
+    this.part = partName(src)
+  }
+}
+
+/** A part's drawing or values, or `none` where the part is left out (noted in task.leftOut: part name → reason). */
+const unlessLeftOut = (task, promise, none) => promise.catch((err) => {
+  if (!(err instanceof LeftOut)) throw err
+  ;(task.leftOut ??= new Map()).set(err.part, err.message)
+  return none
+})
+
+/**
  * What the worker lends a mosaic: `dataset(src)` (its open datasets), `takeScratch(n)` and `giveScratch(s)` (per-tile
  * arrays, one per part read at once),
  * `pixelsAt(ds, at, options, scratch, colour, opacity)` (a located tile drawn as render() draws it) and
@@ -23,9 +42,10 @@ const BATCH = 4
 
 /**
  * Draws tile z/x/y of a mosaic into `out.colour` and `out.opacity` (n² pixels). `task`: { parts (per part, its
- * sources: one, or a STAC item's assets in band order), stack (colour bands of each asset), z, x, y, options }.
- * Returns the colour channels, or 0 when no part has a visible pixel there. A part that cannot be read fails the
- * tile (RasterError, or the remote reader's Unavailable), its message naming the part by file name.
+ * sources: one, or a STAC item's assets in band order), stack (colour bands of each asset), dtypes (data type of each
+ * asset), z, x, y, options }. Returns the colour channels, or 0 when no part has a visible pixel there. A part that
+ * cannot be read fails the tile (RasterError, or the remote reader's Unavailable), its message naming the part by
+ * file name; a part left out (its data type) is named in task.leftOut.
  */
 export async function mosaicPixels (task, n, out, engine) {
   const method = task.options.pixelSelection ?? 'first'
@@ -43,7 +63,7 @@ async function first (task, n, out, engine) {
     const group = parts.slice(start, start + size)
     const scratches = group.map(() => engine.takeScratch(n))
     try {
-      const drawn = await settled(group.map((srcs, i) => drawPart(task, srcs, n, scratches[i], engine)))
+      const drawn = await settled(group.map((srcs, i) => unlessLeftOut(task, drawPart(task, srcs, n, scratches[i], engine), 0)))
       for (let i = 0; i < group.length && covered < count; i++) {
         const cc = drawn[i]
         if (cc === 0) continue
@@ -110,7 +130,7 @@ async function combined (task, n, out, engine) {
     const group = parts.slice(start, start + BATCH)
     const scratches = group.map(() => engine.takeScratch(n))
     try {
-      const tiles = await settled(group.map((srcs, i) => partValues(task, srcs, n, scratches[i], engine)))
+      const tiles = await settled(group.map((srcs, i) => unlessLeftOut(task, partValues(task, srcs, n, scratches[i], engine), null)))
       for (const tile of tiles) {
         if (tile === null) continue
         acc ??= accumulators(out, method, count, tile.nb, parts.length)
@@ -302,12 +322,17 @@ function stackPlan (task) {
   return plan
 }
 
-/** A part's dataset, checked against the bands the set was described with. */
+/**
+ * A part's dataset, checked against the bands the set was described with; one of another data type than the first
+ * part's (`task.dtypes`, per asset) is left out (LeftOut).
+ */
 async function partDataset (task, asset, src, engine) {
   const ds = await guarded(src, () => engine.dataset(src))
   const colour = ds.alphaBand >= 0 ? ds.bands - 1 : ds.bands
   const expected = task.stack[asset]
   if (colour !== expected) throw partError(src, `${colour} bands, where the mosaic's first part has ${expected}`)
+  const dtype = task.dtypes?.[asset]
+  if (dtype !== undefined && ds.dtype !== dtype) throw new LeftOut(src, `data type ${ds.dtype}, where the mosaic's first part has ${dtype}`)
   // Drawn through its colour table, as the first part is: a part without one has no colours to draw.
   if (task.options.palette && ds.palette === null) throw partError(src, 'no colour table, where the mosaic\'s first part has one')
   return ds

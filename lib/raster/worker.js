@@ -166,14 +166,20 @@ function drawValues (tile, n, options, palette, colour, opacity) {
 
 const MOSAIC_ENGINE = { dataset, takeScratch, giveScratch, pixelsAt, drawValues }
 
-/** A mosaic's tile: its parts read and combined (mosaic.js), encoded as a COG's tile is; null where none has data. */
+/**
+ * A mosaic's tile: its parts read and combined (mosaic.js), encoded as a COG's tile is; null where none has data. Where
+ * parts were left out (their data type), { tile, leftOut: [[part, reason], …] } so that the main thread logs them.
+ */
 async function mosaic (task) {
   const n = 256 * task.scale
   const out = takeScratch(n)
   try {
     const channels = await mosaicPixels(task, n, out, MOSAIC_ENGINE)
-    if (channels === 0) return null
-    return await encodeTile(out.colour, out.opacity, n, channels, task.format, task.options)
+    if (task.leftOut === undefined) return channels === 0 ? null : await encodeTile(out.colour, out.opacity, n, channels, task.format, task.options)
+    // Copied, not moved: piscina moves a result marked as movable, not one inside an object.
+    const { options } = task
+    const tile = channels === 0 ? null : await encode(out.colour, out.opacity, n, channels, task.format, options.encoding !== null, rampOf(channels, options))
+    return { tile, leftOut: [...task.leftOut] }
   } finally {
     giveScratch(out)
   }

@@ -178,6 +178,10 @@ async function folderMosaic (spec, workers, log, overzoom) {
       log(name, `${colourBands(info.meta)} bands, where ${described[0].name} has ${colourBands(first.meta)}`)
       continue
     }
+    if (info.meta.dtype !== first.meta.dtype) { // stretched by the first part's statistics, another type is all black or white
+      log(name, `data type ${info.meta.dtype}, where ${described[0].name} has ${first.meta.dtype}`)
+      continue
+    }
     if (info.meta.palette !== first.meta.palette) { // indices and values do not mix (gdalbuildvrt leaves such files out too)
       log(name, `${info.meta.palette ? 'a' : 'no'} colour table, where ${described[0].name} has ${first.meta.palette ? 'one' : 'none'}`)
       continue
@@ -459,7 +463,7 @@ async function stacMosaic (doc, spec, { workers, log, roots, base, overzoom }) {
     if (stack === undefined) {
       const metas = chosen.map((name) => infos.get(name).meta)
       const bands = metas.map(colourBands)
-      stack = { bands, meta: metas.length === 1 ? metas[0] : stackedMeta(metas, bands) }
+      stack = { bands, dtypes: metas.map((m) => m.dtype), meta: metas.length === 1 ? metas[0] : stackedMeta(metas, bands) }
       if (stacks.size >= 64) stacks.delete(stacks.keys().next().value)
       stacks.set(key, stack)
     }
@@ -525,7 +529,7 @@ function stackedMeta (metas, bands) {
 function mosaicSet (spec, context, workers, rasterPool, built, log) {
   const { meta } = built
   const stac = built.type === 'STAC' ? built : null
-  const oneStack = { bands: [colourBands(meta)], meta }
+  const oneStack = { bands: [colourBands(meta)], dtypes: [meta.dtype], meta }
   const stackFor = (assets) => (stac === null ? oneStack : stac.stackOf(assets))
   const maxParts = context.raster?.mosaicMaxParts ?? DEFAULT_MAX_PARTS
 
@@ -585,6 +589,16 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
     }
   }
   const emptyTile = emptyTiles(workers) // option emptyTiles
+  // Parts a worker left out when a tile needed them (a document's parts are opened then: their data type), each logged
+  // and counted once.
+  const leftOutParts = new Set()
+  const noteLeftOut = (found) => {
+    for (const [part, reason] of found) {
+      if (leftOutParts.has(part) || leftOutParts.size >= 10_000) continue
+      leftOutParts.add(part)
+      log(part, reason)
+    }
+  }
 
   let closed = false
   const set = {
@@ -595,7 +609,7 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
       mosaic: {
         type: built.type,
         parts: built.partCount,
-        leftOut: log.count,
+        get leftOut () { return log.count }, // (parts a tile found to differ are added as they are found)
         ...(built.quadkeyZoom !== undefined ? { quadkeyZoom: built.quadkeyZoom } : {}),
         ...(stac !== null ? { assets: stac.assets, defaultAssets: stac.defaultAssets } : {}),
       },
@@ -632,9 +646,14 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
       }
       let bytes = null
       if (parts.length > 0) {
-        bytes = await workers.run({ op: 'mosaic', parts, stack: stackFor(options.assets).bands, z, x, y, scale, format, options })
+        const stack = stackFor(options.assets)
+        bytes = await workers.run({ op: 'mosaic', parts, stack: stack.bands, dtypes: stack.dtypes, z, x, y, scale, format, options })
         // A part that cannot be read (its RasterError, a remote failure): 503 for this tile, with the reason.
         if (bytes?.failed !== undefined) throw bytes.replaced ? changed() : toldUnavailable(`tileset '${spec.id}' could not read this tile: ${bytes.failed}`)
+        if (bytes?.leftOut !== undefined) {
+          noteLeftOut(bytes.leftOut)
+          bytes = bytes.tile
+        }
       }
       if (bytes !== null) return asBuffer(bytes)
       return spec.emptyTiles ? emptyTile(scale, format) : null
