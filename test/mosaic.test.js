@@ -463,8 +463,9 @@ test('parts outside a tile are never read', async (t) => {
       const res = await app.inject(`/${id}/${z}/${x}/${y}.png?pixel_selection=mean`)
       assert.equal(res.statusCode, 200, `${id} ${z}/${x}/${y}: ${res.body}`)
     }
-    // A z10 tile over part 5: it is read there, and cannot be: 503 naming it, not where it was.
-    const res = await app.inject(`/${id}/${over(10, 1).join('/')}.png?pixel_selection=count`)
+    // A z10 tile over part 5: it is read there, and cannot be: 503 naming it, not where it was. (Of the STAC items, a
+    // band asset: their default asset's files are opened as the set opens, and a worker may hold part 5's open.)
+    const res = await app.inject(`/${id}/${over(10, 1).join('/')}.png?pixel_selection=count${id === 'items' ? '&assets=b1' : ''}`)
     assert.equal(res.statusCode, 503, id)
     assert.match(res.json().message, /: part5(_b\d)?\.tif: /)
     assert.ok(!res.body.includes(DATA) && !res.body.includes(tmpdir() + '/'), 'no path in the answer')
@@ -479,8 +480,9 @@ test('first reads no part under an opaque one; a part that cannot be read is a 5
   for (const id of ['index', 'items']) {
     const first = await app.inject(`/${id}/${z}/${x}/${y}.png`)
     assert.equal(first.statusCode, 200, `${id} first: ${first.body}`)
-    // mean needs every part there: part 2 is read, and cannot be.
-    const mean = await app.inject(`/${id}/${z}/${x}/${y}.png?pixel_selection=mean`)
+    // mean needs every part there: part 2 is read, and cannot be. (Of the STAC items, a band asset: their default
+    // asset's files are opened, for their zooms, when the set opens, and a worker may still hold part 2's open.)
+    const mean = await app.inject(`/${id}/${z}/${x}/${y}.png?pixel_selection=mean${id === 'items' ? '&assets=b1' : ''}`)
     assert.equal(mean.statusCode, 503, `${id} mean`)
     assert.match(mean.json().message, /^tileset '\w+' could not read this tile: part2(_b1)?\.tif: /)
   }
@@ -615,14 +617,104 @@ test('TileJSON bounds and zooms come from the parts (MosaicJSON: its own fields)
   // STAC: the union of the items' bboxes, the default asset (visual) and every COG asset, the thumbnail not.
   const three = (await app.inject('/three.json')).json()
   close(three.bounds, union(boxes.slice(0, 3)), 'STAC bounds')
-  // The default asset's first file (part 1, 640 × 512 px) gives the zooms: its smaller side is 256 px one level down.
-  assert.deepEqual([three.minzoom, three.maxzoom], [11, 12])
+  // The items' zooms together, as the folder's parts': part 2 (640 × 640 px) has its smaller side at 256 px or less
+  // two levels down, parts 1 and 3 one level down.
+  assert.deepEqual([three.minzoom, three.maxzoom], [10, 12])
   const threeMeta = (await app.inject('/three/meta')).json()
   assert.deepEqual(threeMeta.mosaic, { type: 'STAC', parts: 3, leftOut: 0, assets: ['b1', 'b2', 'b3', 'visual'], defaultAssets: ['visual'] })
   // TileJSON carries the options to its tile URLs, checked as the tiles' are.
   const withOptions = await app.inject('/three.json?assets=b1&pixel_selection=mean')
   assert.match(withOptions.json().tiles[0], /assets=b1/)
   assert.equal((await app.inject('/three.json?pixel_selection=most')).statusCode, 400)
+})
+
+// Two rasters far apart in scale: by Vienna in UTM 33N (10 m pixels) and round the North Pole in polar stereographic
+// (EPSG:3413, 5 km). Printed: each one's grid as a STAC item's projection fields say it (as rio-stac writes them).
+const FAR_APART = `
+import sys, json
+import numpy as np
+from osgeo import gdal, osr
+gdal.UseExceptions()
+out = sys.argv[1]
+grids = {}
+for name, epsg, origin, size, cell in [('vienna', 32633, (590000, 5350000), (1200, 900), 10), ('arctic', 3413, (-2000000, 2000000), (800, 800), 5000)]:
+    srs = osr.SpatialReference(); srs.ImportFromEPSG(epsg)
+    w, h = size
+    mem = gdal.GetDriverByName('MEM').Create('', w, h, 1, gdal.GDT_Byte)
+    transform = (origin[0], cell, 0, origin[1], 0, -cell)
+    mem.SetGeoTransform(transform)
+    mem.SetProjection(srs.ExportToWkt())
+    mem.GetRasterBand(1).WriteArray((20 + (np.arange(w)[None, :] + np.arange(h)[:, None]) % 200).astype(np.uint8))
+    gdal.Translate(f'{out}/{name}.tif', mem, format='COG', creationOptions=['BLOCKSIZE=256', 'COMPRESS=DEFLATE'])
+    grids[name] = {'epsg': epsg, 'shape': [h, w], 'transform': [cell, 0, origin[0], 0, -cell, origin[1]]}
+print(json.dumps(grids))
+`
+
+test('a STAC set\'s zoom range covers all its items, from the grids they declare (proj:*), or from their files when they declare none', async (t) => {
+  if (missing(t)) return
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-zooms-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const grids = JSON.parse(execFileSync(PYTHON, ['-c', FAR_APART, dir], { env: GDAL_ENV }))
+  // A copy of the Arctic file cut short: it cannot be opened, but its item declares its grid.
+  writeFileSync(join(dir, 'arctic_cut.tif'), readFileSync(join(dir, 'arctic.tif')).subarray(0, 2000))
+  const bboxes = { vienna: [15.7, 48.2, 15.9, 48.3], arctic: [-180, 60, 180, 90] }
+  const item = (name, { href = `./${name}.tif`, declared = false } = {}) => {
+    const g = grids[name]
+    const visual = { href, type: COG_TYPE, roles: ['visual'] }
+    const properties = { datetime: '2024-01-01T00:00:00Z' }
+    // Vienna's grid on its asset (projection extension 2.0: proj:code), the Arctic's on the item (1.x: proj:epsg).
+    if (declared && name === 'vienna') Object.assign(visual, { 'proj:code': `EPSG:${g.epsg}`, 'proj:shape': g.shape, 'proj:transform': g.transform })
+    if (declared && name === 'arctic') Object.assign(properties, { 'proj:epsg': g.epsg, 'proj:shape': g.shape, 'proj:transform': g.transform })
+    const extension = declared ? [`https://stac-extensions.github.io/projection/${name === 'vienna' ? 'v2.0.0' : 'v1.1.0'}/schema.json`] : []
+    return { type: 'Feature', stac_version: '1.0.0', stac_extensions: extension, id: name, bbox: bboxes[name], geometry: null, properties, links: [], assets: { visual } }
+  }
+  const collection = (features) => JSON.stringify({ type: 'FeatureCollection', features })
+  writeFileSync(join(dir, 'opened.json'), collection([item('vienna'), item('arctic')]))
+  writeFileSync(join(dir, 'declared.json'), collection([item('vienna', { declared: true }), item('arctic', { declared: true })]))
+  writeFileSync(join(dir, 'unread.json'), collection([item('vienna', { declared: true }), item('arctic', { declared: true, href: './arctic_cut.tif' })]))
+  // As opened.json, on a copy of the Arctic's file that is replaced before any tile uses it.
+  cpSync(join(dir, 'arctic.tif'), join(dir, 'arctic_copy.tif'))
+  writeFileSync(join(dir, 'fresh.json'), collection([item('vienna'), item('arctic', { href: './arctic_copy.tif' })]))
+  // Only a ground sample distance (STAC's common `gsd`, metres), over the item's bbox: an estimate.
+  const bygsd = item('arctic', { href: './arctic_cut.tif' })
+  bygsd.properties.gsd = 5000
+  writeFileSync(join(dir, 'gsd.json'), collection([item('vienna', { declared: true }), bygsd]))
+  const app = await makeApp(t, { paths: [join(dir, 'vienna.tif'), join(dir, 'arctic.tif'), ...['opened', 'declared', 'unread', 'gsd', 'fresh'].map((id) => join(dir, `${id}.json`))], cacheMB: 0 })
+  const own = { vienna: (await app.inject('/vienna.json')).json(), arctic: (await app.inject('/arctic.json')).json() }
+  assert.ok(own.arctic.maxzoom < own.vienna.minzoom, `ranges apart: ${own.arctic.minzoom}-${own.arctic.maxzoom}, ${own.vienna.minzoom}-${own.vienna.maxzoom}`)
+  const expected = [own.arctic.minzoom, own.vienna.maxzoom]
+  for (const id of ['opened', 'declared', 'unread']) {
+    const tilejson = (await app.inject(`/${id}.json`)).json()
+    assert.deepEqual([tilejson.minzoom, tilejson.maxzoom], expected, `${id}: from the Arctic's minzoom to Vienna's maxzoom`)
+  }
+  const gsd = (await app.inject('/gsd.json')).json()
+  assert.ok(Math.abs(gsd.minzoom - own.arctic.minzoom) <= 1 && gsd.maxzoom === own.vienna.maxzoom, `gsd: about the Arctic's zooms (${gsd.minzoom}-${gsd.maxzoom})`)
+  // The Arctic at its own zooms: drawn (it was a 404, below the first item's range); Vienna as before.
+  const z = own.arctic.minzoom
+  for (const id of ['opened', 'declared']) {
+    const arctic = await app.inject(`/${id}/${z}/${2 ** (z - 1)}/${2 ** (z - 1) - 1}.png`)
+    assert.equal(arctic.statusCode, 200, `${id} z${z} by the pole: ${arctic.body}`)
+    assert.deepEqual(arctic.rawPayload, (await app.inject(`/arctic/${z}/${2 ** (z - 1)}/${2 ** (z - 1) - 1}.png`)).rawPayload, `${id}: as the Arctic's COG set draws it`)
+  }
+  // An item's file replaced after the set opened it (for its zooms) and before any tile used it: noticed on use.
+  const entry = app.catalog.get('fresh')
+  cpSync(join(dir, 'vienna.tif'), join(dir, 'new.tif'))
+  renameSync(join(dir, 'new.tif'), join(dir, 'arctic_copy.tif'))
+  await eventually(async () => {
+    await app.inject(`/fresh/${z}/${2 ** (z - 1)}/${2 ** (z - 1) - 1}.png`)
+    return app.catalog.get('fresh') !== entry
+  }, 'the set re-opened')
+
+  // rio-tiler's STACReader, which reads the same fields, gives the declared Vienna item the zooms its file has. (Not
+  // the Arctic: round the pole GDAL's warp output is an artefact that ours departs from, see zooms.js, for a file as
+  // for a declared grid; its declared zooms are its file's, above.)
+  const rioPython = process.env.RIO_TILER_PYTHON || 'python3'
+  if (needs(t, spawnSync(rioPython, ['-c', 'import rio_tiler, pystac'], { stdio: 'ignore' }).status === 0, 'rio-tiler is not installed (set RIO_TILER_PYTHON to a python that has it)')) {
+    const script = 'import json, sys, warnings\nwarnings.filterwarnings("ignore")\nimport pystac\nfrom rio_tiler.io import STACReader\n' +
+      'out = {}\nfor f in json.load(open(sys.argv[1]))["features"]:\n  r = STACReader(None, item=pystac.Item.from_dict(f))\n  out[f["id"]] = [r.minzoom, r.maxzoom]\nprint(json.dumps(out))'
+    const rio = JSON.parse(execFileSync(rioPython, ['-c', script, join(dir, 'declared.json')]))
+    assert.deepEqual(rio.vienna, [own.vienna.minzoom, own.vienna.maxzoom], 'rio-tiler\'s STACReader')
+  }
 })
 
 test('bad pixel_selection and assets are a 400 with a message', async (t) => {

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { buildTileJson } from './tilejson.js'
+import { declaredGrid } from './stac-grid.js'
 import { RENDERED_SET, asBuffer, emptyTiles } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { MAX_ZOOM, WORLD_BOUNDS, mercatorX, mercatorY, tileExtent } from '../tilemath.js'
@@ -28,6 +29,7 @@ const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 const MAX_DOCUMENT_BYTES = 256 * 2 ** 20 // a MosaicJSON of a continent is tens of MB
 const SNIFF_BYTES = 2 ** 20 // a larger .json is told by its head
 const DESCRIBE_TRIES = 8 // parts tried in turn for the description of a MosaicJSON's data
+const MAX_OPENED_ITEMS = 32 // STAC items that declare no grid, opened when the set opens for their zoom range
 const MAX_ASSETS = 16 // assets stacked at once (as many bands as band math reads)
 const LOGGED_PARTS = 10 // left-out parts logged one by one; past that, a count
 const DEFAULT_MAX_PARTS = 32 // parts one tile combines, but for `first` (raster.mosaicMaxParts)
@@ -121,15 +123,22 @@ const sourceOf = (where, openedAt) => (where.url ? { key: `${where.url}#${opened
 
 /** What the workers say of a part's file: { meta, warp, lonLatBounds, version }; null (logged) when it cannot be read. */
 async function describePart (workers, src, name, log) {
+  // A local file as it is before a worker opens it: replaced after that, it is noticed on use (revalidate), though no
+  // tile has used it yet.
+  const seen = src.path === undefined ? null : await fileId(src.path)
   try {
     const info = await workers.run({ op: 'describe', src })
     src.version = info.version // a remote part is read at this version (its ETag) from here on
+    if (seen !== null) src.seen = seen
     return info
   } catch (err) {
     log(name, String(err.message).replaceAll(src.path ?? src.url, basename(src.path ?? src.url)))
     return null
   }
 }
+
+/** What tells a local file's version: its time, size and inode ('gone' when it is not there). */
+const fileId = (path) => stat(path).then((info) => `${info.mtimeMs}/${info.size}/${info.ino}`, () => 'gone')
 
 /** WGS84 bounds → Mercator boxes [minX, minY, maxX, maxY], one each side of the antimeridian where they cross it. */
 function mercatorBoxes ([west, south, east, north]) {
@@ -435,7 +444,7 @@ async function stacMosaic (doc, spec, { workers, log, roots, base, overzoom }) {
       if (where.reason !== undefined) { log(`${label}/${name}`, where.reason); continue }
       srcs.set(name, sourceOf(where, openedAt))
     }
-    return srcs.size === 0 ? null : { label, srcs, boxes: mercatorBoxes(bounds), lonLat: bounds }
+    return srcs.size === 0 ? null : { label, srcs, boxes: mercatorBoxes(bounds), lonLat: bounds, feature: item }
   }))).filter((item) => item !== null)
   for (const item of items) for (const name of item.srcs.keys()) if (!names.includes(name)) names.push(name)
   if (names.length === 0) throw new Error('no readable COG asset in the STAC document')
@@ -453,7 +462,7 @@ async function stacMosaic (doc, spec, { workers, log, roots, base, overzoom }) {
   if (unknown !== undefined) throw new Error(`the configured assets name '${unknown}', which is not a readable COG asset here (${assets.join(', ')})`)
   const defaultAssets = spec.assets ?? [assets.includes('visual') ? 'visual' : assets[0]]
   const { meta, warp } = infos.get(defaultAssets[0])
-  const zooms = zoomRange(meta, warp, overzoom)
+  const zooms = await itemZooms(items, defaultAssets[0], { meta, warp }, { workers, overzoom, log, id: spec.id })
 
   // Per choice of assets ("red,nir"): the description resolveOptions reads, and each asset's colour bands.
   const stacks = new Map()
@@ -491,12 +500,13 @@ async function stacMosaic (doc, spec, { workers, log, roots, base, overzoom }) {
       }
       return chosen
     },
-    // An item without one of the chosen assets is not a part of that rendering.
+    // An item without one of the chosen assets is not a part of that rendering; nor is one below its own served zooms
+    // (there it is a few pixels wide, or a tile would read too much of it), where they are known.
     partsFor (z, x, y, chosen) {
       const extent = tileExtent(z, x, y)
       const out = []
       for (const item of items) {
-        if (!touches(item.boxes, extent)) continue
+        if (z < (item.zooms?.served.minzoom ?? 0) || !touches(item.boxes, extent)) continue
         if (chosen.length === 1) {
           const src = item.srcs.get(chosen[0])
           if (src !== undefined) out.push([src])
@@ -507,6 +517,41 @@ async function stacMosaic (doc, spec, { workers, log, roots, base, overzoom }) {
       }
       return out
     },
+  }
+}
+
+/**
+ * A STAC set's zoom range over all its items (min of their minzooms, max of their maxzooms), as a folder's and a
+ * MosaicJSON's cover all their parts: each item's `zooms` from the grid it declares (stac-grid.js: proj:shape,
+ * proj:transform and an EPSG code, as rio-tiler reads an item's; or gsd), else from its file, opened now for the first
+ * MAX_OPENED_ITEMS such items (a collection of thousands is not read through before it serves). `shown`: the asset a
+ * request naming none shows; `first`: its description (the first item that has it).
+ */
+async function itemZooms (items, shown, first, { workers, overzoom, log, id }) {
+  const firstItem = items.find((i) => i.srcs.has(shown))
+  let opened = 0
+  let unknown = 0
+  await Promise.all(items.map(async (item) => {
+    const feature = item.feature
+    delete item.feature // (the document need not stay in memory)
+    if (!item.srcs.has(shown)) return
+    if (item === firstItem) { item.zooms = zoomRange(first.meta, first.warp, overzoom); return }
+    const grid = declaredGrid(feature, shown)
+    if (grid !== null) { item.zooms = zoomRange(grid.meta, grid.warp, overzoom); return }
+    if (opened >= MAX_OPENED_ITEMS) { unknown++; return }
+    opened++
+    // One that cannot be read is not left out here: the tiles that need it say so (503, naming it), as before.
+    const info = await describePart(workers, item.srcs.get(shown), item.label, () => {})
+    if (info !== null) item.zooms = zoomRange(info.meta, info.warp, overzoom)
+  }))
+  if (unknown > 0) {
+    log.logger?.warn({ set: id, items: unknown }, `STAC items past the first ${MAX_OPENED_ITEMS} that declare no grid (proj:shape, proj:transform and proj:code or proj:epsg; or gsd) are not opened to find their zooms: the set's zoom range is the other items'`)
+  }
+  const ranges = items.filter((i) => i.zooms !== undefined).map((i) => i.zooms)
+  return {
+    minzoom: Math.min(...ranges.map((r) => r.minzoom)),
+    maxzoom: Math.max(...ranges.map((r) => r.maxzoom)),
+    served: { minzoom: Math.min(...ranges.map((r) => r.served.minzoom)), maxzoom: Math.max(...ranges.map((r) => r.served.maxzoom)) },
   }
 }
 
@@ -576,11 +621,11 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
       for (const src of srcs) {
         if (src.path === undefined) continue
         let mark = marks.get(src.path)
-        if (mark === undefined) marks.set(src.path, (mark = { at: 0, id: null, pending: false }))
+        if (mark === undefined) marks.set(src.path, (mark = { at: 0, id: src.seen ?? null, pending: false }))
         if (mark.pending || now - mark.at < PART_RECHECK_MS) continue
         mark.at = now
         mark.pending = true
-        stat(src.path).then((info) => `${info.mtimeMs}/${info.size}/${info.ino}`, () => 'gone').then((id) => {
+        fileId(src.path).then((id) => {
           mark.pending = false
           if (mark.id === null) mark.id = id
           else if (id !== mark.id && !closed) changed()
