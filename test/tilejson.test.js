@@ -48,6 +48,8 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   writeMbtiles(join(dir, 'emptyfirst.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: Buffer.alloc(0) }, ...vectorTiles([[1, 0, 0]])], metadata: {} })
   // Fiji: bounds across the antimeridian, no center.
   writeMbtiles(join(dir, 'fiji.mbtiles'), { tiles: vectorTiles(pyramid(0, 6)), metadata: { format: 'pbf', bounds: '176,-21,-178,-12' } })
+  // A PMTiles archive whose header's bounds cross the antimeridian (min_lon above max_lon).
+  writePmtiles(join(dir, 'fiji-pm.pmtiles'), { tiles: vectorTiles(pyramid(0, 2)), metadata: {}, bounds: [176, -21, -178, -12] })
   // Bounds and center as JSON arrays in text, as some writers put them.
   writeMbtiles(join(dir, 'jsontext.mbtiles'), { tiles: vectorTiles(pyramid(0, 2)), metadata: { format: 'pbf', bounds: '[-10, -10, 10, 10]', center: '[1,2,2]' } })
   const app = await makeApp(t, { paths: [dir] })
@@ -62,6 +64,7 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   const fiji = (await app.inject({ url: '/fiji.json' })).json()
   assert.deepEqual(fiji.center, [179, -16.5, 5], 'the middle of bounds across the antimeridian, at the zoom they fill')
   assert.deepEqual(fiji.bounds, [-180, -21, 180, -12], 'bounds never wrap (TileJSON 3.0.0): the world\'s width')
+  assert.deepEqual((await app.inject({ url: '/fiji-pm.json' })).json().bounds, [-180, -21, 180, -12], 'a PMTiles header\'s too (its latitudes kept)')
 
   const liar = (await app.inject({ url: '/liar.json' })).json()
   assert.deepEqual([liar.minzoom, liar.maxzoom], [13, 13], 'the zooms the file holds')

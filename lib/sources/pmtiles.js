@@ -148,7 +148,8 @@ export async function open (spec, context = {}) {
       ...json,
       header: { ...headerFields, tileType: TileType[header.tileType] ?? header.tileType, tileCompression: compression ?? 'unknown', internalCompression: COMPRESSION[header.internalCompression] },
     }
-    const bounds = header.minLon < header.maxLon && header.minLat < header.maxLat
+    // min_lon above max_lon: across the antimeridian (TileJSON's are widened to the world's width, buildTileJson).
+    const bounds = header.minLon !== header.maxLon && header.minLat < header.maxLat
       ? [header.minLon, header.minLat, header.maxLon, header.maxLat]
       : undefined
     // The root directory is read on every lookup: hold it here rather than behind the cache's async lookup.
@@ -212,6 +213,7 @@ export async function open (spec, context = {}) {
       format,
       hints: { format, compression },
       metadata,
+      extent: bounds?.[0] > bounds?.[2] ? bounds : undefined, // for an export given no --bbox
       tilejson: buildTileJson({
         ...describedBy(json, spec.id),
         minzoom: header.minZoom,
