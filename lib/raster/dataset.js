@@ -71,7 +71,12 @@ class LercDecoder extends BaseDecoder {
     if (extra === undefined) throw new RasterError(`unsupported LERC additional compression ${this.parameters.lercParameters[1]}`)
     let bytes = new Uint8Array(buffer)
     if (extra === 'deflate') bytes = inflateSync(bytes)
-    else if (extra === 'zstd') bytes = zstd.decode(bytes)
+    else if (extra === 'zstd') {
+      // A capacity, not the size (a LERC blob's is not known before): without one, zstddec takes a corrupt frame's
+      // error code for a size and hands back its own memory. LERC stores at worst the raw values, a mask and headers.
+      bytes = zstd.decode(bytes, 2 * blockBytes(this.parameters) + 65536)
+      if (bytes.byteLength === 0) throw new RasterError('corrupt data: a LERC block\'s ZSTD does not decode')
+    }
     const interleaved = this.parameters.planarConfiguration === 1
     const { pixels, mask, dimCount: depth = 1, pixelType } = Lerc.decode(ownBuffer(bytes), { returnPixelInterleavedDims: interleaved })
     let data = pixels[0]
@@ -86,7 +91,31 @@ class LercDecoder extends BaseDecoder {
 addDecoder(34887, async () => {
   await zstd.init()
   return LercDecoder
-}, tiledParameters(async (fd) => ({ lercParameters: await fd.loadValue('LercParameters') })), false)
+}, tiledParameters(async (fd) => ({ lercParameters: await fd.loadValue('LercParameters'), samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
+
+// ZSTD tiles by zstddec's one-shot decoder, given the block's decoded size. geotiff.js's own ZSTD decoder asks
+// zstddec without a size, and for a frame that does not state its size (a corrupt or truncated block) zstddec then
+// streams, which loops for ever on such data, growing memory until the process dies. With the size known, a corrupt
+// block stops at that size: zstddec hands back fewer bytes (none on an error), a RasterError here.
+class ZstdDecoder extends BaseDecoder {
+  decodeBlock (buffer) {
+    const expected = blockBytes(this.parameters)
+    const out = zstd.decode(new Uint8Array(buffer), expected)
+    if (out.byteLength !== expected) throw new RasterError('corrupt data: a ZSTD block does not decode')
+    return ownBuffer(out)
+  }
+}
+addDecoder(50000, async () => {
+  await zstd.init()
+  return ZstdDecoder
+}, tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
+
+/** The bytes one decoded tile holds: rows of tileWidth pixels (a plane's samples, or every sample), each whole bytes. */
+function blockBytes ({ tileWidth, tileHeight, planarConfiguration, bitsPerSample, samplesPerPixel = 1 }) {
+  const bits = typeof bitsPerSample === 'number' ? [bitsPerSample] : Array.from(bitsPerSample)
+  const pixelBits = planarConfiguration === 2 ? bits[0] : bits.length >= samplesPerPixel ? bits.reduce((a, b) => a + b, 0) : bits[0] * samplesPerPixel
+  return Math.ceil((tileWidth * pixelBits) / 8) * tileHeight
+}
 
 /** Bands decoded one after another (each pixel-interleaved over `depth`) as one pixel-interleaved array. */
 function interleavedBands (bands, depth) {

@@ -3,14 +3,26 @@
 // last one to close; they are sized from the validated config (raster.threads, raster.blockCacheMB).
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
+import { Unavailable } from '../errors.js'
+
+// The safety net under the decoders (a bug in one, or a file that makes one loop or grow without end): a task that runs
+// past TASK_TIME_LIMIT_MS fails (503) and its worker is replaced; a worker whose JavaScript heap grows past
+// HEAP_LIMIT_MB is ended, not the whole process. Measured on 2 shared cores, the costliest legitimate tiles (@2x, cubic,
+// 32 mosaic parts of 2048 px each at their lowest zoom, median or terrain-RGB) took 3-5 s and kept under 32 MB of heap
+// (decoded blocks and tiles are typed arrays, outside it); a remote read gives up by itself after 20 s
+// (lib/remote/reader.js).
+const TASK_TIME_LIMIT_MS = 60_000
+const HEAP_LIMIT_MB = 256
 
 /**
- * A pool started on demand: `acquire()` (a COG set opening) returns the running piscina pool, starting it if need be;
- * `release()` (that set closing) stops it once no set uses it; `close()` stops it for good.
- * @param {{ threads: number, blockCacheMB: number, s3?: object }} raster config.raster, and config.s3 for remote COGs
+ * A pool started on demand: `acquire()` (a COG set opening) returns the running pool's `{ run(task) }`, starting it if
+ * need be; `release()` (that set closing) stops it once no set uses it; `close()` stops it for good.
+ * @param {{ threads: number, blockCacheMB: number, s3?: object, taskTimeLimitMs?: number, heapLimitMB?: number }} raster
+ *   config.raster, and config.s3 for remote COGs (the limits: tests only)
  */
-export function createRasterPool ({ threads, blockCacheMB, s3 = {} }, log) {
+export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimitMs = TASK_TIME_LIMIT_MS, heapLimitMB = HEAP_LIMIT_MB }, log) {
   let pool = null
+  let runner = null
   let users = 0
   let closed = false
 
@@ -26,10 +38,52 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {} }, log) {
       // all, GDAL's default block cache, at least 64 MiB per worker; lib/config.js).
       // config.s3 (object storage settings and credentials): each worker reads remote COGs itself.
       workerData: { blockCacheBytes: Math.floor(blockCacheMB * 2 ** 20), s3 },
+      resourceLimits: { maxOldGenerationSizeMb: heapLimitMB },
     })
     // A worker that dies is replaced by piscina and its task fails (503 for that tile); never an uncaught error.
     started.on('error', (err) => log?.error({ err: err.message }, 'raster worker failed'))
     return started
+  }
+
+  /**
+   * Runs tasks on `piscina` within the time limit, counted from when a worker starts the task (worker.js says so), not
+   * from when it was queued: a busy server's queue must not cut a tile. Past it, piscina ends the worker (and any
+   * other task on it) and starts another.
+   */
+  function timed (piscina) {
+    const running = new Map() // task number → its AbortController
+    let numbered = 0
+    piscina.on('message', (message) => {
+      const controller = running.get(message?.rasterTaskStarted)
+      if (controller !== undefined) controller.timer = setTimeout(() => controller.abort(), taskTimeLimitMs)
+    })
+    return {
+      run (task) {
+        const number = ++numbered
+        const controller = new AbortController()
+        running.set(number, controller)
+        return piscina.run({ ...task, taskNumber: number }, { signal: controller.signal }).then((result) => {
+          clearTimeout(controller.timer)
+          running.delete(number)
+          return result
+        }, (err) => {
+          clearTimeout(controller.timer)
+          running.delete(number)
+          throw lost(err, controller.signal.aborted)
+        })
+      },
+    }
+  }
+
+  /**
+   * A task's failure as the set's unavailability where its worker was ended under it; anything else as it is (a worker
+   * ended by another task on it, or by the pool closing, fails with 'Terminating worker thread': a 503 already).
+   */
+  function lost (err, timedOut) {
+    if (timedOut) return new Unavailable(`a raster task ran past ${taskTimeLimitMs / 1000} s and was stopped (its worker replaced)`)
+    if (err?.code === 'ERR_WORKER_OUT_OF_MEMORY') return new Unavailable(`a raster worker's heap passed ${heapLimitMB} MB under this task: stopped and replaced`)
+    if (/^worker exited with code/.test(err?.message)) return new Unavailable('the raster worker under this task exited: replaced')
+    return err
   }
 
   // Resolves once every pool stopped so far has no thread left (close() also waits for one the last set stopped).
@@ -38,6 +92,7 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {} }, log) {
     if (pool !== null) {
       const p = pool
       pool = null
+      runner = null
       stopped = Promise.all([stopped, p.destroy()]).then(() => {})
     }
     return stopped
@@ -49,9 +104,12 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {} }, log) {
     get piscina () { return pool },
     acquire () {
       if (closed) throw new Error('the raster worker pool is closed')
-      pool ??= start()
+      if (pool === null) {
+        pool = start()
+        runner = timed(pool)
+      }
       users++
-      return pool
+      return runner
     },
     async release () {
       if (users > 0) users--

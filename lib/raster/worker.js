@@ -42,6 +42,8 @@ function dataset (src) {
 }
 
 export default async function run (task) {
+  // The pool's clock for this task starts now (lib/raster/pool.js: its time limit), not while it was queued.
+  if (task.taskNumber !== undefined) threads.parentPort?.postMessage({ rasterTaskStarted: task.taskNumber })
   try {
     if (task.op === 'describe') return await describe(task.src)
     if (task.op === 'tile') return await tile(task)

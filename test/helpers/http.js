@@ -3,7 +3,8 @@ import { once } from 'node:events'
 import { createServer } from 'node:http'
 
 /**
- * A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name; `down()` makes it fail.
+ * A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name; `down()` makes it fail,
+ * `hold()` leaves every range but the file's start unanswered until `release()` (a store that stalls).
  * `piece`: at most this many bytes an answer, however many were asked for (as HTTP lets a server answer a range).
  * `nodes`: that many servers behind one name, answering in turn, each with its own ETag (as nginx makes them from
  * each copy's file time); an If-Match of another's is a 412, as each would answer.
@@ -12,8 +13,13 @@ export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = I
   let answered = 0
   const ranges = []
   let up = true
+  let held = null // requests waiting for release()
   const server = createServer((req, res) => {
     if (!up) { res.writeHead(500); res.end(); return }
+    if (held !== null && !/^bytes=0-/.test(req.headers.range ?? '')) { held.push(() => answer(req, res)); return }
+    answer(req, res)
+  })
+  function answer (req, res) {
     const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
     if (!m) { res.writeHead(200, { 'content-length': file.length }); res.end(file); return }
     const etag = `"v1${nodes > 1 ? `-node${answered++ % nodes}` : ''}"`
@@ -23,9 +29,14 @@ export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = I
     ranges.push([start, end])
     res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag })
     res.end(file.subarray(start, end + 1))
-  })
+  }
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
-  t.after(() => server.close())
-  return { url: `http://127.0.0.1:${server.address().port}/${name}`, ranges, down: () => { up = false } }
+  const release = () => {
+    const waiting = held ?? []
+    held = null
+    for (const go of waiting) go()
+  }
+  t.after(() => { release(); server.close() })
+  return { url: `http://127.0.0.1:${server.address().port}/${name}`, ranges, down: () => { up = false }, hold: () => { held ??= [] }, release }
 }
