@@ -6,7 +6,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import pino from 'pino'
@@ -29,22 +29,41 @@ const [Z, X0, Y0] = [10, 554, 368]
 /** The z12 tile over block (bx, by) of the full image. */
 const tileOver = (bx, by) => `12/${X0 * 4 + bx}/${Y0 * 4 + by}`
 
+const GDAL_ENV = { ...process.env, GDAL_PAM_ENABLED: 'NO' } // no .aux.xml beside any file
+
 /**
  * A COG made by gdal_translate from an ASCII grid with a busy pattern (blocks of realistic size): `type` (GDAL's),
  * `bands` copies of the grid, creation options `options`. Overviews down to one block, which the statistics of a
- * non-8-bit file are read from; GDAL writes the full image's blocks last, row by row.
+ * non-8-bit file are read from; GDAL writes the full image's blocks last, row by row. `gtiff`: a tiled GeoTIFF
+ * instead (for compressions the COG driver does not write), its overviews by gdaladdo.
  */
-function makeCog (dir, name, { type = 'Byte', bands = 1, options = [] } = {}) {
+function makeCog (dir, name, { type = 'Byte', bands = 1, options = [], gtiff = false, extra = [] } = {}) {
   const grid = join(dir, `${name}.asc`)
   const [minX, minY, maxX] = tileExtent(Z, X0, Y0)
   const lines = [`ncols ${SIDE}`, `nrows ${SIDE}`, `xllcorner ${minX}`, `yllcorner ${minY}`, `cellsize ${(maxX - minX) / SIDE}`]
   for (let r = 0; r < SIDE; r++) lines.push(Array.from({ length: SIDE }, (_, c) => ((c * 7 + r * 13) % 199) + ((c * r) % 53)).join(' '))
   writeFileSync(grid, lines.join('\n') + '\n')
   const file = join(dir, `${name}.tif`)
-  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:3857', '-ot', type, ...Array.from({ length: bands }, () => ['-b', '1']).flat(),
-    '-co', 'BLOCKSIZE=256', '-co', 'OVERVIEWS=AUTO', ...options.flatMap((o) => ['-co', o]), grid, file], { env: { ...process.env, GDAL_PAM_ENABLED: 'NO' } })
+  const layout = gtiff ? ['-of', 'GTiff', '-co', 'TILED=YES', '-co', 'BLOCKXSIZE=256', '-co', 'BLOCKYSIZE=256'] : ['-of', 'COG', '-co', 'BLOCKSIZE=256', '-co', 'OVERVIEWS=AUTO']
+  execFileSync('gdal_translate', ['-q', ...layout, '-a_srs', 'EPSG:3857', '-ot', type, ...Array.from({ length: bands }, () => ['-b', '1']).flat(),
+    ...options.flatMap((o) => ['-co', o]), ...extra, grid, file], { env: GDAL_ENV })
+  if (gtiff) execFileSync('gdaladdo', ['-q', file, '2', '4'], { env: GDAL_ENV })
   return file
 }
+
+// The compressions GDAL writes, each on the data it is made for: [name, GDAL type, bands, creation options, gtiff,
+// other arguments of gdal_translate].
+const KINDS = [
+  ['lzw', 'Byte', 1, ['COMPRESS=LZW']],
+  ['zstd', 'Byte', 1, ['COMPRESS=ZSTD']],
+  ['deflate', 'UInt16', 1, ['COMPRESS=DEFLATE', 'PREDICTOR=YES']],
+  ['webp', 'Byte', 3, ['COMPRESS=WEBP']],
+  ['jpeg', 'Byte', 3, ['COMPRESS=JPEG']], // YCbCr, as GDAL writes JPEG of three bands
+  ['lerc', 'Float32', 1, ['COMPRESS=LERC', 'MAX_Z_ERROR=0']],
+  ['lerc_zstd', 'Float32', 1, ['COMPRESS=LERC_ZSTD', 'MAX_Z_ERROR=0']],
+  ['packbits', 'Byte', 1, ['COMPRESS=PACKBITS'], true],
+  ['mask', 'Byte', 3, ['COMPRESS=DEFLATE'], false, ['-mask', '1']], // an internal mask: 1-bit blocks of its own
+]
 
 /** [offset, length] of block (bx, by) of image `level` (0: the full image; its first plane) in `file`. */
 async function blockAt (file, bx, by, level = 0) {
@@ -59,14 +78,29 @@ async function blockAt (file, bx, by, level = 0) {
 }
 
 /**
- * `file` copied to `to` with the second half of block (bx, by) zeros: a block half written, as a copy that allocates
- * the whole file first leaves it. (`level`: of the full image, 0, or an overview.)
+ * `file` copied to `to` with block (bx, by) zeros from `from` (a fraction of it) on: a block half written (or never),
+ * as a copy that allocates the whole file first leaves it. (`level`: of the full image, 0, or an overview.)
  */
-async function holeInBlock (file, to, bx, by, level = 0) {
+async function holeInBlock (file, to, bx, by, { level = 0, from = 0.5 } = {}) {
   const [offset, length] = await blockAt(file, bx, by, level)
   const bytes = readFileSync(file)
-  bytes.fill(0, offset + (length >> 1), offset + length)
+  bytes.fill(0, offset + Math.floor(length * from), offset + length)
   writeFileSync(to, bytes)
+}
+
+/** `file` copied to `to` with block (bx, by) random bytes from its first quarter on (the same each run): bit rot. */
+async function rotBlock (file, to, bx, by) {
+  const [offset, length] = await blockAt(file, bx, by)
+  const bytes = readFileSync(file)
+  let seed = 1
+  for (let i = offset + (length >> 2); i < offset + length; i++) bytes[i] = (seed = (seed * 1103515245 + 12345) >>> 0) >>> 24
+  writeFileSync(to, bytes)
+}
+
+/** `file` copied to `to` cut short in the middle of block (bx, by) of the full image: a copy that stopped there. */
+async function cutInBlock (file, to, bx, by) {
+  const [offset, length] = await blockAt(file, bx, by)
+  writeFileSync(to, readFileSync(file).subarray(0, offset + (length >> 1)))
 }
 
 /** An app on `overrides` whose log lines are kept (parsed): errorsSince(n) gives the error lines from line n on. */
@@ -117,7 +151,7 @@ test('a ZSTD block read at open for the statistics, damaged: the set is unavaila
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)
   const u16 = makeCog(dir, 'u16', { type: 'UInt16', options: ['COMPRESS=ZSTD', 'PREDICTOR=YES'] })
-  await holeInBlock(u16, join(dir, 'stats_hole.tif'), 0, 0, 2) // the smallest overview (one block): the statistics' read
+  await holeInBlock(u16, join(dir, 'stats_hole.tif'), 0, 0, { level: 2 }) // the smallest overview (one block): the statistics' read
   const start = performance.now()
   const { app } = await loggedApp(t, { paths: [dir], raster: { threads: 1 } })
   const ms = performance.now() - start
@@ -160,4 +194,102 @@ test('the raster workers run with a bounded heap (resourceLimits): a worker past
   t.after(() => rasterPool.close())
   rasterPool.acquire()
   assert.equal(rasterPool.piscina.options.resourceLimits.maxOldGenerationSizeMb, 256)
+})
+
+/** Whatever the process prints while `run` runs (the raster workers' console goes to the process's stdout and stderr). */
+async function printedDuring (run) {
+  const printed = []
+  const writes = [process.stdout, process.stderr].map((stream) => {
+    const write = stream.write
+    stream.write = function (chunk, ...rest) {
+      printed.push(String(chunk))
+      return write.call(this, chunk, ...rest)
+    }
+    return () => { stream.write = write }
+  })
+  try {
+    await run()
+    await new Promise((resolve) => setTimeout(resolve, 200)) // a worker's output reaches the process a moment later
+  } finally {
+    for (const restore of writes) restore()
+  }
+  return printed.join('')
+}
+
+test('a file cut short: a tile over a block past its end is a 503 (not zeros, not a 500), logged once; the blocks before draw', { timeout: 180_000 }, async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  for (const [name, type, bands, options, gtiff, extra] of KINDS) {
+    const file = makeCog(join(tempDir(t)), name, { type, bands, options, gtiff, extra })
+    await cutInBlock(file, join(dir, `${name}_cut.tif`), 3, 3)
+  }
+  const { app, lines, errorsSince } = await loggedApp(t, { paths: [dir], raster: { threads: 1 } })
+  const printed = await printedDuring(async () => {
+    for (const [name] of KINDS) {
+      const id = `${name}_cut`
+      const from = lines.length
+      for (let i = 0; i < 2; i++) {
+        const res = await app.inject(`/${id}/${tileOver(3, 3)}.png`)
+        assert.equal(res.statusCode, 503, `${id}: ${res.body}`)
+        assert.equal(res.json().message, `tileset '${id}' could not read this tile`)
+      }
+      const logged = errorsSince(from)
+      assert.equal(logged.length, 1, `${id}: one error line: ${JSON.stringify(logged)}`)
+      assert.equal(logged[0].reason, 'truncated file: a block lies past its end', id)
+      assert.equal((await app.inject(`/${id}/${tileOver(0, 0)}.png`)).statusCode, 200, `${id}: a block before the cut`)
+    }
+  })
+  assert.doesNotMatch(printed, /ran off the end|EOI_CODE/, 'nothing printed outside the log')
+})
+
+test('damaged data inside a file: a block that does not decode (or decodes short) is a 503 with the reason, logged once; its neighbours draw', { timeout: 180_000 }, async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  // A block never written: all zeros. (Half of one can decode to pixels, wrong ones, where the format has no check:
+  // lossy WebP, or ZSTD's raw literals; libwebp and libzstd under GDAL draw the same.)
+  for (const [name, type, bands, options, gtiff, extra] of KINDS) {
+    const file = makeCog(join(tempDir(t)), name, { type, bands, options, gtiff, extra })
+    await holeInBlock(file, join(dir, `${name}_hole.tif`), 1, 1, { from: 0 })
+    // Random bytes in an LZW block: geotiff.js's decoder met a code past its table and grew an array until V8 took
+    // the whole process down (the worker's heap limit leaves too little room to stop it).
+    if (name === 'lzw') await rotBlock(file, join(dir, 'lzw_rot.tif'), 1, 1)
+  }
+  const { app, lines, errorsSince } = await loggedApp(t, { paths: [dir], raster: { threads: 1 } })
+  const printed = await printedDuring(async () => {
+    for (const id of [...KINDS.map(([name]) => `${name}_hole`), 'lzw_rot']) {
+      const from = lines.length
+      for (let i = 0; i < 2; i++) {
+        const res = await app.inject(`/${id}/${tileOver(1, 1)}.png`)
+        assert.equal(res.statusCode, 503, `${id}: ${res.body}`)
+        assert.equal(res.json().message, `tileset '${id}' could not read this tile`)
+        assert.ok(!res.body.includes(dir) && !res.body.includes('    at '), `${id}: no path or stack`)
+      }
+      const logged = errorsSince(from)
+      assert.equal(logged.length, 1, `${id}: one error line: ${JSON.stringify(logged)}`)
+      assert.match(logged[0].reason, /^corrupt data: /, id)
+      assert.equal(logged[0].err, undefined, `${id}: a reason, not a stack`)
+      assert.equal((await app.inject(`/${id}/${tileOver(3, 3)}.png`)).statusCode, 200, `${id}: a sound block`)
+    }
+  })
+  assert.doesNotMatch(printed, /ran off the end|EOI_CODE/, 'nothing printed outside the log')
+})
+
+test('a folder mosaic whose part is damaged: a 503 naming the part\'s file (no path), logged once; tiles from sound blocks draw', { timeout: 120_000 }, async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  const parts = join(dir, 'parts')
+  mkdirSync(parts)
+  const file = makeCog(dir, 'deflate', { type: 'UInt16', options: ['COMPRESS=DEFLATE', 'PREDICTOR=YES'] })
+  await holeInBlock(file, join(parts, '1_damaged.tif'), 1, 1, { from: 0 }) // first in name order: read first
+  copyFileSync(file, join(parts, '2_sound.tif'))
+  const { app, lines, errorsSince } = await loggedApp(t, { paths: [], sets: { mosaic: { path: parts, mosaic: true } }, raster: { threads: 1 } })
+  const from = lines.length
+  for (let i = 0; i < 2; i++) {
+    const res = await app.inject(`/mosaic/${tileOver(1, 1)}.png`)
+    assert.equal(res.statusCode, 503, res.body)
+    assert.match(res.json().message, /^tileset 'mosaic' could not read this tile: 1_damaged\.tif: corrupt data: a block does not decode/)
+    assert.ok(!res.body.includes(dir), `no path: ${res.body}`)
+  }
+  assert.equal(errorsSince(from).length, 1, JSON.stringify(errorsSince(from)))
+  assert.equal((await app.inject(`/mosaic/${tileOver(3, 3)}.png`)).statusCode, 200)
 })

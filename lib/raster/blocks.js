@@ -4,6 +4,8 @@
 import { workerData } from 'piscina'
 import { getDecoder } from 'geotiff'
 import { LRUCache } from 'lru-cache'
+import { RasterError } from './errors.js'
+import { blockBytes } from './dataset.js'
 
 const BLOCK_CACHE_BYTES = workerData?.blockCacheBytes ?? 64 * 2 ** 20
 // Decoded blocks of every dataset this worker has open, bounded by bytes.
@@ -95,7 +97,7 @@ function applyNodata (bands, density, nodata) {
 
 const ARRAYS = { uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, int8: Int8Array, int16: Int16Array, int32: Int32Array, float32: Float32Array, float64: Float64Array }
 
-/** geotiff.js's decoder for a level, made once (the library would make one per read). */
+/** geotiff.js's decoder for a level, made once (the library would make one per read), checked (see checked). */
 function decoderOf (image) {
   if (image.decoder === undefined) {
     const fd = image.fileDirectory
@@ -111,10 +113,50 @@ function decoderOf (image) {
       }
       if (compression === 7) parameters.JPEGTables = await fd.loadValue('JPEGTables')
       if (compression === 34887) parameters.lercParameters = await fd.loadValue('LercParameters')
-      return getDecoder(compression, parameters)
+      return checked(await getDecoder(compression, parameters), blockBytes(parameters))
     })()
   }
   return image.decoder
+}
+
+/**
+ * A decoder whose failures are the file's: a decoder fed damaged bytes throws anything (zlib's "unknown compression
+ * method", sharp's "unsupported image format", "marker was not found" from the JPEG decoder, a string from LERC, a
+ * TypeError from deep inside one), which is a RasterError (503 for the set, logged once) rather than a bug (500, a
+ * stack logged on every request); and a block must decode to its `bytes`: one that decodes short (an LZW block cut
+ * off) would otherwise be read past its end.
+ */
+function checked (decoder, bytes) {
+  return {
+    async decode (buffer) {
+      let decoded
+      try {
+        decoded = await decoder.decode(buffer)
+      } catch (err) {
+        if (err instanceof RasterError) throw err
+        throw new RasterError(`corrupt data: a block does not decode (${reasonOf(err)})`)
+      }
+      if (!(decoded?.byteLength >= bytes)) throw new RasterError('corrupt data: a block decodes to fewer bytes than a block holds')
+      return decoded
+    },
+  }
+}
+
+/** A decoder's error in a few printable words (LERC throws strings; some messages carry the bytes they met). */
+const reasonOf = (err) => String(err?.message ?? err).split('\n')[0].replace(/[^\x20-\x7e]+/g, ' ').trim().slice(0, 100) || 'no reason given'
+
+/**
+ * Checks that block `index` of `image` lies within the file before it is read: geotiff.js reads bytes past the end as
+ * zeros, which decode to zeros (LZW, ZSTD: wrong pixels, then cached) or fail in ways that do not say why.
+ */
+async function checkInFile (image, index) {
+  const size = image.source.fileSize
+  if (!(size > 0)) return // not known
+  const fd = image.fileDirectory
+  const offset = Number(await fd.loadValueIndexed('TileOffsets', index))
+  const length = Number(await fd.loadValueIndexed('TileByteCounts', index))
+  if (!Number.isFinite(offset) || !Number.isFinite(length)) throw new RasterError('corrupt file: a block is missing from its directory')
+  if (length > 0 && offset + length > size) throw new RasterError('truncated file: a block lies past its end')
 }
 
 /**
@@ -126,15 +168,21 @@ async function samplesOf (image, bx, by, samples, type) {
   const decoder = await decoderOf(image)
   const Array_ = ARRAYS[type]
   const size = Array_.BYTES_PER_ELEMENT
-  const view = (data) => {
-    if (!image.littleEndian && size > 1) swapBytes(new Uint8Array(data), size)
-    return new Array_(data)
+  const across = Math.ceil(image.getWidth() / image.getTileWidth())
+  const down = Math.ceil(image.getHeight() / image.getTileHeight())
+  const planar = image.planarConfiguration === 2
+  const length = image.getTileWidth() * image.getTileHeight() * (planar ? 1 : samples) // values (a decoder may give more bytes)
+  const read = async (s) => {
+    await checkInFile(image, (planar ? s * across * down : 0) + by * across + bx) // geotiff.js's block numbering
+    const { data } = await image.getTileOrStrip(bx, by, s, decoder)
+    if (!image.littleEndian && size > 1) swapBytes(new Uint8Array(data, 0, length * size), size)
+    return new Array_(data, 0, length)
   }
-  if (image.planarConfiguration === 2) {
-    const planes = await Promise.all(Array.from({ length: samples }, (_, s) => image.getTileOrStrip(bx, by, s, decoder).then((t) => view(t.data))))
+  if (planar) {
+    const planes = await Promise.all(Array.from({ length: samples }, (_, s) => read(s)))
     return planes.map((data) => ({ data, stride: 1, start: 0 }))
   }
-  const data = view((await image.getTileOrStrip(bx, by, 0, decoder)).data)
+  const data = await read(0)
   return Array.from({ length: samples }, (_, s) => ({ data, stride: samples, start: s }))
 }
 

@@ -1,10 +1,12 @@
 // A GeoTIFF opened for tiling: its pyramid (full image + overviews, with their internal masks), its CRS as a proj4
 // transform from Web Mercator, and what TileJSON and /meta report. Runs inside the raster workers (see worker.js),
 // which keep datasets open.
+import { close, fstat, open, read } from 'node:fs'
 import { lstat, readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
+import { promisify } from 'node:util'
 import { inflateSync } from 'node:zlib'
-import { GeoTIFF, fromFile, addDecoder, BaseDecoder } from 'geotiff'
+import { GeoTIFF, addDecoder, BaseDecoder } from 'geotiff'
 import geokeys from 'geotiff-geokeys-to-proj4'
 import proj4 from 'proj4'
 import Lerc from 'lerc'
@@ -110,11 +112,130 @@ addDecoder(50000, async () => {
   return ZstdDecoder
 }, tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
 
-/** The bytes one decoded tile holds: rows of tileWidth pixels (a plane's samples, or every sample), each whole bytes. */
-function blockBytes ({ tileWidth, tileHeight, planarConfiguration, bitsPerSample, samplesPerPixel = 1 }) {
+/**
+ * The bytes one decoded block holds, before geotiff.js widens samples of under 8 bits (a 1-bit mask): rows of
+ * tileWidth pixels (one plane's samples, or every sample), each row whole bytes.
+ */
+export function blockBytes ({ tileWidth, tileHeight, planarConfiguration, bitsPerSample, samplesPerPixel = 1 }) {
   const bits = typeof bitsPerSample === 'number' ? [bitsPerSample] : Array.from(bitsPerSample)
   const pixelBits = planarConfiguration === 2 ? bits[0] : bits.length >= samplesPerPixel ? bits.reduce((a, b) => a + b, 0) : bits[0] * samplesPerPixel
   return Math.ceil((tileWidth * pixelBits) / 8) * tileHeight
+}
+
+// LZW and PackBits by decoders of ours that write into a block of the size the tile holds. geotiff.js's decoders
+// push every value onto a JavaScript array for as long as the data goes on: a damaged LZW block (a code past its
+// table) never ends, and the array's growth takes the whole process down (V8 gives a worker with a heap limit 16 MB
+// of leeway to stop, not enough for one array's next backing store); its LZW also prints "ran off the end of the
+// buffer" to the console for a block that ends early. These stop when the tile is full, or at the data's end (a block
+// that ends short is a RasterError, as libtiff fails it), and are ten times faster (typed arrays: bench/decoders.js).
+class LzwDecoder extends BaseDecoder {
+  decodeBlock (buffer) {
+    const out = new Uint8Array(blockBytes(this.parameters))
+    if (decodeLzw(new Uint8Array(buffer), out) < out.length) throw new RasterError('corrupt data: an LZW block ends before its tile is full')
+    return out.buffer
+  }
+}
+addDecoder(5, async () => LzwDecoder, tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
+
+class PackbitsDecoder extends BaseDecoder {
+  decodeBlock (buffer) {
+    const out = new Uint8Array(blockBytes(this.parameters))
+    if (decodePackbits(new Uint8Array(buffer), out) < out.length) throw new RasterError('corrupt data: a PackBits block ends before its tile is full')
+    return out.buffer
+  }
+}
+addDecoder(32773, async () => PackbitsDecoder, tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
+
+/**
+ * TIFF's LZW (codes of 9 to 12 bits, most significant bit first, widening one code early, as libtiff reads it) into
+ * `out`: the bytes written, at most out.length. Throws on a code that cannot be (a damaged block).
+ */
+export function decodeLzw (input, out) {
+  const prefix = new Uint16Array(4096)
+  const suffix = new Uint8Array(4096)
+  const length = new Uint16Array(4096)
+  for (let c = 0; c < 256; c++) {
+    suffix[c] = c
+    length[c] = 1
+  }
+  let next = 258 // the next free code
+  let width = 9
+  let previous = -1
+  let o = 0
+  let bits = 0 // unread bits in `buffer`, at most 12 + 7
+  let buffer = 0
+  let p = 0
+  while (o < out.length) {
+    while (bits < width) {
+      if (p === input.length) return o // no end-of-information code: as far as the data goes
+      buffer = ((buffer << 8) | input[p++]) & 0xfffff
+      bits += 8
+    }
+    bits -= width
+    const code = (buffer >>> bits) & ((1 << width) - 1)
+    if (code === 257) break // end of information
+    if (code === 256) { // clear
+      next = 258
+      width = 9
+      previous = -1
+      continue
+    }
+    if (previous === -1) {
+      if (code > 255) throw new Error('an LZW code before any string')
+      out[o++] = code
+      previous = code
+      continue
+    }
+    // The string of `code`, or for the one code not yet in the table, the previous string and its own first byte.
+    const known = code < next
+    if (!known && code !== next) throw new Error('an LZW code past its table')
+    const string = known ? code : previous
+    const n = length[string]
+    let c = string
+    for (let k = o + n - 1; k >= o; k--) {
+      if (k < out.length) out[k] = suffix[c]
+      c = prefix[c]
+    }
+    const first = out[o] ?? firstByte(prefix, suffix, string)
+    o += n
+    if (!known && o < out.length) out[o++] = first
+    if (next < 4096) {
+      prefix[next] = previous
+      suffix[next] = first
+      length[next] = length[previous] + 1
+      next++
+    }
+    if (next + 1 >= 1 << width && width < 12) width++
+    previous = code
+  }
+  return Math.min(o, out.length)
+}
+
+/** The first byte of code `c`'s string (when it did not fit in the output). */
+function firstByte (prefix, suffix, c) {
+  while (c > 257) c = prefix[c]
+  return suffix[c]
+}
+
+/** PackBits into `out`, as libtiff reads it (-128 is no operation): the bytes written, at most out.length. */
+export function decodePackbits (input, out) {
+  let o = 0
+  let p = 0
+  while (p < input.length && o < out.length) {
+    const n = (input[p++] << 24) >> 24
+    if (n >= 0) {
+      const run = input.subarray(p, Math.min(p + n + 1, input.length, p + out.length - o))
+      out.set(run, o)
+      o += run.length
+      p += n + 1
+    } else if (n !== -128) {
+      if (p === input.length) break
+      const end = Math.min(o + 1 - n, out.length)
+      out.fill(input[p++], o, end)
+      o = end
+    }
+  }
+  return o
 }
 
 /** Bands decoded one after another (each pixel-interleaved over `depth`) as one pixel-interleaved array. */
@@ -311,6 +432,40 @@ function remoteSource (reader) {
   }
 }
 
+const openFile = promisify(open)
+const closeFile = promisify(close)
+const readFile = promisify(read)
+const statFile = promisify(fstat)
+
+/**
+ * A local GeoTIFF as geotiff.js reads it: as its own file source does (bytes past the end read as zeros), but with
+ * the file's size, against which blocks.js checks each block before decoding it (one past the end: a truncated file).
+ */
+async function fileSource (path) {
+  const fd = await openFile(path, 'r')
+  let size
+  try {
+    size = (await statFile(fd)).size
+  } catch (err) {
+    closeFile(fd).catch(() => {})
+    throw err
+  }
+  let closed = false
+  return {
+    fileSize: size,
+    fetch: (slices) => Promise.all(slices.map(async ({ offset, length }) => {
+      const bytes = new Uint8Array(length)
+      await readFile(fd, bytes, 0, length, offset)
+      return bytes.buffer
+    })),
+    close () {
+      if (closed) return
+      closed = true
+      return closeFile(fd).catch(() => {})
+    },
+  }
+}
+
 /**
  * Opens a GeoTIFF and reads what tiling it needs. `src` is { key, path } or { key, url, version, comparedBySize }
  * (version: the ETag the object must still have; comparedBySize: see lib/remote/reader.js); `remote.s3`: the object storage settings (config.s3). A remote failure is thrown as
@@ -319,15 +474,18 @@ function remoteSource (reader) {
 export async function openDataset (src, remote = {}) {
   let tiff
   let reader = null
+  let local = null
   try {
     if (src.url) {
       reader = await openRemote(src.url, { s3: remote.s3, version: src.version ?? null, comparedBySize: src.comparedBySize === true })
       tiff = await GeoTIFF.fromSource(remoteSource(reader))
     } else {
-      tiff = await fromFile(src.path)
+      local = await fileSource(src.path)
+      tiff = await GeoTIFF.fromSource(local)
     }
   } catch (err) {
     reader?.close()
+    local?.close() // (not a TIFF: its file is let go)
     if (err instanceof Unavailable) throw err
     throw new RasterError(`not a readable TIFF: ${err.message}`)
   }
