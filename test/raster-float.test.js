@@ -2,7 +2,8 @@
 // through encoding=terrarium, which is lossless to 1/256 m, and GDAL's are its Float32 warp of the same tile window
 // (`gdalwarp -te <tile bounds> -ts 256 256 -r near|bilinear|cubic -ot Float32`), so the two are compared in metres,
 // pixel by pixel: a Float32 DEM in Web Mercator with overviews (from the shared elev.tif, or a DEM made here), the
-// same DEM reprojected to UTM with NaN nodata, as Float64 and as UInt16.
+// same DEM reprojected to UTM with NaN nodata, as Float64, as UInt16 and as half floats (Float16); complex data is
+// refused.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -226,5 +227,35 @@ test('float nearest straight from the blocks draws the same pixels as the values
       const b = await sharp(values.rawPayload).ensureAlpha().raw().toBuffer()
       assert.ok(a.equals(b), `${id} ?${query}: the direct path and the values path differ`)
     }
+  }
+})
+
+test('a Float16 DEM (GDAL\'s 16-bit floats) draws the heights gdalwarp reads of it; complex data is refused, saying so', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  const dems = makeDems(dir)
+  // Half floats as GDAL before 3.11 writes them (GTiff's NBITS=16 on Float32; 3.11 calls the type Float16), with and
+  // without the floating-point predictor, overviews by gdaladdo.
+  const ids = []
+  for (const predictor of [1, 3]) {
+    const id = `dem_float16_p${predictor}`
+    execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-ot', 'Float32', '-co', 'NBITS=16', '-co', 'TILED=YES', '-co', 'COMPRESS=DEFLATE',
+      '-co', `PREDICTOR=${predictor}`, dems.mercator, join(dir, `${id}.tif`)])
+    execFileSync('gdaladdo', ['-q', join(dir, `${id}.tif`), '2', '4', '8'])
+    ids.push(id)
+  }
+  for (const type of ['CFloat32', 'CInt16']) execFileSync('gdal_translate', ['-q', '-of', 'COG', '-ot', type, dems.mercator, join(dir, `dem_${type}.tif`)])
+  const app = await makeApp(t, { paths: [dir], cacheMB: 0 })
+  for (const id of ids) {
+    assert.equal((await app.inject(`/${id}/meta`)).json().dtype, 'float16')
+    const file = join(dir, `${id}.tif`)
+    await checkHeights(t, app, dir, id, file, { resampling: 'nearest', zooms: ZOOMS, tolerance: TERRARIUM_STEP })
+    await checkHeights(t, app, dir, id, file, { resampling: 'bilinear', zooms: ZOOMS, tolerance: TERRARIUM_STEP + 0.001 })
+  }
+  for (const type of ['CFloat32', 'CInt16']) {
+    const tilejson = (await app.inject('/dem_float16_p1.json')).json()
+    const res = await app.inject(`/dem_${type}/${tilejson.maxzoom}/${lonLatToTile(tilejson.center[0], tilejson.center[1], tilejson.maxzoom).join('/')}.png`)
+    assert.equal(res.statusCode, 503)
+    assert.match(res.json().message, new RegExp(`unsupported sample type: complex data \\(${type}\\) is not supported$`))
   }
 })

@@ -3,6 +3,7 @@
 // pixels or values for nearest). Runs in the raster workers.
 import { workerData } from 'piscina'
 import { getDecoder } from 'geotiff'
+import { getFloat16 } from '@petamoriken/float16'
 import { LRUCache } from 'lru-cache'
 import { RasterError } from './errors.js'
 import { blockBytes } from './dataset.js'
@@ -166,7 +167,8 @@ async function checkInFile (image, index) {
  */
 async function samplesOf (image, bx, by, samples, type) {
   const decoder = await decoderOf(image)
-  const Array_ = ARRAYS[type]
+  const half = type === 'float16'
+  const Array_ = half ? Uint16Array : ARRAYS[type]
   const size = Array_.BYTES_PER_ELEMENT
   const across = Math.ceil(image.getWidth() / image.getTileWidth())
   const down = Math.ceil(image.getHeight() / image.getTileHeight())
@@ -175,6 +177,7 @@ async function samplesOf (image, bx, by, samples, type) {
   const read = async (s) => {
     await checkInFile(image, (planar ? s * across * down : 0) + by * across + bx) // geotiff.js's block numbering
     const { data } = await image.getTileOrStrip(bx, by, s, decoder)
+    if (half) return halfFloats(data, length, image.littleEndian)
     if (!image.littleEndian && size > 1) swapBytes(new Uint8Array(data, 0, length * size), size)
     return new Array_(data, 0, length)
   }
@@ -184,6 +187,18 @@ async function samplesOf (image, bx, by, samples, type) {
   }
   const data = await read(0)
   return Array.from({ length: samples }, (_, s) => ({ data, stride: samples, start: s }))
+}
+
+/**
+ * Half floats (GDAL's Float16, or floats written with NBITS=16) as Float32, which every later step reads, as GDAL
+ * widens them; in the file's byte order (a floating-point predictor has already put them in this machine's, which
+ * only little-endian files are read with: dataset.js).
+ */
+function halfFloats (data, length, littleEndian) {
+  const view = new DataView(data)
+  const out = new Float32Array(length)
+  for (let i = 0; i < length; i++) out[i] = getFloat16(view, 2 * i, littleEndian)
+  return out
 }
 
 function swapBytes (bytes, size) {

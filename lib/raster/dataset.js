@@ -520,8 +520,11 @@ async function describe (tiff, src) {
   const bands = base.getSamplesPerPixel()
   const sampleFormat = base.getSampleFormat()
   const bits = base.getBitsPerSample()
-  // 64-bit integers: geotiff.js has no arrays for them (and JavaScript numbers cannot hold them all).
-  if (!DTYPES[sampleFormat] || ![8, 16, 32, 64].includes(bits) || (sampleFormat === 3 && bits < 32) || (sampleFormat !== 3 && bits === 64)) {
+  // Complex samples (SampleFormat 5 and 6: GDAL's CInt16 … CFloat64) are two values a pixel, which no rendering draws.
+  if (sampleFormat === 5 || sampleFormat === 6) throw new RasterError(`unsupported sample type: complex data (${sampleFormat === 5 ? 'CInt' : 'CFloat'}${bits / 2}) is not supported`)
+  // 64-bit integers: geotiff.js has no arrays for them (and JavaScript numbers cannot hold them all). Floats of 16 bits
+  // (GDAL's Float16, or NBITS=16) are read as 32-bit ones (blocks.js).
+  if (!DTYPES[sampleFormat] || ![8, 16, 32, 64].includes(bits) || (sampleFormat === 3 && bits < 16) || (sampleFormat !== 3 && bits === 64)) {
     throw new RasterError(`unsupported sample type: ${bits}-bit ${DTYPES[sampleFormat] ?? 'format ' + sampleFormat}`)
   }
   const compression = fd.getValue('Compression') ?? 1
