@@ -434,7 +434,7 @@ function remoteSource (reader) {
 
 const openFile = promisify(open)
 const closeFile = promisify(close)
-const readFile = promisify(read)
+const readAt = promisify(read)
 const statFile = promisify(fstat)
 
 /**
@@ -455,7 +455,7 @@ async function fileSource (path) {
     fileSize: size,
     fetch: (slices) => Promise.all(slices.map(async ({ offset, length }) => {
       const bytes = new Uint8Array(length)
-      await readFile(fd, bytes, 0, length, offset)
+      await readAt(fd, bytes, 0, length, offset)
       return bytes.buffer
     })),
     close () {
