@@ -630,6 +630,28 @@ test('a composite whose part\'s table is altered or dropped: 503, then its datab
   assert.equal((await app.inject({ url: '/comp_a/0/0/0' })).statusCode, 200, 'the other part serves on')
 })
 
+test('a composite part failing for a reason not the database\'s (permission denied: 500) is logged without its entry: no database password in the log', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE priv_a (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    CREATE TABLE priv_b (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO priv_a VALUES (1, ${ZURICH}); INSERT INTO priv_b VALUES (1, ${ZURICH});
+    CREATE ROLE tc_reader LOGIN PASSWORD 'sekrit-pass'; GRANT SELECT ON priv_a, priv_b TO tc_reader;`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS priv_a, priv_b; DROP ROLE IF EXISTS tc_reader'))
+  const url = new URL(db.url)
+  url.username = 'tc_reader'
+  url.password = 'sekrit-pass'
+  const logs = []
+  const app = await makeApp(t, { paths: [url.href], cacheMB: 0 }, { logs })
+  assert.equal((await app.inject({ url: '/priv_a,priv_b/0/0/0' })).statusCode, 200)
+  await runSql(db.url, 'REVOKE SELECT ON priv_b FROM tc_reader')
+  const res = await app.inject({ url: '/priv_a,priv_b/0/0/0' })
+  assert.ok(res.statusCode >= 500, `${res.statusCode} ${res.body}`)
+  assert.ok(!res.body.includes('sekrit'))
+  const logged = JSON.stringify(logs)
+  assert.ok(logs.some((l) => l.level >= 50), 'the failure is logged')
+  assert.ok(!logged.includes('sekrit-pass'), logged.slice(0, 300))
+})
+
 test('rows holding NaN or Infinity coordinates are left out of tiles and bounds; the other rows are served', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   // In lon/lat (transformed: PROJ raised on a non-finite point, a 503 for every tile the row's box touched), in Web

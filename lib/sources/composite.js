@@ -92,8 +92,12 @@ export function compose (id, parts) {
         try {
           tile = await p.source.getTile(z, x, y, query)
         } catch (err) {
-          // Which part failed, for the catalog: a part whose table is gone has its database discovered again.
-          if (err !== null && typeof err === 'object') err.compositePart ??= p
+          // Which part failed, for the catalog: a part whose table is gone has its database discovered again. Not
+          // enumerable: a logged error (pino copies its own enumerable fields) would carry the whole entry, its
+          // database URL and password with it.
+          if (err !== null && typeof err === 'object' && err.compositePart === undefined) {
+            Object.defineProperty(err, 'compositePart', { value: p, enumerable: false, configurable: true })
+          }
           throw err
         }
         return tile !== null && isGzip(tile) ? gunzip(tile) : tile
