@@ -89,12 +89,16 @@ export default async function featureRoutes (app) {
    * the map is drawn in CRS84), inline when `inline` (the answer's text: the page then has the status, and the
    * lifetime, of its data) or fetched by the page.
    */
-  function featuresHtml (request, reply, root, entry, url, search, inline = null) {
+  async function featuresHtml (request, reply, root, entry, url, search, inline = null) {
     const base = root.slice(0, -features.prefix.length)
+    const page = featuresPage(entry.source.tilejson.name ?? entry.id, keyed(request, `${url}?${search}`), features.viewer ? `${base}${ASSETS}` : null, inline)
+    // Compressed as the GeoJSON it carries would be: a page of features is up to 512 KiB of text.
+    const coding = inline === null ? 'identity' : chooseCoding(request)
     reply.header('content-type', 'text/html; charset=utf-8')
     reply.header('cache-control', inline === null ? 'no-cache' : entry.cacheControl)
-    addVary(reply, 'Accept')
-    return featuresPage(entry.source.tilejson.name ?? entry.id, keyed(request, `${url}?${search}`), features.viewer ? `${base}${ASSETS}` : null, inline)
+    addVary(reply, 'Accept, Accept-Encoding')
+    if (coding !== 'identity') reply.header('content-encoding', coding)
+    return reply.send(await encodeWhole(page, coding))
   }
 
   /** The query of a features page: the request's, as GeoJSON in CRS84. */
