@@ -660,7 +660,8 @@ test('rows holding NaN or Infinity coordinates are left out of tiles and bounds;
     "ST_MakePoint('NaN', 'NaN')", `ST_MakePoint(${p[0]}, 'NaN')`, `ST_MakePoint('Infinity', ${p[1]})`,
     `ST_MakeLine(ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint('-Infinity', ${p[1]}))`, // a box from -Infinity to here
     `ST_MakePolygon(ST_MakeLine(ARRAY[ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint('NaN', ${p[1]}), ST_MakePoint(${p[0]} + 1, ${p[1]} + 1), ST_MakePoint(${p[0]}, ${p[1]})]))`, // a box without the NaN
-    `ST_Collect(ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint('NaN', 'NaN'))`,
+    `ST_Collect(ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint('NaN', 'NaN'))`, // a multipoint
+    `ST_Collect(ST_MakeLine(ST_MakePoint(${p[0]}, ${p[1]}), ST_MakePoint(${p[0]} + 1, ${p[1]})), ST_MakePoint(${p[0]}, 'Infinity'))`, // a collection
   ]
   const sets = { nan_swiss: [2056, [2683186.29, 1247156.74]], nan_lonlat: [4326, [8.54, 47.37]], nan_mercator: [3857, [950668.45, 6002678.0]] }
   const sql = Object.entries(sets).map(([name, [srid, p]]) => `CREATE TABLE ${name} (id integer PRIMARY KEY, label text, geom geometry(Geometry, ${srid}));

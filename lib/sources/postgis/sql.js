@@ -38,14 +38,16 @@ const ST_TYPES = { POINT: 'ST_Point', LINESTRING: 'ST_LineString', MULTILINESTRI
  * rows lost too), or ST_AsMVT write it at INT_MIN (x86's answer to a C cast of NaN, which C leaves undefined): such
  * a row is left out. PostGIS's boxes skip NaN (POLYGON((0 0,NaN 0,1 1,0 0)) has the box of its other points), so the
  * coordinates are summed into lengths, through which NaN and Infinity carry: one pass over the points, no measurable
- * cost on a tile. Multipoints and collections have no length of all their points: theirs are dumped (slower, rarer).
+ * cost on a tile. Multipoints and collections are made a line of all their points first (ST_Points); dumping them
+ * point by point in a subquery had doubled a multipoint tile's time.
  */
 export function finiteSql (g, geomType) {
   const test = (type) => {
     if (type === 'POINT') return `abs(ST_X(${g})) + abs(ST_Y(${g})) < 'Infinity'`
     if (LINEAR.has(type)) return `ST_Length(${g}) < 'Infinity'`
     if (AREAL.has(type)) return `ST_Perimeter(${g}) < 'Infinity'`
-    return `NOT EXISTS (SELECT FROM ST_DumpPoints(${g}) AS p WHERE NOT abs(ST_X(p.geom)) + abs(ST_Y(p.geom)) < 'Infinity')`
+    if (type === 'MULTIPOINT') return `ST_Length(ST_LineFromMultiPoint(${g})) < 'Infinity'`
+    return `ST_Length(ST_LineFromMultiPoint(ST_Points(${g}))) < 'Infinity'`
   }
   const type = baseType(geomType)
   if (type !== 'GEOMETRY') return test(type)
