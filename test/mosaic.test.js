@@ -17,7 +17,7 @@ import sharp from 'sharp'
 import { fromFile } from 'geotiff'
 import { makeApp, needs } from './helpers/app.js'
 import { rangeServer } from './helpers/http.js'
-import { tileExtent } from '../lib/tilemath.js'
+import { lonLatToTile, tileExtent } from '../lib/tilemath.js'
 
 const GDAL_ENV = { ...process.env, GDAL_PAM_ENABLED: 'NO' } // no .aux.xml beside any file
 const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0 && spawnSync('gdalbuildvrt', ['--version']).status === 0
@@ -628,16 +628,17 @@ test('TileJSON bounds and zooms come from the parts (MosaicJSON: its own fields)
   assert.equal((await app.inject('/three.json?pixel_selection=most')).statusCode, 400)
 })
 
-// Two rasters far apart in scale: by Vienna in UTM 33N (10 m pixels) and round the North Pole in polar stereographic
-// (EPSG:3413, 5 km). Printed: each one's grid as a STAC item's projection fields say it (as rio-stac writes them).
-const FAR_APART = `
+// One-band COGs, each [name, EPSG code, [x, y] of its top left corner, [width, height], cell size] in the JSON argument.
+// Printed: each one's grid as a STAC item's projection fields say it (as rio-stac writes them).
+const VIENNA = ['vienna', 32633, [590000, 5350000], [1200, 900], 10]
+const DECLARED_GRIDS = `
 import sys, json
 import numpy as np
 from osgeo import gdal, osr
 gdal.UseExceptions()
-out = sys.argv[1]
+out, rasters = sys.argv[1], json.loads(sys.argv[2])
 grids = {}
-for name, epsg, origin, size, cell in [('vienna', 32633, (590000, 5350000), (1200, 900), 10), ('arctic', 3413, (-2000000, 2000000), (800, 800), 5000)]:
+for name, epsg, origin, size, cell in rasters:
     srs = osr.SpatialReference(); srs.ImportFromEPSG(epsg)
     w, h = size
     mem = gdal.GetDriverByName('MEM').Create('', w, h, 1, gdal.GDT_Byte)
@@ -654,7 +655,9 @@ test('a STAC set\'s zoom range covers all its items, from the grids they declare
   if (missing(t)) return
   const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-zooms-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
-  const grids = JSON.parse(execFileSync(PYTHON, ['-c', FAR_APART, dir], { env: GDAL_ENV }))
+  // Two rasters far apart in scale: by Vienna in UTM 33N (10 m pixels) and round the North Pole in polar stereographic
+  // (EPSG:3413, 5 km).
+  const grids = JSON.parse(execFileSync(PYTHON, ['-c', DECLARED_GRIDS, dir, JSON.stringify([VIENNA, ['arctic', 3413, [-2000000, 2000000], [800, 800], 5000]])], { env: GDAL_ENV }))
   // A copy of the Arctic file cut short: it cannot be opened, but its item declares its grid.
   writeFileSync(join(dir, 'arctic_cut.tif'), readFileSync(join(dir, 'arctic.tif')).subarray(0, 2000))
   const bboxes = { vienna: [15.7, 48.2, 15.9, 48.3], arctic: [-180, 60, 180, 90] }
@@ -708,12 +711,77 @@ test('a STAC set\'s zoom range covers all its items, from the grids they declare
   // rio-tiler's STACReader, which reads the same fields, gives the declared Vienna item the zooms its file has. (Not
   // the Arctic: round the pole GDAL's warp output is an artefact that ours departs from, see zooms.js, for a file as
   // for a declared grid; its declared zooms are its file's, above.)
+  const rio = rioZooms(t, join(dir, 'declared.json'))
+  if (rio !== null) assert.deepEqual(rio.vienna, [own.vienna.minzoom, own.vienna.maxzoom], 'rio-tiler\'s STACReader')
+})
+
+/** [minzoom, maxzoom] of each item of a STAC document by rio-tiler's STACReader, by item id; null (skipped) without it. */
+function rioZooms (t, path) {
   const rioPython = process.env.RIO_TILER_PYTHON || 'python3'
-  if (needs(t, spawnSync(rioPython, ['-c', 'import rio_tiler, pystac'], { stdio: 'ignore' }).status === 0, 'rio-tiler is not installed (set RIO_TILER_PYTHON to a python that has it)')) {
-    const script = 'import json, sys, warnings\nwarnings.filterwarnings("ignore")\nimport pystac\nfrom rio_tiler.io import STACReader\n' +
-      'out = {}\nfor f in json.load(open(sys.argv[1]))["features"]:\n  r = STACReader(None, item=pystac.Item.from_dict(f))\n  out[f["id"]] = [r.minzoom, r.maxzoom]\nprint(json.dumps(out))'
-    const rio = JSON.parse(execFileSync(rioPython, ['-c', script, join(dir, 'declared.json')]))
-    assert.deepEqual(rio.vienna, [own.vienna.minzoom, own.vienna.maxzoom], 'rio-tiler\'s STACReader')
+  if (!needs(t, spawnSync(rioPython, ['-c', 'import rio_tiler, pystac'], { stdio: 'ignore' }).status === 0, 'rio-tiler is not installed (set RIO_TILER_PYTHON to a python that has it)')) return null
+  const script = 'import json, sys, warnings\nwarnings.filterwarnings("ignore")\nimport pystac\nfrom rio_tiler.io import STACReader\n' +
+    'out = {}\nfor f in json.load(open(sys.argv[1]))["features"]:\n  r = STACReader(None, item=pystac.Item.from_dict(f))\n  out[f["id"]] = [r.minzoom, r.maxzoom]\nprint(json.dumps(out))'
+  return JSON.parse(execFileSync(rioPython, ['-c', script, path]))
+}
+
+test('STAC items declaring a CRS with a datum grid (British National Grid) or in grads (NTF (Paris)) get the zooms their grids say, as their files have them and rio-tiler reads them; nothing on stdout, and the datum note of a mosaic\'s parts logged once per CRS', async (t) => {
+  if (missing(t)) return
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-datum-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  // Far coarser than Vienna's 10 m: each one's zooms start the set's range. NTF (Paris) in grads from the Paris
+  // meridian: 4.8 × 4 grads over France; read as degrees, its pixels were 17 % larger and its minzoom one higher.
+  const rasters = [VIENNA, ['osgb', 27700, [300000, 400000], [600, 500], 200], ['ntf', 4807, [-1, 50], [600, 500], 0.008],
+    ['nad27', 26714, [400000, 4430000], [600, 500], 50]]
+  const grids = JSON.parse(execFileSync(PYTHON, ['-c', DECLARED_GRIDS, dir, JSON.stringify(rasters)], { env: GDAL_ENV }))
+  // Copies cut short: they cannot be opened, so their zooms can come only from the grids their items declare.
+  for (const name of ['osgb', 'ntf']) writeFileSync(join(dir, `${name}_cut.tif`), readFileSync(join(dir, `${name}.tif`)).subarray(0, 2000))
+  const item = (name, href = `./${name}.tif`) => {
+    const { epsg, shape, transform } = grids[name]
+    const properties = { datetime: '2024-01-01T00:00:00Z', 'proj:epsg': epsg, 'proj:shape': shape, 'proj:transform': transform }
+    return { type: 'Feature', stac_version: '1.0.0', stac_extensions: ['https://stac-extensions.github.io/projection/v1.1.0/schema.json'], id: name, bbox: [-180, -85, 180, 85], geometry: null, properties, links: [], assets: { visual: { href, type: COG_TYPE, roles: ['visual'] } } }
+  }
+  const collection = (features) => JSON.stringify({ type: 'FeatureCollection', features })
+  writeFileSync(join(dir, 'british.json'), collection([item('vienna'), item('osgb', './osgb_cut.tif')]))
+  writeFileSync(join(dir, 'french.json'), collection([item('vienna'), item('ntf', './ntf_cut.tif')]))
+  // A MosaicJSON whose NAD27 part (Kansas) is first opened by a tile, in a worker: its note comes back with the tile.
+  // (Its first part, the one described as the set opens, is Vienna's.)
+  const kansas = lonLatToTile(-100, 39.9, 9)
+  writeFileSync(join(dir, 'kansas.json'), JSON.stringify({ mosaicjson: '0.0.3', minzoom: 6, maxzoom: 12, quadkey_zoom: 6, bounds: [-180, -85, 180, 85], tiles: { [quadkey(6, kansas[0] >> 3, kansas[1] >> 3)]: ['vienna.tif', 'nad27.tif'] } }))
+
+  // proj4 told of a grid it lacks prints a line to stdout for every point: none may come, from this thread or a worker.
+  const printed = []
+  const write = process.stdout.write
+  process.stdout.write = function (chunk, ...rest) {
+    printed.push(String(chunk))
+    return write.call(this, chunk, ...rest)
+  }
+  t.after(() => { process.stdout.write = write })
+  const logs = []
+  const app = await makeApp(t, { paths: ['british', 'french', 'kansas'].map((id) => join(dir, `${id}.json`)), cacheMB: 0 }, { logs })
+  const set = { british: (await app.inject('/british.json')).json(), french: (await app.inject('/french.json')).json() }
+  const tile = await app.inject(`/kansas/9/${kansas.join('/')}.png`)
+  assert.equal(tile.statusCode, 200, tile.body)
+  await sleep(200) // the workers' stdout reaches this thread's a moment later
+  process.stdout.write = write
+  assert.deepEqual(printed.filter((line) => /Unable to find|grid shift|Failed to find/.test(line)), [], 'nothing from proj4 on stdout')
+  const said = logs.filter((l) => /without its datum grid/.test(l.msg ?? ''))
+  assert.deepEqual(said.map((l) => [l.set, l.msg.split(' ')[0], l.level]), [['british', 'EPSG:27700', 40], ['kansas', 'EPSG:26714', 40]], 'once per CRS, naming the set')
+  assert.match(said[0].msg, /OSTN15.*EPSG:1314/)
+  assert.ok(!logs.some((l) => /declare no/.test(l.msg ?? '')), 'no item left without its zooms')
+
+  // Each declared item's zooms are its file's, as its COG set has them: the set's range starts there.
+  const files = await makeApp(t, { paths: ['vienna', 'osgb', 'ntf'].map((id) => join(dir, `${id}.tif`)), cacheMB: 0 })
+  const own = {}
+  for (const id of ['vienna', 'osgb', 'ntf']) own[id] = (await files.inject(`/${id}.json`)).json()
+  for (const [id, name] of [['british', 'osgb'], ['french', 'ntf']]) {
+    assert.ok(own[name].minzoom < own.vienna.minzoom, `${name} starts the range (${own[name].minzoom} < ${own.vienna.minzoom})`)
+    assert.deepEqual([set[id].minzoom, set[id].maxzoom], [own[name].minzoom, own.vienna.maxzoom], `${id}: from ${name}'s minzoom to Vienna's maxzoom`)
+  }
+  // rio-tiler's STACReader reads the same items to the same zooms.
+  const rio = rioZooms(t, join(dir, 'british.json'))
+  if (rio !== null) {
+    Object.assign(rio, rioZooms(t, join(dir, 'french.json')))
+    for (const name of ['osgb', 'ntf']) assert.deepEqual(rio[name], [own[name].minzoom, own[name].maxzoom], `${name}: rio-tiler's STACReader`)
   }
 })
 

@@ -3,7 +3,6 @@
 // which keep datasets open.
 import { close, fstat, open, read } from 'node:fs'
 import { lstat, readFile } from 'node:fs/promises'
-import { createRequire } from 'node:module'
 import { promisify } from 'node:util'
 import { inflateSync } from 'node:zlib'
 import { GeoTIFF, addDecoder, BaseDecoder } from 'geotiff'
@@ -13,7 +12,7 @@ import Lerc from 'lerc'
 import sharp from 'sharp'
 import { ZSTDDecoder } from 'zstddec'
 import { footprint } from './footprint.js'
-import { GRID_DATUM_SHIFTS } from './datum-shifts.js'
+import { angularFactor, eastingFirst, epsgProj, withoutGrid } from './epsg.js'
 import { RasterError } from './errors.js'
 import { Unavailable } from '../errors.js'
 import { openRemote } from '../remote/reader.js'
@@ -249,21 +248,6 @@ function interleavedBands (bands, depth) {
   return out
 }
 
-const require = createRequire(import.meta.url)
-/**
- * The PROJ string of an EPSG code, from epsg-index (one small JSON per code, read when a file is opened). It carries
- * the datum shift (+towgs84) that a string rebuilt from GeoKeys lacks: without it CH1903+ lands 100 m off. (Some give
- * the shift only as a grid file, +nadgrids: crsOf's withoutGrid.)
- */
-function epsgProj (code) {
-  if (!Number.isInteger(code) || code < 1024 || code >= 32767) return null
-  try {
-    return require(`epsg-index/s/${code}.json`).proj4?.replace('+type=crs', '') ?? null
-  } catch {
-    return null
-  }
-}
-
 /**
  * The CRS of a GeoTIFF as { proj, mercator, geographic, factor }; throws RasterError when it cannot be used. `centre`:
  * the raster's centre in its own CRS.
@@ -297,8 +281,7 @@ function crsOf (image, centre) {
   } else {
     proj = citedCrs(keys, centre) // a user-defined model type: GDAL writes the CRS as WKT into a citation key
   }
-  // GeoTIFF rasters are always x = easting/longitude; drop any axis order PROJ would swap.
-  proj = proj.replace(/\+axis=\w+\s*/g, '').trim()
+  proj = eastingFirst(proj) // GeoTIFF rasters are always x = easting/longitude, whatever axis order PROJ would swap
   let note = null
   ;({ proj, note } = withoutGrid(proj, model === 1 || model === 2 ? code : null, centre, factor))
   let a
@@ -312,47 +295,6 @@ function crsOf (image, centre) {
   // Plain degrees from Greenwich are read as they are; a prime meridian, a datum shift or another angular unit go through proj4.
   const geographic = /\+proj=longlat/.test(proj) && !/\+pm=[1-9a-z]/.test(proj) && !/\+towgs84=(?!0,0,0(,0,0,0,0)?\b)/.test(proj) && factor[0] === 1 && factor[1] === 1
   return { proj, mercator: false, geographic, factor, note }
-}
-
-/**
- * A PROJ string without its datum grid (+nadgrids), which proj4 cannot find (it has no grid files unless given one;
- * without it every point failed, each printing a line to stdout): { proj, note }. As PROJ does without the grid: EPSG's
- * Helmert transformation for the datum, the most accurate one whose area holds the raster's centre (datum-shifts.js),
- * else no datum shift at all (a ballpark). `note` says which, for the log; null when there was no grid.
- */
-function withoutGrid (proj, code, centre, [fx, fy]) {
-  const grids = /\+nadgrids=("[^"]*"|\S+)\s*/.exec(proj)
-  if (grids === null || grids[1] === '@null') return { proj, note: null } // @null: an explicit "no shift"
-  const bare = proj.replace(grids[0], '').trim()
-  const grid = grids[1].replace(/"/g, '')
-  const crs = code === null ? 'this CRS' : `EPSG:${code}`
-  let datum = null
-  try { datum = /DATUM\["([^"]+)"/.exec(require(`epsg-index/s/${code}.json`).wkt ?? '')?.[1] ?? null } catch {}
-  let lon = NaN; let lat = NaN
-  try { [lon, lat] = proj4(bare, 'EPSG:4326').forward([centre[0] * fx, centre[1] * fy]) } catch {}
-  const shift = (GRID_DATUM_SHIFTS[datum] ?? []).find(([, , [w, s, e, n]]) => lon >= w && lon <= e && lat >= s && lat <= n)
-  if (shift !== undefined) {
-    const [transformation, accuracy, , towgs84] = shift
-    return {
-      proj: `${bare} +towgs84=${towgs84.join(',')}`,
-      note: `${crs} is used without its datum grid ${grid}: EPSG's Helmert transformation EPSG:${transformation} stands in, as in PROJ and GDAL without the grid (accurate to about ${accuracy} m; the grid to centimetres)`,
-    }
-  }
-  return {
-    proj: bare,
-    note: `${crs} is used without its datum grid ${grid}, and EPSG has no other transformation of its datum for this place: no datum shift at all (a ballpark, as in PROJ without the grid), so the raster may lie off by up to a few hundred metres`,
-  }
-}
-
-/**
- * [x, y] factors from a geographic file's coordinates to degrees, by its EPSG code's definition (as GDAL reads a
- * registered code, whatever GeogAngularUnitsGeoKey says): NTF (Paris), EPSG:4807, and its kin are in grads; every other
- * geographic code in epsg-index is in degrees.
- */
-function angularFactor (code) {
-  let unit
-  try { unit = require(`epsg-index/s/${code}.json`).unit } catch {}
-  return unit === 'grad' ? [0.9, 0.9] : [1, 1]
 }
 
 /**

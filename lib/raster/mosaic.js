@@ -324,10 +324,12 @@ function stackPlan (task) {
 
 /**
  * A part's dataset, checked against the bands the set was described with; one of another data type than the first
- * part's (`task.dtypes`, per asset) is left out (LeftOut).
+ * part's (`task.dtypes`, per asset) is left out (LeftOut). Its CRS's note (read without its datum grid) is kept in
+ * task.crsNotes, for the log.
  */
 async function partDataset (task, asset, src, engine) {
   const ds = await guarded(src, () => engine.dataset(src))
+  if (ds.crs.note) (task.crsNotes ??= new Set()).add(ds.crs.note)
   const colour = ds.alphaBand >= 0 ? ds.bands - 1 : ds.bands
   const expected = task.stack[asset]
   if (colour !== expected) throw partError(src, `${colour} bands, where the mosaic's first part has ${expected}`)

@@ -1,5 +1,6 @@
 // What every set rendered by the raster workers (COGs, mosaics) shares on the main thread: its encodings and scales,
-// the workers' bytes as a Buffer, and the transparent tile answered where the raster has no data (option emptyTiles).
+// the workers' bytes as a Buffer, the transparent tile answered where the raster has no data (option emptyTiles), and
+// the log's note on a CRS read without its datum grid.
 
 /** The contract's fields of a rendered raster set (lib/sources/contract.js). */
 export const RENDERED_SET = Object.freeze({
@@ -26,4 +27,15 @@ export function emptyTiles (workers) {
     }
     return empties.get(key)
   }
+}
+
+// What has been said of a CRS read without its datum grid (lib/raster/epsg.js withoutGrid's note): once per process,
+// whichever set (a COG, a mosaic's part, a STAC item's declared grid) meets it first, not once per file.
+const saidOfCrs = new Set()
+
+/** Logs `note` (a warning, naming set `id`) unless it has been said already; null or undefined: nothing to say. */
+export function sayCrsNote (note, log, id) {
+  if (!note || saidOfCrs.has(note)) return
+  saidOfCrs.add(note)
+  log?.warn({ set: id }, note)
 }

@@ -168,20 +168,33 @@ function drawValues (tile, n, options, palette, colour, opacity) {
 
 const MOSAIC_ENGINE = { dataset, takeScratch, giveScratch, pixelsAt, drawValues }
 
+// Notes on CRSs read without their datum grid (dataset.js) that this worker has passed to the main thread's log. A COG
+// set's comes back with its description; a mosaic's parts are mostly opened by tiles, whose answers carry them.
+const toldNotes = new Set()
+
+/** The notes of the parts a mosaic's tile read (task.crsNotes) that this worker has not passed on yet. */
+function untoldNotes (task) {
+  const notes = [...(task.crsNotes ?? [])].filter((note) => !toldNotes.has(note))
+  for (const note of notes) toldNotes.add(note)
+  return notes
+}
+
 /**
  * A mosaic's tile: its parts read and combined (mosaic.js), encoded as a COG's tile is; null where none has data. Where
- * parts were left out (their data type), { tile, leftOut: [[part, reason], …] } so that the main thread logs them.
+ * parts were left out (their data type) or a part's CRS note is new, { tile, leftOut: [[part, reason], …], crsNotes }
+ * so that the main thread logs them.
  */
 async function mosaic (task) {
   const n = 256 * task.scale
   const out = takeScratch(n)
   try {
     const channels = await mosaicPixels(task, n, out, MOSAIC_ENGINE)
-    if (task.leftOut === undefined) return channels === 0 ? null : await encodeTile(out.colour, out.opacity, n, channels, task.format, task.options)
+    const crsNotes = untoldNotes(task)
+    if (task.leftOut === undefined && crsNotes.length === 0) return channels === 0 ? null : await encodeTile(out.colour, out.opacity, n, channels, task.format, task.options)
     // Copied, not moved: piscina moves a result marked as movable, not one inside an object.
     const { options } = task
     const tile = channels === 0 ? null : await encode(out.colour, out.opacity, n, channels, task.format, options.encoding !== null, rampOf(channels, options))
-    return { tile, leftOut: [...task.leftOut] }
+    return { tile, leftOut: [...(task.leftOut ?? [])], crsNotes }
   } finally {
     giveScratch(out)
   }

@@ -5,7 +5,7 @@ import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../erro
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { RangeReader, comparedBySize, validatorFlipped } from '../remote/reader.js'
 import { buildTileJson } from './tilejson.js'
-import { RENDERED_SET, asBuffer, emptyTiles } from '../raster/rendered-set.js'
+import { RENDERED_SET, asBuffer, emptyTiles, sayCrsNote } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -18,9 +18,6 @@ export const extensions = ['.tif', '.tiff']
 export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
 
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
-// What has been said of a CRS read without its datum grid (the workers' crsNote): once per process, not per file.
-const saidOfCrs = new Set()
-
 
 /**
  * `context.rasterPool` is the app's raster worker pool (lib/raster/pool.js: app.rasterPool): every COG set of the app
@@ -40,10 +37,7 @@ export async function open (spec, context = {}) {
     throw err
   }
   const { meta, warp } = info
-  if (info.crsNote && !saidOfCrs.has(info.crsNote)) {
-    saidOfCrs.add(info.crsNote)
-    context.log?.warn({ set: spec.id }, info.crsNote)
-  }
+  sayCrsNote(info.crsNote, context.log, spec.id)
   // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`.
   src.version = info.version
   if (info.version?.startsWith('~size:') && !src.comparedBySize) context.log?.warn({ set: spec.id }, 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on')

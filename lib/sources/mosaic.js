@@ -11,7 +11,7 @@ import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../erro
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { buildTileJson } from './tilejson.js'
 import { declaredGrid } from './stac-grid.js'
-import { RENDERED_SET, asBuffer, emptyTiles } from '../raster/rendered-set.js'
+import { RENDERED_SET, asBuffer, emptyTiles, sayCrsNote } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { MAX_ZOOM, WORLD_BOUNDS, mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -106,7 +106,10 @@ export async function open (spec, context = {}) {
   }
 }
 
-/** Logs a part left out (once per part and open; past LOGGED_PARTS only counted), and counts them. */
+/**
+ * Logs a part left out (once per part and open; past LOGGED_PARTS only counted), and counts them. `crs(note)`: what a
+ * part's CRS read without its datum grid says, logged once per CRS as for a COG set.
+ */
 function leftOutLog (id, log) {
   const counter = (part, reason) => {
     counter.count++
@@ -115,14 +118,18 @@ function leftOutLog (id, log) {
   }
   counter.count = 0
   counter.logger = log
+  counter.crs = (note) => sayCrsNote(note, log, id)
   return counter
 }
 
 /** A part's source as the workers open it: keyed by the open, so a re-opened set reads files afresh. */
 const sourceOf = (where, openedAt) => (where.url ? { key: `${where.url}#${openedAt}`, url: where.url } : { key: `${where.path}#${openedAt}`, path: where.path })
 
-/** What the workers say of a part's file: { meta, warp, lonLatBounds, version }; null (logged) when it cannot be read. */
-async function describePart (workers, src, name, log) {
+/**
+ * What the workers say of a part's file: { meta, warp, lonLatBounds, version }; null when it cannot be read, logged as
+ * left out unless `leaveOut` is false. Its CRS's note (read without its datum grid) is logged, once per CRS.
+ */
+async function describePart (workers, src, name, log, leaveOut = true) {
   // A local file as it is before a worker opens it: replaced after that, it is noticed on use (revalidate), though no
   // tile has used it yet.
   const seen = src.path === undefined ? null : await fileId(src.path)
@@ -130,9 +137,10 @@ async function describePart (workers, src, name, log) {
     const info = await workers.run({ op: 'describe', src })
     src.version = info.version // a remote part is read at this version (its ETag) from here on
     if (seen !== null) src.seen = seen
+    log.crs(info.crsNote)
     return info
   } catch (err) {
-    log(name, String(err.message).replaceAll(src.path ?? src.url, basename(src.path ?? src.url)))
+    if (leaveOut) log(name, String(err.message).replaceAll(src.path ?? src.url, basename(src.path ?? src.url)))
     return null
   }
 }
@@ -537,15 +545,19 @@ async function itemZooms (items, shown, first, { workers, overzoom, log, id }) {
     if (!item.srcs.has(shown)) return
     if (item === firstItem) { item.zooms = zoomRange(first.meta, first.warp, overzoom); return }
     const grid = declaredGrid(feature, shown)
-    if (grid !== null) { item.zooms = zoomRange(grid.meta, grid.warp, overzoom); return }
+    if (grid !== null) {
+      log.crs(grid.note) // said as the item's file would say it when a tile opens it
+      item.zooms = zoomRange(grid.meta, grid.warp, overzoom)
+      return
+    }
     if (opened >= MAX_OPENED_ITEMS) { unknown++; return }
     opened++
     // One that cannot be read is not left out here: the tiles that need it say so (503, naming it), as before.
-    const info = await describePart(workers, item.srcs.get(shown), item.label, () => {})
+    const info = await describePart(workers, item.srcs.get(shown), item.label, log, false)
     if (info !== null) item.zooms = zoomRange(info.meta, info.warp, overzoom)
   }))
   if (unknown > 0) {
-    log.logger?.warn({ set: id, items: unknown }, `STAC items past the first ${MAX_OPENED_ITEMS} that declare no grid (proj:shape, proj:transform and proj:code or proj:epsg; or gsd) are not opened to find their zooms: the set's zoom range is the other items'`)
+    log.logger?.warn({ set: id, items: unknown }, `STAC items past the first ${MAX_OPENED_ITEMS} that declare no usable grid (proj:shape, proj:transform and an EPSG code in proj:code or proj:epsg; or gsd) are not opened to find their zooms: the set's zoom range is the other items'`)
   }
   const ranges = items.filter((i) => i.zooms !== undefined).map((i) => i.zooms)
   return {
@@ -697,6 +709,7 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
         if (bytes?.failed !== undefined) throw bytes.replaced ? changed() : toldUnavailable(`tileset '${spec.id}' could not read this tile: ${bytes.failed}`)
         if (bytes?.leftOut !== undefined) {
           noteLeftOut(bytes.leftOut)
+          for (const note of bytes.crsNotes) log.crs(note)
           bytes = bytes.tile
         }
       }

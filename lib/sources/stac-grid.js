@@ -2,29 +2,34 @@
 // proj:shape, proj:transform and an EPSG code (proj:code, or proj:epsg of the extension's 1.x), on the asset or the
 // item, as rio-tiler's STACReader reads them; else the common `gsd` over the item's bbox. A collection may have
 // thousands of items; opening each when the set opens would read every one of their headers first.
-import { createRequire } from 'node:module'
 import proj4 from 'proj4'
 import { WORLD_BOUNDS, mercatorX, mercatorY } from '../tilemath.js'
 import { maximumOverviewLevel } from '../raster/zooms.js'
+import { angularFactor, eastingFirst, epsgProj, withoutGrid } from '../raster/epsg.js'
 
-const require = createRequire(import.meta.url)
 const STEPS = 20 // points along each edge, as GDAL's suggested warp output takes at least
-const toLonLat = new Map() // EPSG code → proj4 converter to WGS84 (null: none)
+const toLonLat = new Map() // PROJ string → proj4 converter to WGS84 (null: none)
 
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 const clampLat = (lat) => Math.min(Math.max(lat, WORLD_BOUNDS[1]), WORLD_BOUNDS[3])
 
-/** An EPSG code's converter to longitude/latitude, from epsg-index's PROJ string (as dataset.js reads codes); or null. */
-function converter (code) {
-  if (!toLonLat.has(code)) {
+/**
+ * An EPSG code's converter to longitude/latitude for a grid centred on `centre` (in the code's units), read as
+ * dataset.js reads a file's code (lib/raster/epsg.js: a datum grid replaced by the Helmert shift for that place,
+ * grads read as grads): { forward([x, y]), note (what the log says of a replaced grid, or null) }; or null.
+ */
+function converter (code, centre) {
+  const proj = epsgProj(code)
+  if (proj === null) return null
+  const [fx, fy] = angularFactor(code)
+  const usable = withoutGrid(eastingFirst(proj), code, centre, [fx, fy])
+  if (!toLonLat.has(usable.proj)) {
     let conversion = null
-    try {
-      const proj = require(`epsg-index/s/${code}.json`).proj4?.replace('+type=crs', '')
-      if (proj) conversion = proj4(proj, 'EPSG:4326')
-    } catch {}
-    toLonLat.set(code, conversion)
+    try { conversion = proj4(usable.proj, 'EPSG:4326') } catch {}
+    toLonLat.set(usable.proj, conversion)
   }
-  return toLonLat.get(code)
+  const conversion = toLonLat.get(usable.proj)
+  return conversion === null ? null : { forward: ([x, y]) => conversion.forward([x * fx, y * fy]), note: usable.note }
 }
 
 /** The EPSG code of `fields` (proj:code 'EPSG:32633', or proj:epsg 32633); undefined when none. */
@@ -39,7 +44,8 @@ function epsgOf (fields) {
 
 /**
  * What zoomRange (lib/raster/zooms.js) takes of a file, as the item declares it: { meta: { width, height, overviews },
- * warp: { resolution, width, height } }, or null when the item says nothing usable. Overviews are taken to go down to
+ * warp: { resolution, width, height }, note? (its CRS read without its datum grid, as the workers say it of a file:
+ * for the log) }, or null when the item says nothing usable. Overviews are taken to go down to
  * 256 px, as a COG's do; the warp is GDAL's suggested output into Web Mercator (its edges sampled), as footprint.js
  * works it out of an open file.
  */
@@ -63,7 +69,7 @@ function projectedGrid (shape, transform, code) {
   const [a, b, c, d, e, f] = transform
   if (!(Number.isInteger(width) && width > 0 && Number.isInteger(height) && height > 0)) return null
   if (![a, c, e, f].every(Number.isFinite) || b !== 0 || d !== 0 || !(a > 0) || !(e < 0)) return null // north up only
-  const conversion = code === undefined ? null : converter(code)
+  const conversion = code === undefined ? null : converter(code, [c + (a * width) / 2, f + (e * height) / 2])
   if (conversion === null) return null
   const centre = lonLatAt(conversion, c + (a * width) / 2, f + (e * height) / 2)
   if (centre === null) return null
@@ -89,7 +95,9 @@ function projectedGrid (shape, transform, code) {
   let dy = tl !== null && br !== null ? br[1] - tl[1] : 0
   if (dx === 0 || dy === 0) { dx = maxX - minX; dy = maxY - minY }
   const resolution = Math.hypot(dx, dy) / Math.hypot(width, height)
-  return withOverviews(width, height, { resolution, width: Math.floor((maxX - minX) / resolution + 0.5), height: Math.floor((maxY - minY) / resolution + 0.5) })
+  const grid = withOverviews(width, height, { resolution, width: Math.floor((maxX - minX) / resolution + 0.5), height: Math.floor((maxY - minY) / resolution + 0.5) })
+  if (conversion.note !== null) grid.note = conversion.note
+  return grid
 }
 
 function lonLatAt (conversion, x, y) {
