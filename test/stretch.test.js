@@ -63,6 +63,9 @@ async function gdalTile (dir, path, z, x, y) {
   return { values, alpha }
 }
 
+/** An .aux.xml as `gdalinfo -stats` writes it, band 1's statistics [min, max]; `end` closes the document. */
+const pam = (min, max, end = '</PAMDataset>\n') => `<PAMDataset>\n  <PAMRasterBand band="1">\n    <Metadata>\n      <MDI key="STATISTICS_MAXIMUM">${max}</MDI>\n      <MDI key="STATISTICS_MINIMUM">${min}</MDI>\n    </Metadata>\n  </PAMRasterBand>\n${end}`
+
 /** Our default tile (grey) as { grey, alpha } per pixel. */
 async function ourTile (app, url) {
   const res = await app.inject(url)
@@ -135,7 +138,6 @@ test('GDAL\'s stored statistics set the default stretch: the file\'s (gdal_trans
   // Stored in the file, and other numbers in an .aux.xml beside it: GDAL reports the .aux.xml's.
   const both = join(dir, 'both.tif')
   copyFileSync(inFile, both)
-  const pam = (min, max) => `<PAMDataset>\n  <PAMRasterBand band="1">\n    <Metadata>\n      <MDI key="STATISTICS_MAXIMUM">${max}</MDI>\n      <MDI key="STATISTICS_MINIMUM">${min}</MDI>\n    </Metadata>\n  </PAMRasterBand>\n</PAMDataset>\n`
   writeFileSync(both + '.aux.xml', pam(500, 30000))
   // An .aux.xml that is a link (to one elsewhere): not followed.
   const linked = join(dir, 'linked.tif')
@@ -163,6 +165,26 @@ test('GDAL\'s stored statistics set the default stretch: the file\'s (gdal_trans
   const result = compare(ours, await gdalTile(dir, inFile, z, x, y), expected.in_file)
   assert.ok(result.both > 1000 && result.worst <= 1, JSON.stringify(result))
   assert.ok(ours.grey.some((v, k) => ours.alpha[k] > 0 && v < 250), 'the edge is not all white')
+})
+
+test('an .aux.xml of 1 MiB that repeats <PAMRasterBand> without closing it is read in one pass: the set opens at once and serves, with the statistics of its well-formed band', async (t) => {
+  if (missing(t)) return
+  const dir = tempDir(t)
+  const path = join(dir, 'unclosed.tif')
+  raster(path, { width: 512, height: 512, dtype: 'UInt16', value: '1000 + c * 10' })
+  const head = pam(500, 30000, '')
+  const tag = '<PAMRasterBand>'
+  writeFileSync(path + '.aux.xml', head + tag.repeat(Math.floor((2 ** 20 - head.length) / tag.length))) // 1 MiB at most: read
+  const start = performance.now()
+  const app = await makeApp(t, { paths: [path], cacheMB: 0 })
+  const meta = (await app.inject('/unclosed/meta')).json()
+  const z = 15
+  const [x, y] = lonLatToTile(15.0 + (256 * 10) / 111319.49, 45 - (256 * 10) / 111319.49 / Math.SQRT2, z)
+  await ourTile(app, `/unclosed/${z}/${x}/${y}.png`) // (200: another worker may open the file, and read the .aux.xml, again)
+  const ms = performance.now() - start
+  assert.deepEqual(meta.statistics.b1, [500, 30000], 'the band before the unclosed ones is read')
+  // Milliseconds of parsing; a scan from each opening tag to the end of the text took 9 s and more, per worker.
+  assert.ok(ms < 5000, `opened and served in ${Math.round(ms)} ms`)
 })
 
 test('a constant band (statistics of no width) shows its value mid-grey, not black: UInt16 through the lookup tables, Float32 through the converter and band math', async (t) => {

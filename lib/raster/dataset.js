@@ -479,7 +479,7 @@ async function describe (tiff, src) {
   const extra = Array.from(fd.getValue('ExtraSamples') ?? [])
   // The alpha band, when the last extra sample is one (1: associated, 2: unassociated alpha).
   const alphaBand = extra.length > 0 && (extra[extra.length - 1] === 1 || extra[extra.length - 1] === 2) ? bands - 1 : -1
-  const aux = await auxOf(src)
+  const aux = await auxOf(src, bands)
   const nodata = aux?.nodata ?? base.getGDALNoData() // the .aux.xml's first, as GDAL's PAM overrides the file's
   let palette = null
   if (photometric === 3) {
@@ -637,9 +637,9 @@ const AUX_MAX_BYTES = 2 ** 20 // statistics and nodata take a few hundred bytes;
  * What GDAL keeps beside a local file in `<file>.aux.xml` (its PAM): { nodata (band 1's, or undefined), statistics
  * (band number → [min, max]) }, or null. Read only when it is a small file of its own, not a link: it stays in the
  * served folder, and cannot make the worker read something large or elsewhere. (A remote file's would cost a request
- * more per open: not read.)
+ * more per open: not read.) At most `bands` bands are read, as GDAL writes one element per band.
  */
-async function auxOf (src) {
+async function auxOf (src, bands) {
   if (!src.path) return null
   const path = `${src.path}.aux.xml`
   let xml
@@ -651,22 +651,51 @@ async function auxOf (src) {
     return null
   }
   const aux = { nodata: undefined, statistics: new Map() }
-  for (const [, attributes, body] of xml.matchAll(/<PAMRasterBand\b([^>]*)>([\s\S]*?)<\/PAMRasterBand>/g)) {
+  for (const { attributes, body } of elements(xml, 'PAMRasterBand', bands)) {
     const band = Number(/\bband="(\d+)"/.exec(attributes)?.[1] ?? 1)
-    const nodata = /<NoDataValue\b[^>]*>([^<]*)<\/NoDataValue>/.exec(body)?.[1].trim()
+    const nodata = elements(body, 'NoDataValue', 1).next().value?.body.trim()
     if (band === 1 && nodata !== undefined) { // one nodata for the file, as GDAL_NODATA has it
       if (/^[+-]?nan$/i.test(nodata)) aux.nodata = NaN
       else if (nodata !== '' && Number.isFinite(Number(nodata))) aux.nodata = Number(nodata)
     }
     // The default metadata domain only (no domain="…"): where GDAL keeps the statistics.
-    for (const [, domain, items] of body.matchAll(/<Metadata\b([^>]*)>([\s\S]*?)<\/Metadata>/g)) {
+    for (const { attributes: domain, body: items } of elements(body, 'Metadata')) {
       if (/\bdomain="[^"]/.test(domain)) continue
-      const item = (key) => new RegExp(`<MDI\\s+key="${key}"\\s*>([^<]*)</MDI>`).exec(items)?.[1].trim()
-      const range = statisticsRange(item('STATISTICS_MINIMUM'), item('STATISTICS_MAXIMUM'))
+      const values = new Map()
+      for (const mdi of elements(items, 'MDI')) {
+        const key = /^\s+key="([^"]*)"\s*$/.exec(mdi.attributes)?.[1]
+        if (key !== undefined && !values.has(key)) values.set(key, mdi.body.trim())
+      }
+      const range = statisticsRange(values.get('STATISTICS_MINIMUM'), values.get('STATISTICS_MAXIMUM'))
       if (range !== null) aux.statistics.set(band, range)
     }
   }
   return aux
+}
+
+/**
+ * The elements `<name …>body</name>` of `xml`, in order, as { attributes, body } (strings), at most `limit`; none past
+ * one that is not closed. Found with indexOf, so each stretch of the text is scanned about once: a regular
+ * expression's lazy match looked for the closing tag of every opening one to the end of the text, and a sidecar of
+ * 1 MiB repeating an unclosed <PAMRasterBand> took 9 s per open, in each worker.
+ */
+function * elements (xml, name, limit = Infinity) {
+  const opening = `<${name}`
+  const closing = `</${name}>`
+  let at = 0
+  for (let found = 0; found < limit;) {
+    const start = xml.indexOf(opening, at)
+    if (start === -1) return
+    at = start + opening.length
+    if (!/[\s/>]/.test(xml[at] ?? '')) continue // a longer name (<MDIx>)
+    const tagEnd = xml.indexOf('>', at)
+    if (tagEnd === -1) return
+    const end = xml.indexOf(closing, tagEnd + 1)
+    if (end === -1) return
+    yield { attributes: xml.slice(at, tagEnd), body: xml.slice(tagEnd + 1, end) }
+    at = end + closing.length
+    found++
+  }
 }
 
 /** What /meta tells about the file. */
