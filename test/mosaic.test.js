@@ -340,13 +340,32 @@ async function servedCopy (t) {
   cpSync(join(DATA, 'bands'), join(dir, 'bands'), { recursive: true })
   writeFileSync(join(dir, 'index.json'), JSON.stringify(mosaicJson(rgbParts(dir).map((p) => relative(dir, p)))))
   writeFileSync(join(dir, 'items.json'), JSON.stringify(stacItems(dir, dir)))
-  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'items.json'), join(DATA, 'rgb', 'part1.tif')], cacheMB: 0 })
-  // Part i's files gone once the sets are open (a part no worker has opened cannot be read from then on).
+  const logs = []
+  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'items.json'), join(DATA, 'rgb', 'part1.tif')], cacheMB: 0 }, { logs })
+  // Part i's files gone once the sets are open. The STAC items' default asset (visual: rgb/) has been opened by then,
+  // for the items' zooms, and a worker may hold it open; their band assets (bands/) have not.
   const remove = (i) => {
     rmSync(join(dir, 'rgb', `part${i}.tif`))
     for (const b of [1, 2, 3]) rmSync(join(dir, 'bands', `part${i}_b${b}.tif`))
   }
-  return { dir, app, remove }
+  return { dir, app, remove, logs }
+}
+
+/**
+ * Each set's tile `url` (MosaicJSON: index; STAC: items, its default asset and a band asset), after part `i`'s files
+ * were deleted: a 503 naming the part's file, as a local file that cannot be opened is named (never its path, and not
+ * as a changed source); the set is not re-opened (which would leave the part out: a 404 or a tile without it).
+ */
+async function deletedPart (app, logs, i, url) {
+  for (const [id, query, file] of [['index', '', `part${i}`], ['items', '', `part${i}`], ['items', '&assets=b1', `part${i}_b1`]]) {
+    const entry = app.catalog.get(id)
+    const res = await app.inject(`/${id}${url}${query}`)
+    assert.equal(res.statusCode, 503, `${id}${query}: ${res.statusCode === 200 ? 'drawn' : res.body}`)
+    assert.match(res.json().message, new RegExp(`^tileset '${id}' could not read this tile: ${file}\\.tif: .*ENOENT: no such file or directory, open '${file}\\.tif'$`))
+    assert.ok(!res.body.includes(DATA) && !res.body.includes(tmpdir() + '/'), 'no path in the answer')
+    assert.equal(app.catalog.get(id), entry, `${id}${query}: not re-opened`)
+  }
+  assert.ok(!logs.some((l) => /re-opening/.test(l.msg)), 'no set said to be re-opened')
 }
 
 // Part 1 with a colour table, part 2 without: its values have no colours to draw in the mosaic's palette.
@@ -456,36 +475,31 @@ test('a part of another data type than the first part\'s is left out, as gdalbui
 
 test('parts outside a tile are never read', async (t) => {
   if (missing(t)) return
-  const { app, remove } = await servedCopy(t)
+  const { app, remove, logs } = await servedCopy(t)
   remove(5) // the top-right corner: in another quadkey of the index than tiles (1,0) and (1,1), and its own bbox
   for (const id of ['index', 'items']) {
     for (const [z, x, y] of [over(12, 1, 0), over(12, 1, 1)]) {
       const res = await app.inject(`/${id}/${z}/${x}/${y}.png?pixel_selection=mean`)
       assert.equal(res.statusCode, 200, `${id} ${z}/${x}/${y}: ${res.body}`)
     }
-    // A z10 tile over part 5: it is read there, and cannot be: 503 naming it, not where it was. (Of the STAC items, a
-    // band asset: their default asset's files are opened as the set opens, and a worker may hold part 5's open.)
-    const res = await app.inject(`/${id}/${over(10, 1).join('/')}.png?pixel_selection=count${id === 'items' ? '&assets=b1' : ''}`)
-    assert.equal(res.statusCode, 503, id)
-    assert.match(res.json().message, /: part5(_b\d)?\.tif: /)
-    assert.ok(!res.body.includes(DATA) && !res.body.includes(tmpdir() + '/'), 'no path in the answer')
   }
+  // A z10 tile over part 5: it is read there, and cannot be: 503 naming it, not where it was.
+  await deletedPart(app, logs, 5, `/${over(10, 1).join('/')}.png?pixel_selection=count`)
 })
 
 test('first reads no part under an opaque one; a part that cannot be read is a 503 for its tiles, the rest serve', async (t) => {
   if (missing(t)) return
-  const { app, remove } = await servedCopy(t)
+  const { app, remove, logs } = await servedCopy(t)
   remove(2) // under part 1 in tile (1,1), which part 1 covers
   const [z, x, y] = over(12, 1, 1)
   for (const id of ['index', 'items']) {
     const first = await app.inject(`/${id}/${z}/${x}/${y}.png`)
     assert.equal(first.statusCode, 200, `${id} first: ${first.body}`)
-    // mean needs every part there: part 2 is read, and cannot be. (Of the STAC items, a band asset: their default
-    // asset's files are opened, for their zooms, when the set opens, and a worker may still hold part 2's open.)
-    const mean = await app.inject(`/${id}/${z}/${x}/${y}.png?pixel_selection=mean${id === 'items' ? '&assets=b1' : ''}`)
-    assert.equal(mean.statusCode, 503, `${id} mean`)
-    assert.match(mean.json().message, /^tileset '\w+' could not read this tile: part2(_b1)?\.tif: /)
   }
+  // mean needs every part there: part 2 is read, and cannot be; still so once its file has been checked again.
+  await deletedPart(app, logs, 2, `/${z}/${x}/${y}.png?pixel_selection=mean`)
+  await sleep(1100)
+  await deletedPart(app, logs, 2, `/${z}/${x}/${y}.png?pixel_selection=mean`)
   // STAC items are where their bbox says: tile (0,0) is part 1's alone, served with any method.
   assert.equal((await app.inject(`/items/${over(12).join('/')}.png?pixel_selection=mean`)).statusCode, 200)
   assert.equal((await app.inject(`/items/${over(12).join('/')}.png?pixel_selection=mean&assets=b3,b2`)).statusCode, 200)

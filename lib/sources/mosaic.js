@@ -622,26 +622,47 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
     context.replaced?.(spec.id, set) // a part changed: the catalog re-opens the set (once however often told)
     return toldUnavailable(`tileset '${spec.id}' changed at its source and is being re-opened`, 1)
   }
-  // A local part replaced in place (a new COG renamed over the old) under a document: the workers keep the old file
-  // open, and the watcher sees only the served folders. Noticed on use instead, as a remote part's ETag is: at most
-  // once a second per part (from its first use), a stat off the request's path; a changed or vanished file re-opens
-  // the set.
-  const marks = new Map() // part path → { at, id, pending }
-  function revalidate (parts) {
+  // A local part replaced in place (a new COG renamed over the old) or deleted under a document: the workers keep the
+  // file they opened (for the set's description or an item's zooms as the set opened, or for a tile) and read it
+  // through their descriptor, and the watcher sees only the served folders. Noticed on use instead, as a remote part's
+  // ETag is: at most once a second per part (from its first use), a stat the tile waits for. A replaced file re-opens
+  // the set. A deleted one does not (re-opened, the set would leave the part out: its tiles a 404, or drawn without
+  // it); its source gets a key of its own, as a re-opened set's files get one, so a worker opens the path afresh
+  // rather than read the deleted file, and fails it as any missing file: a 503 naming the part. Back, it is a change.
+  const marks = new Map() // part path → { at, id, check (the stat under way), key (the deleted file's fresh key) }
+  const noticed = (mark, path, id) => {
+    mark.check = null
+    if (id === 'gone') {
+      if (mark.id !== 'gone') mark.key = `${path}#gone@${Date.now()}`
+      mark.id = 'gone'
+    } else if (mark.id === null) {
+      mark.id = id
+    } else if (id !== mark.id && !closed) {
+      changed()
+    }
+  }
+  async function revalidate (parts) {
     const now = Date.now()
+    const checks = []
     for (const srcs of parts) {
       for (const src of srcs) {
         if (src.path === undefined) continue
         let mark = marks.get(src.path)
-        if (mark === undefined) marks.set(src.path, (mark = { at: 0, id: src.seen ?? null, pending: false }))
-        if (mark.pending || now - mark.at < PART_RECHECK_MS) continue
-        mark.at = now
-        mark.pending = true
-        fileId(src.path).then((id) => {
-          mark.pending = false
-          if (mark.id === null) mark.id = id
-          else if (id !== mark.id && !closed) changed()
-        })
+        if (mark === undefined) marks.set(src.path, (mark = { at: 0, id: src.seen ?? null, check: null, key: null }))
+        if (mark.check === null && now - mark.at >= PART_RECHECK_MS) {
+          mark.at = now
+          mark.check = fileId(src.path).then((id) => noticed(mark, src.path, id))
+        }
+        if (mark.check !== null) checks.push(mark.check)
+        else if (mark.key !== null) src.key = mark.key
+      }
+    }
+    if (checks.length === 0) return
+    await Promise.all(checks)
+    for (const srcs of parts) {
+      for (const src of srcs) {
+        const key = src.path === undefined ? null : marks.get(src.path).key
+        if (key !== null) src.key = key
       }
     }
   }
@@ -695,7 +716,7 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
       if (closed) throw new Unavailable('tileset closed')
       // Only the parts that touch the tile go to a worker; none: nothing is read.
       const parts = built.partsFor(z, x, y, options.assets)
-      revalidate(parts)
+      await revalidate(parts)
       // Every part is read (and for median, kept) before anything is combined: bounded, or one low-zoom request
       // could hold a worker for seconds and a gigabyte. `first` stops once the tile is covered and keeps none.
       if (options.pixelSelection !== 'first' && parts.length > maxParts) {
