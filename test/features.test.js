@@ -771,16 +771,17 @@ test('a geometry with coordinates that are no numbers (POINT(NaN NaN), NaN or In
   await runSql(db.url, `CREATE TABLE not_numbers (id integer PRIMARY KEY, name text, geom geometry(Geometry, 4326));
     INSERT INTO not_numbers VALUES (1, 'NaN NaN', 'SRID=4326;POINT(NaN NaN)'), (2, 'half', ST_SetSRID(ST_MakePoint(1, 'NaN'), 4326)),
       (3, 'Infinity', ST_SetSRID(ST_MakePoint('Infinity', 1), 4326)), (4, 'fine', 'SRID=4326;POINT(8.5 47.4)'), (5, 'none', NULL),
-      (6, 'vertex', ST_SetSRID(ST_MakeLine(ST_MakePoint(8, 47), ST_MakePoint('NaN', 47)), 4326)), (7, 'empty', 'SRID=4326;POINT EMPTY');`)
+      (6, 'vertex', ST_SetSRID(ST_MakeLine(ST_MakePoint(8, 47), ST_MakePoint('NaN', 47)), 4326)), (7, 'empty', 'SRID=4326;POINT EMPTY'),
+      (8, '-Infinity', ST_SetSRID(ST_MakePoint('-Infinity', 1), 4326)), (9, 'to -Infinity', ST_SetSRID(ST_MakeLine(ST_MakePoint(8, 47), ST_MakePoint('-Infinity', 47)), 4326));`)
   t.after(() => runSql(db.url, 'DROP TABLE not_numbers'))
   const app = await appOf(t)
   for (const crs of ['', `&crs=${encodeURIComponent(EPSG(4326))}`, '&crs=EPSG:3857']) {
     const res = await get(app, `/ogc/collections/not_numbers/items?limit=100${crs}`)
     assert.equal(res.statusCode, 200, `${crs}: ${res.body}`)
     const fc = JSON.parse(res.body) // `"coordinates":[NaN,NaN]` was not JSON
-    assert.deepEqual(ids(fc), [1, 2, 3, 4, 5, 6, 7])
+    assert.deepEqual(ids(fc), [1, 2, 3, 4, 5, 6, 7, 8, 9])
     const geometries = Object.fromEntries(fc.features.map((f) => [f.properties.name, f.geometry]))
-    for (const name of ['NaN NaN', 'half', 'Infinity', 'none', 'vertex', 'empty']) assert.equal(geometries[name], null, `${name}${crs}`)
+    for (const name of ['NaN NaN', 'half', 'Infinity', 'none', 'vertex', 'empty', '-Infinity', 'to -Infinity']) assert.equal(geometries[name], null, `${name}${crs}`)
     assert.equal(geometries.fine.type, 'Point')
   }
   const one = await get(app, '/ogc/collections/not_numbers/items/1')

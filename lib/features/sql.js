@@ -3,7 +3,7 @@
 // the geometry), so Node never parses a feature. Identifiers and literals come from the catalog, quoted here; request
 // values are always bound parameters, in the order `valuesOf` gives them. One statement text per collection and
 // parameter shape, kept (and prepared under a name on each connection) for the first SHAPES shapes of a collection.
-import { quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis/sql.js'
+import { finiteSql, quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis/sql.js'
 
 // Past this many shapes a collection's statements run unnamed: a client inventing shapes (every subset of
 // properties) must not fill each connection with prepared statements.
@@ -29,7 +29,8 @@ function geometryOut (d, crs) {
   if (d.geography) g = `${g}::geometry`
   if (d.storedSrid === 0) g = `ST_SetSRID(${g}, ${d.srid})`
   if (d.curved) g = `ST_CurveToLine(${g})`
-  if (crs.srid !== d.srid) g = `ST_Transform(${g}, ${crs.srid})`
+  // A row with a NaN or Infinity coordinate makes ST_Transform raise (the whole page a 503): it is null instead.
+  if (crs.srid !== d.srid) g = `CASE WHEN ${finiteSql(g, d.geomType)} THEN ST_Transform(${g}, ${crs.srid}) END`
   return crs.latLon ? `ST_FlipCoordinates(${g})` : g
 }
 
