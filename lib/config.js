@@ -543,7 +543,11 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   merged.postgres.featureLimit ??= DEFAULT_FEATURE_LIMIT
   const limits = [['postgres.featureLimit', merged.postgres.featureLimit], ...Object.entries(merged.postgres.tables ?? {}).map(([id, t]) => [`postgres.tables.${id}.limit`, t?.limit])]
   for (const [key, limit] of limits) {
-    if (limit === true) throw new ConfigError(`invalid configuration: ${key} is a number of features per tile, or false for no limit`)
+    // Said plainly: ajv's words for this schema are three ("must be equal to constant; must be >= 1; must match a
+    // schema in anyOf").
+    if (limit === true || (typeof limit === 'number' && !(Number.isInteger(limit) && limit >= 1))) {
+      throw new ConfigError(`invalid configuration: ${key} is a number of features per tile (1 or more), or false for no limit, not ${JSON.stringify(limit)}`)
+    }
   }
   if (!merged.postgres.url && env.DATABASE_URL) merged.postgres.url = env.DATABASE_URL
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)

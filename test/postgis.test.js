@@ -158,7 +158,9 @@ test('a tile holds at most featureLimit features: 10000 unless configured (pg_ti
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   assert.equal(loadConfig({}).config.postgres.featureLimit, 10000, 'the default is in the config')
   assert.equal(loadConfig({ overrides: { postgres: { url: db.url } } }).config.postgres.featureLimit, 10000, 'also beside a postgres section of its own')
-  assert.throws(() => loadConfig({ overrides: { postgres: { featureLimit: true } } }), /featureLimit is a number of features per tile, or false/)
+  assert.throws(() => loadConfig({ overrides: { postgres: { featureLimit: true } } }), /featureLimit is a number of features per tile \(1 or more\), or false for no limit, not true$/)
+  assert.throws(() => loadConfig({ overrides: { postgres: { featureLimit: 0 } } }), /invalid configuration: postgres.featureLimit is a number of features per tile \(1 or more\), or false for no limit, not 0$/)
+  assert.throws(() => loadConfig({ overrides: { postgres: { tables: { a: { table: 'a', limit: 2.5 } } } } }), /postgres.tables.a.limit is a number of features per tile \(1 or more\), or false for no limit, not 2.5$/)
   await runSql(db.url, `CREATE TABLE many_points (id integer PRIMARY KEY, geom geometry(Point, 4326));
     INSERT INTO many_points SELECT i, ST_SetSRID(ST_MakePoint(i * 0.01, 0), 4326) FROM generate_series(1, 50) AS i;
     CREATE TABLE many_points_too AS SELECT * FROM many_points;`)
