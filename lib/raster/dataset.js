@@ -39,6 +39,8 @@ const tiledParameters = (extra) => async (fd) => ({
   predictor: (await fd.loadValue('Predictor')) || 1,
   ...(await extra(fd)),
 })
+/** The parameters of a decoder that needs the block's size (blockBytes). */
+const sizedParameters = tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') }))
 
 // GDAL writes WebP tiles (compression 50001); geotiff.js decodes WebP only in a browser, so sharp (libwebp) does it.
 class WebpDecoder extends BaseDecoder {
@@ -109,7 +111,7 @@ class ZstdDecoder extends BaseDecoder {
 addDecoder(50000, async () => {
   await zstd.init()
   return ZstdDecoder
-}, tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
+}, sizedParameters, false)
 
 /**
  * The bytes one decoded block holds, before geotiff.js widens samples of under 8 bits (a 1-bit mask): rows of
@@ -127,23 +129,16 @@ export function blockBytes ({ tileWidth, tileHeight, planarConfiguration, bitsPe
 // of leeway to stop, not enough for one array's next backing store); its LZW also prints "ran off the end of the
 // buffer" to the console for a block that ends early. These stop when the tile is full, or at the data's end (a block
 // that ends short is a RasterError, as libtiff fails it), and are ten times faster (typed arrays: bench/decoders.js).
-class LzwDecoder extends BaseDecoder {
+/** A decoder of ours for `decode(data, out)` (→ the bytes written); `named` says which, in a damaged block's error. */
+const blockFiller = (decode, named) => class extends BaseDecoder {
   decodeBlock (buffer) {
     const out = new Uint8Array(blockBytes(this.parameters))
-    if (decodeLzw(new Uint8Array(buffer), out) < out.length) throw new RasterError('corrupt data: an LZW block ends before its tile is full')
+    if (decode(new Uint8Array(buffer), out) < out.length) throw new RasterError(`corrupt data: ${named} block ends before its tile is full`)
     return out.buffer
   }
 }
-addDecoder(5, async () => LzwDecoder, tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
-
-class PackbitsDecoder extends BaseDecoder {
-  decodeBlock (buffer) {
-    const out = new Uint8Array(blockBytes(this.parameters))
-    if (decodePackbits(new Uint8Array(buffer), out) < out.length) throw new RasterError('corrupt data: a PackBits block ends before its tile is full')
-    return out.buffer
-  }
-}
-addDecoder(32773, async () => PackbitsDecoder, tiledParameters(async (fd) => ({ samplesPerPixel: await fd.loadValue('SamplesPerPixel') })), false)
+addDecoder(5, async () => blockFiller(decodeLzw, 'an LZW'), sizedParameters, false)
+addDecoder(32773, async () => blockFiller(decodePackbits, 'a PackBits'), sizedParameters, false)
 
 /**
  * TIFF's LZW (codes of 9 to 12 bits, most significant bit first, widening one code early, as libtiff reads it) into

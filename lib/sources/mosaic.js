@@ -5,7 +5,8 @@
 // them by `pixel_selection` (lib/raster/mosaic.js), so no pixel is decoded here.
 import { createHash } from 'node:crypto'
 import { open as openFile, readFile, readdir, realpath, stat } from 'node:fs/promises'
-import { basename, dirname, extname, join, resolve, sep } from 'node:path'
+import { OUTSIDE, realFileIn } from '../real-path.js'
+import { basename, dirname, extname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
 import { resolveOptions, describeOptions } from '../raster/options.js'
@@ -277,15 +278,11 @@ async function locatePart (ref, base, roots) {
   } else {
     path = resolve(base, ref)
   }
-  let real
-  try {
-    real = await realpath(path)
-  } catch {
-    return { reason: 'file not found' }
-  }
   // The real path, so a link cannot lead out of the data folders.
-  if (!roots.folders.some((root) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep))) return { reason: 'outside the served data folders' }
-  return { path: real }
+  const real = await realFileIn(path, roots.folders)
+  if (real === null) return { reason: 'file not found' }
+  if (real === OUTSIDE) return { reason: 'outside the served data folders' }
+  return { path: real.file }
 }
 
 const intZoom = (v) => Number.isInteger(v) && v >= 0 && v <= MAX_ZOOM

@@ -6,7 +6,7 @@ import { readdir, readFile, realpath } from 'node:fs/promises'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { PbfReader, PbfWriter } from 'pbf'
-import { OUTSIDE, realFileIn } from './real-path.js'
+import { OUTSIDE, realFileIn } from '../real-path.js'
 
 const RANGE = /^(\d{1,5})-(\d{1,5})$/
 

@@ -9,7 +9,7 @@ import { validateStyleMin } from '@maplibre/maplibre-gl-style-spec'
 import { LRUCache } from 'lru-cache'
 import { NotFound } from '../errors.js'
 import { dataPathOf } from './rewrite.js'
-import { OUTSIDE, realFileIn } from './real-path.js'
+import { OUTSIDE, realFileIn } from '../real-path.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
 const MAX_DATA_BYTES = 64 * 2 ** 20 // as a GeoJSON set (lib/sources/geojson.js): more belongs in tiles

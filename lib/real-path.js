@@ -1,5 +1,5 @@
-// Files of the styles and fonts folders by their real path: a link in them may lead elsewhere in the folders (a sprite
-// shared by two styles), never out of them, as a mosaic's parts (lib/sources/mosaic.js) and marker icons are held.
+// Files by their real path, inside given folders: a link in them may lead elsewhere in the folders (a sprite shared by
+// two styles), never out of them. Used for the styles and fonts folders and a mosaic's local parts.
 import { realpath } from 'node:fs/promises'
 import { sep } from 'node:path'
 
