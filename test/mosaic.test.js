@@ -580,7 +580,8 @@ test('a local part replaced in place under a document is noticed on use: the set
   const parts = rgbParts(DATA)
   parts.forEach((p, i) => cpSync(p, join(dir, `part${i + 1}.tif`)))
   writeFileSync(join(DATA, 'swapped.json'), JSON.stringify(mosaicJson(parts.map((_, i) => `swapped/part${i + 1}.tif`))))
-  const app = await makeApp(t, { paths: [join(DATA, 'swapped.json')], cacheMB: 0 })
+  const logs = []
+  const app = await makeApp(t, { paths: [join(DATA, 'swapped.json')], cacheMB: 0 }, { logs })
   const entry = app.catalog.get('swapped')
   const url = `/swapped/${over(12, 2, 2).join('/')}.png?pixel_selection=mean`
   const before = await app.inject(url)
@@ -595,6 +596,9 @@ test('a local part replaced in place under a document is noticed on use: the set
   const after = await app.inject(url)
   assert.equal(after.statusCode, 200, after.body)
   assert.notDeepEqual(after.rawPayload, before.rawPayload, 'the new part 2 is drawn')
+  // Said as what it is: a local file, not a remote object.
+  const said = logs.filter((l) => l.set === 'swapped' && /changed: re-opening the set/.test(l.msg))
+  assert.deepEqual(said.map((l) => [l.msg, l.reason]), [['a file it reads changed: re-opening the set', 'its part part2.tif was replaced']])
 })
 
 test('TileJSON bounds and zooms come from the parts (MosaicJSON: its own fields); /meta tells the mosaic', async (t) => {

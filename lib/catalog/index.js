@@ -25,7 +25,7 @@ export class Catalog {
       raster: config.raster,
       s3: config.s3, // object storage settings (remote sources, lib/remote)
       remote: { ...REMOTE_DEFAULTS, ...config.remote },
-      replaced: (id, source, why) => this.remote.replaced(id, source, why), // a remote source's object changed: re-open it
+      replaced: (id, source, why, localFile) => this.remote.replaced(id, source, why, localFile), // a source's object changed: re-open it
       dataFolders: () => dataFolders(config), // where a set naming other files (a mosaic's parts) may read them
       ...services,
     }

@@ -41,14 +41,15 @@ export class RemoteSets {
 
   /**
    * A source says its remote object changed: its set is re-opened (once, however often it is told). A set of a local
-   * file may read remote objects too (a mosaic's parts): it is re-opened as a changed file is.
+   * file may read remote objects too (a mosaic's parts): it is re-opened as a changed file is. `localFile`: what changed
+   * is a local file the set reads (a mosaic's part), not a remote object.
    */
-  replaced (id, source, why) {
+  replaced (id, source, why, localFile = false) {
     const entry = this.registry.entries.get(id)
     const local = entry?.url === null && entry.path !== null && this.reopenFile !== undefined
     if (this.closed || entry?.source !== source || (entry.url === null && !local) || this.reopening.has(id)) return
     this.reopening.add(id)
-    this.log.warn({ set: id, reason: why }, 'remote object changed: re-opening the set')
+    this.log.warn({ set: id, reason: why }, `${localFile ? 'a file it reads' : 'remote object'} changed: re-opening the set`)
     const reopened = local ? this.reopenFile(entry.path) : this.open(specOf(entry.url), id)
     reopened
       .catch((err) => this.log.error({ set: id, err: err.message }, 're-opening failed'))

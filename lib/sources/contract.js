@@ -33,7 +33,7 @@
 
 /**
  * Services a source may use, owned by the app (plugins): `log` (pino), `raster` (config.raster), `rasterPool`, …;
- * for remote sources (lib/remote): `s3` (config.s3), `remote` (retryMs, revalidateMs), and `replaced(id, source)`,
+ * for remote sources (lib/remote): `s3` (config.s3), `remote` (retryMs, revalidateMs), and `replaced(id, source, why, localFile)`,
  * which tells the catalog the object under an open set changed (it re-opens the set, once however often told).
  * @typedef {object} SourceContext
  */

@@ -615,8 +615,10 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
   const center = built.center ?? [(west + east) / 2, (south + north) / 2,
     Math.min(maxzoom, Math.max(minzoom, Math.floor(Math.log2(360 / Math.max(east - west, 1e-9)))))]
 
-  const changed = () => {
-    context.replaced?.(spec.id, set) // a part changed: the catalog re-opens the set (once however often told)
+  // A part changed: the catalog re-opens the set (once however often told). `localPart`: the file name of a local part
+  // found replaced (the log says so, rather than that a remote object changed).
+  const changed = (localPart) => {
+    context.replaced?.(spec.id, set, localPart === undefined ? undefined : `its part ${localPart} was replaced`, localPart !== undefined)
     return toldUnavailable(`tileset '${spec.id}' changed at its source and is being re-opened`, 1)
   }
   // A local part replaced in place (a new COG renamed over the old) or deleted under a document: the workers keep the
@@ -635,7 +637,7 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
     } else if (mark.id === null) {
       mark.id = id
     } else if (id !== mark.id && !closed) {
-      changed()
+      changed(basename(path))
     }
   }
   async function revalidate (parts) {
