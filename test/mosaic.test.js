@@ -390,14 +390,15 @@ for i, (ox, oy, w, h) in enumerate(parts, start=1):
     gdal.Translate(f'{out}/part{i}.tif', mem, format='COG', creationOptions=['BLOCKSIZE=256', 'COMPRESS=DEFLATE'])
 `
 
-test('a part without the colour table the first part has is left out of a folder (as gdalbuildvrt leaves it out), a 503 naming it in a document', async (t) => {
+test('a part without the colour table the first part has is left out of a folder (as gdalbuildvrt leaves it out), and of a document when a tile reads it (logged and counted once)', async (t) => {
   if (missing(t)) return
   const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-palette-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   mkdirSync(join(dir, 'parts'))
   execFileSync(PYTHON, ['-c', PALETTED, join(dir, 'parts'), JSON.stringify(PARTS.slice(0, 2)), String(X0), String(Y0)], { env: GDAL_ENV })
   writeFileSync(join(dir, 'index.json'), JSON.stringify(mosaicJson(['parts/part1.tif', 'parts/part2.tif'], { boxes: PARTS.slice(0, 2).map(partBox) })))
-  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'parts', 'part1.tif')], sets: { folder: { path: join(dir, 'parts'), mosaic: true } }, cacheMB: 0 })
+  const logs = []
+  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'parts', 'part1.tif')], sets: { folder: { path: join(dir, 'parts'), mosaic: true } }, cacheMB: 0 }, { logs })
   assert.equal((await app.inject('/folder/meta')).json().mosaic.leftOut, 1)
   const alone = over(12, 0, 0) // part 1's alone
   const second = over(12, 3, 2) // part 2's alone
@@ -408,11 +409,40 @@ test('a part without the colour table the first part has is left out of a folder
     assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
     assert.ok(rgba.equals(own), `${id}: part 1 drawn through its colour table, as the COG set draws it`)
   }
-  const left = await app.inject(`/folder/${second.join('/')}.png`)
-  assert.ok([204, 404].includes(left.statusCode), `the folder's part 2 is left out: ${left.statusCode}`)
-  const named = await app.inject(`/index/${second.join('/')}.png`)
-  assert.equal(named.statusCode, 503)
-  assert.equal(named.json().message, 'tileset \'index\' could not read this tile: part2.tif: no colour table, where the mosaic\'s first part has one')
+  for (const id of ['folder', 'index']) {
+    for (let i = 0; i < 2; i++) {
+      const left = await app.inject(`/${id}/${second.join('/')}.png`)
+      assert.equal(left.statusCode, 404, `${id}: part 2 is left out: ${left.statusCode} ${left.body}`)
+    }
+  }
+  assert.equal((await app.inject('/index/meta')).json().mosaic.leftOut, 1, 'counted once, however often met')
+  const said = logs.filter((l) => l.set === 'index' && l.part === 'part2.tif')
+  assert.equal(said.length, 1, JSON.stringify(said))
+  assert.match(JSON.stringify(said[0]), /no colour table, where the mosaic's first part has one/)
+})
+
+test('a document\'s part with other bands than the first part\'s is left out when a tile reads it (logged and counted once), not a 503 for every tile it touches', async (t) => {
+  if (missing(t)) return
+  const dir = mkdtempSync(join(tmpdir(), 'tile-cannon-mosaic-bands-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  mkdirSync(join(dir, 'parts'))
+  // Part 1 RGB (the shared parts), part 2 one band (of the mixed-types script).
+  execFileSync(PYTHON, ['-c', MIXED_TYPES, join(dir, 'parts'), JSON.stringify(PARTS.slice(0, 2)), String(X0), String(Y0)], { env: GDAL_ENV })
+  cpSync(rgbParts(DATA)[0], join(dir, 'parts', 'part1.tif'))
+  writeFileSync(join(dir, 'index.json'), JSON.stringify(mosaicJson(['parts/part1.tif', 'parts/part2.tif'], { boxes: PARTS.slice(0, 2).map(partBox) })))
+  const logs = []
+  const app = await makeApp(t, { paths: [join(dir, 'index.json'), join(dir, 'parts', 'part1.tif')], cacheMB: 0 }, { logs })
+  for (let i = 0; i < 2; i++) {
+    const res = await app.inject(`/index/${over(12, 3, 2).join('/')}.png`) // part 2's alone
+    assert.equal(res.statusCode, 404, `part 2 left out: ${res.statusCode} ${res.body}`)
+  }
+  const { rgba: own } = await ourTile(app, `/part1/${over(12, 1, 1).join('/')}.png`) // part 1 over part 2
+  const { res, rgba } = await ourTile(app, `/index/${over(12, 1, 1).join('/')}.png`)
+  assert.equal(res.statusCode, 200, res.body)
+  assert.ok(rgba.equals(own), 'part 1 drawn as its COG set draws it')
+  assert.equal((await app.inject('/index/meta')).json().mosaic.leftOut, 1)
+  const said = logs.filter((l) => l.set === 'index' && l.part === 'part2.tif')
+  assert.deepEqual(said.map((l) => l.reason), ['1 bands, where the mosaic\'s first part has 3'])
 })
 
 // Part 1 UInt16 (1000…7390 across), part 2 Byte: one band each, of other data types.

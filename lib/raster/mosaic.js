@@ -13,8 +13,9 @@ import { Unavailable } from '../errors.js'
 const BATCH = 4
 
 /**
- * A part left out of the mosaic, as gdalbuildvrt leaves out files of another data type: it is drawn as no data and
- * named to the main thread (task.leftOut), which logs it once. Stretched with the first part's statistics, a Byte
+ * A part left out of the mosaic, as gdalbuildvrt leaves out files of other bands, data type or colour table: it is
+ * drawn as no data and named to the main thread (task.leftOut), which logs it once. One odd part of a document must
+ * not fail every tile it touches, nor can a tile draw it: it is left out, as a folder's odd file is. Stretched with the first part's statistics, a Byte
  * part after a UInt16 one came out black, a UInt16 part after a Byte one white.
  */
 class LeftOut extends Error {
@@ -323,8 +324,8 @@ function stackPlan (task) {
 }
 
 /**
- * A part's dataset, checked against the bands the set was described with; one of another data type than the first
- * part's (`task.dtypes`, per asset) is left out (LeftOut). Its CRS's note (read without its datum grid) is kept in
+ * A part's dataset, checked against the first part's: one of other bands, another data type (`task.dtypes`, per
+ * asset) or without its colour table is left out (LeftOut), as a folder's files are when it opens. Its CRS's note (read without its datum grid) is kept in
  * task.crsNotes, for the log.
  */
 async function partDataset (task, asset, src, engine) {
@@ -332,11 +333,11 @@ async function partDataset (task, asset, src, engine) {
   if (ds.crs.note) (task.crsNotes ??= new Set()).add(ds.crs.note)
   const colour = ds.alphaBand >= 0 ? ds.bands - 1 : ds.bands
   const expected = task.stack[asset]
-  if (colour !== expected) throw partError(src, `${colour} bands, where the mosaic's first part has ${expected}`)
+  if (colour !== expected) throw new LeftOut(src, `${colour} bands, where the mosaic's first part has ${expected}`)
   const dtype = task.dtypes?.[asset]
   if (dtype !== undefined && ds.dtype !== dtype) throw new LeftOut(src, `data type ${ds.dtype}, where the mosaic's first part has ${dtype}`)
   // Drawn through its colour table, as the first part is: a part without one has no colours to draw.
-  if (task.options.palette && ds.palette === null) throw partError(src, 'no colour table, where the mosaic\'s first part has one')
+  if (task.options.palette && ds.palette === null) throw new LeftOut(src, 'no colour table, where the mosaic\'s first part has one')
   return ds
 }
 
