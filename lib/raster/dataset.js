@@ -573,18 +573,31 @@ function sourceTransform (ds) {
  * Per-band minimum and maximum, for the default rescale of data that is not 8-bit: GDAL's stored statistics where
  * they are (the .aux.xml's, else the file's GDAL_METADATA: what `gdalinfo -stats` and `gdal_translate -stats` write),
  * otherwise read off the smallest overview (a window of it at most 1024 px wide), nodata left out as densityOf leaves
- * it out.
+ * it out. A damaged block there must not make the whole file unavailable: the next overview up is read instead (two
+ * more at most), and ds.statsNote says so for the log.
  */
 async function statistics (ds, aux) {
   if (ds.bits === 8 && ds.sampleFormat === 1) return null
   const stored = await storedStatistics(ds, aux)
   if (stored.every((range) => range !== null)) return stored
-  const level = ds.levels[ds.levels.length - 1]
-  const w = Math.min(level.width, 1024)
-  const h = Math.min(level.height, 1024)
-  const x0 = Math.floor((level.width - w) / 2)
-  const y0 = Math.floor((level.height - h) / 2)
-  const rasters = await level.image.readRasters({ window: [x0, y0, x0 + w, y0 + h] })
+  let rasters
+  const smallest = ds.levels.length - 1
+  for (let index = smallest; ; index--) {
+    const level = ds.levels[index]
+    const w = Math.min(level.width, 1024)
+    const h = Math.min(level.height, 1024)
+    const x0 = Math.floor((level.width - w) / 2)
+    const y0 = Math.floor((level.height - h) / 2)
+    try {
+      rasters = await level.image.readRasters({ window: [x0, y0, x0 + w, y0 + h] })
+    } catch (err) {
+      // A remote read that failed is the set's unavailability, not damage: never read around.
+      if (err instanceof Unavailable || index === 0 || index === smallest - 2) throw err
+      ds.statsNote ??= `the default stretch is read off a larger overview: the smallest does not decode (${err instanceof RasterError ? err.message : `corrupt data: ${err.message}`})`
+      continue
+    }
+    break
+  }
   // Compared as blocks.js densityOf compares: a Float32 band holds a nodata float32 cannot (ArcGIS's -3.4e38) as its
   // nearest float32, never equal to the double.
   const nd = ds.nodata

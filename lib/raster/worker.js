@@ -76,7 +76,7 @@ export default async function run (task) {
  */
 async function describe (src) {
   const ds = await dataset(src)
-  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, crsNote: ds.crs.note ?? null }
+  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, crsNote: ds.crs.note ?? null, statsNote: ds.statsNote ?? null }
 }
 
 /** Drawn pixels encoded as the rendering asks: terrain-RGB lossless, a colormap's indices through its ramp. */

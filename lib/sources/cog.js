@@ -38,6 +38,7 @@ export async function open (spec, context = {}) {
   }
   const { meta, warp } = info
   sayCrsNote(info.crsNote, context.log, spec.id)
+  if (info.statsNote !== null) context.log?.warn({ set: spec.id }, info.statsNote)
   // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`.
   src.version = info.version
   if (info.version?.startsWith('~size:') && !src.comparedBySize) context.log?.warn({ set: spec.id }, 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on')
