@@ -118,6 +118,7 @@ function leftOutLog (id, log) {
     else if (counter.count === LOGGED_PARTS + 1) log?.warn({ set: id }, 'more mosaic parts left out: only counted from here')
   }
   counter.count = 0
+  counter.id = id
   counter.logger = log
   counter.crs = (note) => sayCrsNote(note, log, id)
   return counter
@@ -139,6 +140,7 @@ async function describePart (workers, src, name, log, leaveOut = true) {
     src.version = info.version // a remote part is read at this version (its ETag) from here on
     if (seen !== null) src.seen = seen
     log.crs(info.crsNote)
+    if (info.statsNote !== null) log.logger?.warn({ set: log.id, part: name }, info.statsNote)
     return info
   } catch (err) {
     if (leaveOut) log(name, String(err.message).replaceAll(src.path ?? src.url, basename(src.path ?? src.url)))
