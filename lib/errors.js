@@ -88,15 +88,23 @@ const OTHER_CODES = new RegExp([
   '^SQLITE_(BUSY|LOCKED|IOERR|CORRUPT|CANTOPEN|NOTADB|FULL|PROTOCOL|NOMEM|INTERRUPT)', // better-sqlite3: the file, not the SQL
   '^Z_|^ERR__ERROR_FORMAT_|^ZSTD_error', // zlib, brotli, zstd: stored bytes that do not decode (a damaged file)
 ].join('|'))
-// PostgreSQL SQLSTATEs (pg's DatabaseError): connection (08), authentication (28), resources (53), operator
-// intervention (57: 57014 is the statement timeout, 57P01 a shutdown), system (58), internal (XX), locks and
-// deadlocks (55P03, 40001, 40P01), the database gone (3D000), a table, column or function dropped since discovery
-// (42P01, 42703, 42883); a tile function failing in itself: PL/pgSQL's RAISE and ASSERT (P0), routine errors (2F, 38,
-// 39); and data that cannot be read (22, data exceptions: a view casting a value that does not fit, a division by
-// zero in it). Where a request's own values reach the SQL, their data exceptions are the client's and answered 400
-// before this (a function's query: postgis/sources.js; features' filters and ids: features/items.js); the server
-// binds nothing else but numbers it has checked.
-const SQLSTATE = /^(08|28|53|57|58|XX|2F|38|39|P0|22)|^(55P03|40001|40P01|3D000|42P01|42703|42883)$/
+// PostgreSQL errors (pg's DatabaseError, which has a severity) by SQLSTATE class (PostgreSQL's appendix A). Only the
+// statement being wrong is a bug of ours: what our SQL and our connections can cause, a syntax or access-rule
+// violation (42: a syntax error, a type mismatch, an ambiguous name), a prepared statement, cursor or transaction in a
+// state we did not expect (26, 24, 34, 25, 0B, 2D, 3B). Every other class is the database or the data failing, 503:
+// connection (08), authentication (28), resources (53, 54), objects locked or busy (55), operator intervention (57:
+// 57014 is the statement timeout, 57P01 a shutdown), system (58, XX, F0), serialization and deadlocks (40), the
+// database or a schema gone (3D, 3F), a foreign table's server (HV), snapshots (72); what a view or a tile function
+// raises in itself (PL/pgSQL's RAISE and ASSERT, P0; routine errors 2F, 38, 39; a feature not supported, 0A;
+// cardinality, constraints, triggers: 09, 20, 21, 23, 27, 44; codes of its own); and data that cannot be read (22,
+// data exceptions: a view casting a value that does not fit, a division by zero in it). Where a request's own values
+// reach the SQL, their data exceptions are the client's and answered 400 before this (a function's query:
+// postgis/sources.js; features' filters and ids: features/items.js); the server binds nothing else but numbers it has
+// checked. In class 42, the role refused (42501: a grant revoked since discovery) and a table, column or function
+// dropped since discovery (42P01, 42703, 42883) are the database's too.
+const OUR_STATEMENT = /^(42|26|24|34|25|0B|2D|3B)/
+const REFUSED_OR_DROPPED = new Set(['42501', '42P01', '42703', '42883'])
+const isDatabaseFailure = (code) => !OUR_STATEMENT.test(code) || REFUSED_OR_DROPPED.has(code)
 
 /** A PostgreSQL data exception (SQLSTATE class 22): a value that does not fit, a bad cast, a division by zero. */
 export const isDataException = (err) => typeof err?.severity === 'string' && typeof err.code === 'string' && err.code.startsWith('22')
@@ -125,7 +133,7 @@ export function isBackendFailure (err) {
     const code = e.code
     if (typeof code === 'string') {
       if (SYSTEM_CODES.has(code) || OTHER_CODES.test(code)) return true
-      if (typeof e.severity === 'string' && SQLSTATE.test(code)) return true
+      if (typeof e.severity === 'string' && isDatabaseFailure(code)) return true
     }
     if (e.name === 'TimeoutError' || e.name === 'AbortError') return true
     if (e.name === 'Error' && typeof e.message === 'string' && MESSAGES.test(e.message)) return true

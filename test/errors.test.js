@@ -203,6 +203,8 @@ test('how a source\'s error is classified: its backend failing (503) or a bug (5
     pg('08006'), pg('57014'), pg('57P01'), pg('53300'), pg('42P01'), pg('42703'),
     pg('P0001'), pg('P0004'), pg('38001'), pg('22012'), // a tile function's RAISE or ASSERT, a routine's error, x / 0
     pg('22P02'), // data that cannot be read: a view's cast that does not fit (a client's values are a 400 before this)
+    pg('42501'), pg('3F000'), pg('40001'), pg('55006'), pg('HV00N'), pg('54001'), // a grant revoked, a schema dropped, …
+    pg('0A000'), pg('21000'), pg('23505'), pg('20000'), pg('U0001'), // what a view's function raises, a code of its own
     new Error('Connection terminated'), new Error('Query read timeout'), new Error('Bad response code: 500'),
     new Error('Task queue is at limit'), new Error('connect ECONNREFUSED 127.0.0.1:80'), // a worker's error, code lost
     new TypeError('fetch failed', { cause: coded('getaddrinfo ENOTFOUND example', 'ENOTFOUND') }),
@@ -210,7 +212,8 @@ test('how a source\'s error is classified: its backend failing (503) or a bug (5
   ]
   const bugs = [
     new TypeError('x is not a function'), new RangeError('Invalid array length'), new ReferenceError('y is not defined'),
-    new SyntaxError('Unexpected token'), new Error('something nobody expected'), pg('42601'),
+    new SyntaxError('Unexpected token'), new Error('something nobody expected'),
+    pg('42601'), pg('42804'), pg('42702'), pg('26000'), pg('25P02'), pg('34000'), // our statement, or its state
     coded('x', 'ERR_INVALID_ARG_TYPE'), new TypeError('Connection terminated'), // a TypeError is a bug whatever it says
     new TypeError('fetch failed'), // no network cause: a bad URL
     new BadRequest('an answer, not a failure'), new NotFound('an answer, not a failure'), 'a string', null, undefined,

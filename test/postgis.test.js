@@ -632,7 +632,7 @@ test('a composite whose part\'s table is altered or dropped: 503, then its datab
   assert.equal((await app.inject({ url: '/comp_a/0/0/0' })).statusCode, 200, 'the other part serves on')
 })
 
-test('a composite part failing for a reason not the database\'s (permission denied: 500) is logged without its entry: no database password in the log', async (t) => {
+test('a composite part failing (permission denied on its table) is logged without its entry: no database password in the log', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `CREATE TABLE priv_a (id integer PRIMARY KEY, geom geometry(Point, 4326));
     CREATE TABLE priv_b (id integer PRIMARY KEY, geom geometry(Point, 4326));
@@ -652,6 +652,50 @@ test('a composite part failing for a reason not the database\'s (permission deni
   const logged = JSON.stringify(logs)
   assert.ok(logs.some((l) => l.level >= 50), 'the failure is logged')
   assert.ok(!logged.includes('sekrit-pass'), logged.slice(0, 300))
+})
+
+test('a grant revoked, or a function raising feature_not_supported: 503 naming the set for tiles, features and the functions reading it, each logged once and no stack, as for any error a function raises; the grant back, all serve again', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE granted (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO granted VALUES (1, ${ZURICH});
+    CREATE FUNCTION granted_tile(z integer, x integer, y integer) RETURNS bytea AS $$
+      SELECT ST_AsMVT(q, 'granted_tile') FROM (SELECT ST_AsMVTGeom(ST_Transform(geom, 3857), ST_TileEnvelope(z, x, y)) AS geom, id FROM granted) q
+    $$ LANGUAGE sql STABLE;
+    CREATE FUNCTION unsupported_tile(z integer, x integer, y integer) RETURNS bytea AS $$
+      BEGIN RAISE EXCEPTION 'not at zoom %', z USING ERRCODE = 'feature_not_supported'; END $$ LANGUAGE plpgsql;
+    CREATE FUNCTION misspelt_tile(z integer, x integer, y integer) RETURNS bytea AS $$
+      BEGIN EXECUTE 'SELEC 1'; RETURN NULL; END $$ LANGUAGE plpgsql;
+    CREATE ROLE tc_grants LOGIN PASSWORD 'grants-pass'; GRANT SELECT ON granted TO tc_grants;`)
+  t.after(() => runSql(db.url, 'DROP FUNCTION IF EXISTS granted_tile, unsupported_tile, misspelt_tile; DROP TABLE IF EXISTS granted; DROP ROLE IF EXISTS tc_grants'))
+  const url = new URL(db.url)
+  url.username = 'tc_grants'
+  url.password = 'grants-pass'
+  const logs = []
+  const app = await makeApp(t, { paths: [url.href], cacheMB: 0 }, { logs })
+  const urls = ['/granted/0/0/0', '/granted_tile/0/0/0', '/ogc/collections/granted/items?limit=1', '/granted,granted_tile/0/0/0']
+  for (const u of urls) assert.equal((await app.inject({ url: u })).statusCode, 200, u)
+
+  await runSql(db.url, 'REVOKE SELECT ON granted FROM tc_grants')
+  const from = logs.length
+  for (let i = 0; i < 3; i++) {
+    for (const u of [...urls, '/unsupported_tile/0/0/0', '/misspelt_tile/0/0/0']) {
+      const res = await app.inject({ url: u })
+      assert.equal(res.statusCode, 503, `${u}: ${res.body}`)
+      assert.equal(res.headers['retry-after'], '10')
+      assert.match(res.json().message, /^tileset '[a-z_,]+' could not read (this tile|these features)$/)
+      assert.doesNotMatch(res.body, /permission|not at zoom|node_modules|\bat\b/, 'no database message, stack or path')
+    }
+  }
+  const failed = logs.slice(from).filter((l) => l.level >= 50)
+  assert.ok(!failed.some((l) => l.msg === 'request failed' || l.err?.stack), JSON.stringify(failed).slice(0, 500))
+  // Each set's failure once, however many requests: the table (its tiles and features alike), the function that
+  // reads it, the composite, and the functions that raise (a syntax error in a function's own SQL is its failure too).
+  assert.deepEqual(failed.map((l) => l.set).sort(), ['granted', 'granted,granted_tile', 'granted_tile', 'misspelt_tile', 'unsupported_tile'])
+  assert.match(failed.find((l) => l.set === 'granted_tile').reason, /permission denied for table granted/)
+  assert.match(failed.find((l) => l.set === 'unsupported_tile').reason, /not at zoom 0/)
+
+  await runSql(db.url, 'GRANT SELECT ON granted TO tc_grants')
+  for (const u of urls) assert.equal((await app.inject({ url: u })).statusCode, 200, `${u}, the grant back, no reload`)
 })
 
 test('rows holding NaN or Infinity coordinates are left out of tiles and bounds; the other rows are served', async (t) => {

@@ -1,6 +1,6 @@
 // The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
 // run per request on the provider's tile connections (lanes.js) as a named prepared statement.
-import { BadRequest, isDataException } from '../../errors.js'
+import { BadRequest, Unavailable, isDataException } from '../../errors.js'
 import { buildTileJson, describedBy } from '../tilejson.js'
 import { functionTileSql, layerFields, mayBeCurved, mercatorBox, statementName, tableTileSql, takesQuery } from './sql.js'
 
@@ -90,6 +90,17 @@ function refusedQuery (id, err) {
   return new BadRequest(`tileset '${id}' refused the query: ${reason}`)
 }
 
+/**
+ * Any other error PostgreSQL raises running a tile function as its set's 503 (lib/errors.js readFailure logs the
+ * message once, never answers it): its SQL is the function author's, so a syntax error, a table it may not read or a
+ * `feature_not_supported` of its own is the function failing, not our statement (which only calls it). A failure
+ * that is no database error (the connection lost) and the prepared statement's state (class 26, ours) stay as they are.
+ */
+function functionFailure (err) {
+  if (typeof err?.severity !== 'string' || typeof err.code !== 'string' || err.code.startsWith('26')) return err
+  return new Unavailable(String(err.message), { cause: err })
+}
+
 /** The set of a tile function (a FUNCTIONS_SQL row); its comment may name the format ('mlt') and TileJSON fields. */
 export function functionSource (id, f, { tiles, cacheTtlS }) {
   const withQuery = takesQuery(f)
@@ -119,12 +130,13 @@ export function functionSource (id, f, { tiles, cacheTtlS }) {
     signature: sql, // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles
     statement: name,
     async getTile (z, x, y, query) {
-      if (!withQuery) return (await tiles.query({ name, text: sql, values: [z, x, y] })).rows[0]?.tile ?? null
       try {
-        const res = await tiles.query({ name, text: sql, values: [z, x, y, JSON.stringify(query ?? {})] })
+        const res = withQuery
+          ? await tiles.query({ name, text: sql, values: [z, x, y, JSON.stringify(query ?? {})] })
+          : await tiles.query({ name, text: sql, values: [z, x, y] })
         return res.rows[0]?.tile ?? null
       } catch (err) {
-        throw refusedQuery(id, err) ?? err
+        throw (withQuery ? refusedQuery(id, err) : null) ?? functionFailure(err)
       }
     },
     close () {},
