@@ -464,6 +464,30 @@ test('a database unreachable at start-up never stops the server', async (t) => {
   assert.equal((await app.inject({ url: '/file/0/0/0' })).statusCode, 200)
 })
 
+test('a table the config names answers 503 with Retry-After while its database is down at start-up, for tiles, TileJSON and features; then 200 once it answers', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  if (db.pause === null) return t.skip('DATABASE_URL given: this test needs the throwaway cluster to stop and start it')
+  await db.pause()
+  let app
+  try {
+    app = await makeApp(t, { paths: [db.url], cacheMB: 0, postgres: { connectTimeoutMs: 500, retryMs: 300, tables: { held_points: { schema: 'public', table: 'zurich_points' } } } })
+    for (const url of ['/held_points/0/0/0', '/held_points.json', '/ogc/collections/held_points/items']) {
+      const res = await app.inject({ url })
+      assert.equal(res.statusCode, 503, `${url}: ${res.body}`)
+      assert.equal(res.headers['retry-after'], '10', url)
+      assert.match(res.json().message, /held_points/)
+      assert.doesNotMatch(res.body, /postgres:\/\//, 'no connection string')
+    }
+    assert.deepEqual((await app.inject({ url: '/health' })).json().unavailable.map((u) => u.id), ['held_points'])
+  } finally {
+    await db.start()
+  }
+  const res = await eventually(() => app.inject({ url: '/held_points/0/0/0' }), (r) => r.statusCode === 200, 10000)
+  assert.equal(res.statusCode, 200, 'served once the database answers, without a restart')
+  assert.equal((await app.inject({ url: '/ogc/collections/held_points/items?limit=1' })).statusCode, 200)
+  assert.ok(!(await app.inject({ url: '/health' })).json().unavailable.some((u) => u.id === 'held_points'))
+})
+
 test('tiles at the world edges and projected CRSs get their features; odd column names; SRID-0 data with a configured SRID', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `

@@ -37,6 +37,7 @@ export class Groups {
       found = await known.group.discover()
     } catch (err) {
       if (!known.retry) this.log.warn({ place: redact(url), err: err.message }, `${kind.title} unreachable: its sets will appear when it answers`)
+      this.holdConfigured(url, known)
       this.retryLater(url, known)
       return
     }
@@ -49,7 +50,7 @@ export class Groups {
       // The entry of an earlier discovery under the id it was given then, so a set that had to take another id (its
       // own taken or reserved, e.g. a table named `list`) keeps that one, not a new one at each discovery.
       // (Not one another set of this discovery took already: a set whose own id is another's alternative.)
-      const previous = registry.entries.get(known.servedAs?.get(id) ?? id)
+      const previous = registry.entries.get((known.servedAs ?? known.held)?.get(id) ?? id)
       const reused = previous?.group === url && !ids.has(previous.id)
       const finalId = reused ? previous.id : registry.uniqueId(id, [`${new URL(url).pathname.slice(1) || kind.kind}.${id}`])
       ids.add(finalId)
@@ -64,8 +65,25 @@ export class Groups {
       registry.register(registry.makeEntry({ id: finalId, kind: kind.kind, group: url, reason }, source))
     }
     known.servedAs = servedAs
+    known.held = undefined
     for (const entry of [...registry.entries.values()]) if (entry.group === url && !ids.has(entry.id)) registry.remove(entry)
     this.log.info({ place: redact(url), sets: ids.size }, `${kind.title} sets discovered`)
+  }
+
+  /**
+   * Before the place has ever answered: the sets its config names (`configured()`, a database's `postgres.tables`)
+   * are known to exist, so they are registered as unavailable (503 with Retry-After, listed in /health) rather than
+   * left unknown (404: a client or CDN told the set does not exist). The first discovery replaces them.
+   */
+  holdConfigured (url, known) {
+    if (known.servedAs !== undefined) return // discovered once: its sets keep their entries
+    const servedAs = known.held ?? (known.held = new Map())
+    for (const id of known.group.configured?.() ?? []) {
+      if (servedAs.has(id)) continue
+      const finalId = this.registry.uniqueId(id, [`${new URL(url).pathname.slice(1) || known.kind.kind}.${id}`])
+      servedAs.set(id, finalId)
+      this.registry.register(this.registry.makeEntry({ id: finalId, kind: known.kind.kind, group: url, reason: `${known.kind.title} cannot be reached yet` }))
+    }
   }
 
   /**

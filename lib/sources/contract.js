@@ -99,6 +99,8 @@
  * @typedef {object} SourceGroup
  * @property {() => Promise<Array<{id: string, source: Source|null, reason?: string}>>} discover  every set there
  *   now (source null: cannot be served, with the reason); throws when the place cannot be reached
+ * @property {() => string[]} [configured]  ids of sets the config names there, known before the place answers: until
+ *   it first does, they are unavailable (503), not unknown (404)
  * @property {(onChange: (payload: string) => void) => void} [listen]  change notices: a payload naming sets (by id or
  *   by what the kind calls them), '' for all
  * @property {(entry: {id: string, source: Source}, payload: string) => boolean} [names]  does a notice name this set?

@@ -115,6 +115,8 @@ export function createProvider (url, options = {}, { log } = {}) {
   return {
     url,
     discover,
+    // The ids of the tables the config names: known before the database answers (lib/catalog/groups.js).
+    configured: () => Object.keys(options.tables ?? {}),
     pool,
     // /ready: a pool busy to its last connection proves the database answers (a probe would queue behind feature
     // pages and time out, draining the busiest replicas); a dead database takes its connections with it, and is probed.
