@@ -722,6 +722,33 @@ test('a grant revoked, or a function raising feature_not_supported: 503 naming t
   for (const u of urls) assert.equal((await app.inject({ url: u })).statusCode, 200, `${u}, the grant back, no reload`)
 })
 
+test('a table readable only through column grants is served with the columns the role may read, in tiles, TileJSON and features; one whose geometry it may not read is not', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE col_granted (id integer PRIMARY KEY, label text, secret text, geom geometry(Point, 4326));
+    INSERT INTO col_granted VALUES (1, 'shown', 'hidden', ${ZURICH});
+    CREATE TABLE col_blind (id integer PRIMARY KEY, label text, geom geometry(Point, 4326));
+    CREATE ROLE tc_columns LOGIN PASSWORD 'columns-pass';
+    GRANT SELECT (id, label, geom) ON col_granted TO tc_columns; GRANT SELECT (id, label) ON col_blind TO tc_columns;`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS col_granted, col_blind; DROP ROLE IF EXISTS tc_columns'))
+  const url = new URL(db.url)
+  url.username = 'tc_columns'
+  url.password = 'columns-pass'
+  const app = await makeApp(t, { paths: [url.href] })
+  const list = (await app.inject({ url: '/list' })).json()
+  assert.ok(list.includes('col_granted'), JSON.stringify(list))
+  assert.ok(!list.includes('col_blind'), 'its geometry cannot be read')
+  assert.deepEqual((await app.inject({ url: '/col_granted.json' })).json().vector_layers[0].fields, { label: 'String' })
+  const [x, y] = lonLatToTile(8.54, 47.37, 12)
+  const tile = await app.inject({ url: `/col_granted/12/${x}/${y}` })
+  assert.equal(tile.statusCode, 200, tile.body)
+  const feature = decode(tile.rawPayload).layers.col_granted.feature(0)
+  assert.deepEqual({ id: feature.id, ...feature.properties }, { id: 1, label: 'shown' })
+  const items = await app.inject({ url: '/ogc/collections/col_granted/items' })
+  assert.equal(items.statusCode, 200, items.body)
+  assert.deepEqual(items.json().features.map((f) => [f.id, f.properties]), [[1, { label: 'shown' }]])
+  assert.equal((await app.inject({ url: '/ogc/collections/col_granted/items/1' })).statusCode, 200)
+})
+
 test('rows holding NaN or Infinity coordinates are left out of tiles and bounds; the other rows are served', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   // In lon/lat (transformed: PROJ raised on a non-finite point, a 503 for every tile the row's box touched), in Web

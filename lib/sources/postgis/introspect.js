@@ -12,15 +12,29 @@ const SKIPPED_TYPES = new Set(['geometry', 'geography', 'raster', 'bytea'])
 /** Whether a column type (a pg_type name: `_int4` is int4[]) is left out of tiles and features. */
 const skippedType = (type) => SKIPPED_TYPES.has(type.startsWith('_') ? type.slice(1) : type)
 
+// PostGIS's geometry_columns and geography_columns list only relations the role has SELECT on as a whole
+// (has_table_privilege): one readable through column grants (GRANT SELECT (id, geom) ON t) is read from pg_attribute
+// as the views do, its SRID and type from the column's typmod (not from PostGIS 1's CHECK constraints), and served
+// with the columns the role may read (COLUMNS_SQL).
 const TABLES_SQL = `
 SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind,
        gc.geom, gc.srid, gc.geom_type, gc.geography, obj_description(c.oid, 'pg_class') AS comment
 FROM (SELECT f_table_schema, f_table_name, f_geometry_column AS geom, srid, type AS geom_type, false AS geography FROM geometry_columns
       UNION ALL
-      SELECT f_table_schema, f_table_name, f_geography_column, srid, type, true FROM geography_columns) AS gc
+      SELECT f_table_schema, f_table_name, f_geography_column, srid, type, true FROM geography_columns
+      UNION ALL
+      SELECT pn.nspname, pc.relname, a.attname, postgis_typmod_srid(a.atttypmod),
+             CASE WHEN t.typname = 'geography' THEN postgis_typmod_type(a.atttypmod)
+                  ELSE replace(replace(upper(postgis_typmod_type(a.atttypmod)), 'ZM', ''), 'Z', '') END,
+             t.typname = 'geography'
+      FROM pg_class pc JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+      JOIN pg_attribute a ON a.attrelid = pc.oid AND a.attnum > 0 AND NOT a.attisdropped
+      JOIN pg_type t ON t.oid = a.atttypid AND t.typname IN ('geometry', 'geography')
+      WHERE pc.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT pg_is_other_temp_schema(pc.relnamespace)
+        AND NOT has_table_privilege(pc.oid, 'SELECT') AND has_column_privilege(pc.oid, a.attnum, 'SELECT')) AS gc
 JOIN pg_namespace n ON n.nspname = gc.f_table_schema
 JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = gc.f_table_name
-WHERE has_table_privilege(c.oid, 'SELECT') AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
 ORDER BY n.nspname, c.relname, gc.geom`
 
 const COLUMNS_SQL = `
@@ -28,7 +42,7 @@ SELECT a.attrelid::int AS oid, a.attname AS name, t.typname AS type,
        coalesce((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary
                  AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum), false) AS pk
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped AND has_column_privilege(a.attrelid, a.attnum, 'SELECT')
 ORDER BY a.attrelid, a.attnum`
 
 const FUNCTIONS_SQL = `
