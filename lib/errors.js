@@ -58,15 +58,16 @@ export function sendError (reply, err, status = err.statusCode) {
 /**
  * What a set's read failure becomes: an error that is already an answer (a source saying "bad option" or "no such
  * tile") stays one; the backend failing (see isBackendFailure) becomes a 503 naming the set, and is logged the first
- * time the set fails that way; anything else is a bug and goes on as it is (500, logged with its stack).
+ * time the set fails that way (`logged`: what was read, 'tile read failed' or 'features read failed'); anything else
+ * is a bug and goes on as it is (500, logged with its stack).
  */
-export function readFailure (entry, err, log, what = 'this tile') {
+export function readFailure (entry, err, log, what = 'this tile', logged = 'tile read failed') {
   if (err instanceof BadRequest || err instanceof NotFound) return err
   if (!(err instanceof Unavailable) && !isBackendFailure(err)) return err
   const reason = String(err.message || err.name || err) // some errors (DataCloneError) have no message
   if (log !== undefined && !entry.errors.has(reason) && entry.errors.size < MAX_LOGGED_REASONS) {
     entry.errors.add(reason)
-    log.error({ set: entry.id, reason }, 'tile read failed')
+    log.error({ set: entry.id, reason }, logged)
   }
   if (err.told === true) return err // a reason made to be shown (see toldUnavailable)
   return new Unavailable(`tileset '${entry.id}' could not read ${what}`, { cause: err })

@@ -650,10 +650,11 @@ test('a feature id that is a dot segment (`..`, `.`) or holds a slash is percent
   }
 })
 
-test('the database going away: 503 with Retry-After for features, answers again when it is back', async (t) => {
+test('the database going away: 503 with Retry-After for features, logged once per collection as a features read, answers again when it is back', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   if (db.pause === null) return t.skip('DATABASE_URL given: this test needs the throwaway cluster to stop and start it')
-  const app = await appOf(t, { postgres: { connectTimeoutMs: 1000, retryMs: 200 } })
+  const logs = []
+  const app = await makeApp(t, { paths: [db.url], postgres: { connectTimeoutMs: 1000, retryMs: 200 } }, { logs })
   assert.equal((await get(app, '/ogc/collections/places/items?limit=1')).statusCode, 200)
   await db.pause()
   try {
@@ -664,6 +665,9 @@ test('the database going away: 503 with Retry-After for features, answers again 
       assert.match(res.json().message, /could not read/)
     }
     assert.equal((await get(app, '/ogc/collections')).statusCode, 200, 'the catalog still knows its collections')
+    const failed = logs.filter((l) => l.level >= 50)
+    assert.deepEqual([...new Set(failed.map((l) => `${l.msg}: ${l.set}`))].sort(), ['features read failed: places', 'features read failed: swiss_lines'],
+      'said to be features, not tiles')
   } finally {
     await db.start()
   }

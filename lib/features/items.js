@@ -42,7 +42,7 @@ export function encodeWhole (text, coding) {
 export function queryFailure (entry, err, log, clientValues) {
   // A data exception is the client's where it sent values PostgreSQL casts (filters, a feature id); else the data's.
   if (clientValues && isDataException(err)) return new BadRequest(`a value does not fit its property: ${String(err.message).split('\n')[0]}`)
-  return readFailure(entry, err, log, 'these features')
+  return readFailure(entry, err, log, 'these features', 'features read failed')
 }
 
 /**
