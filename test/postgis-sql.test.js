@@ -259,6 +259,9 @@ test('set ids: table names, qualified by schema or column when shared; configure
   assert.deepEqual(configured.map((s) => s.id), ['main', 'ghost', 'other.points', 'public.points', 'multi.a', 'multi.b'])
   assert.equal(configured[1].row, null, 'a configured table that is not there')
   assert.deepEqual(ids({ autoPublish: false, tables: { b: { table: 'multi', geometryColumn: 'b' } } }), ['b'])
+  const parted = [...rows, { oid: 5, schema: 'other', table: 'roads_2024', geom: 'geom', partition: true }]
+  assert.deepEqual(tableSpecs(parted, {}).map((s) => s.id), ['other.points', 'public.points', 'multi.a', 'multi.b', 'roads'], 'a partition is its table\'s')
+  assert.deepEqual(tableSpecs(parted, { tables: { y2024: { table: 'roads_2024' } } }).map((s) => s.id)[0], 'y2024', 'unless configured')
 
   const taken = idAllocator()
   assert.deepEqual(['roads', 'roads', 'roads'].map((id) => taken.take(id)), ['roads', 'roads-2', 'roads-3'])

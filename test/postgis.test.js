@@ -749,6 +749,29 @@ test('a table readable only through column grants is served with the columns the
   assert.equal((await app.inject({ url: '/ogc/collections/col_granted/items/1' })).statusCode, 200)
 })
 
+test('a partitioned table is one set and collection holding every partition\'s rows; a partition is served only when the config names it', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE parted (id integer, kind text, geom geometry(Point, 4326)) PARTITION BY LIST (kind);
+    CREATE TABLE parted_a PARTITION OF parted FOR VALUES IN ('a');
+    CREATE TABLE parted_b PARTITION OF parted FOR VALUES IN ('b');
+    INSERT INTO parted VALUES (1, 'a', ${ZURICH}), (2, 'b', ${ZURICH});`)
+  t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS parted'))
+  const app = await makeApp(t, { paths: [db.url], postgres: { tables: { only_b: { table: 'parted_b' } } } })
+  const list = (await app.inject({ url: '/list' })).json()
+  assert.deepEqual(list.filter((id) => /parted|only_b/.test(id)).sort(), ['only_b', 'parted'])
+  const collections = (await app.inject({ url: '/ogc/collections' })).json().collections.map((c) => c.id)
+  assert.deepEqual(collections.filter((id) => /parted|only_b/.test(id)).sort(), ['only_b', 'parted'])
+  const kinds = async (set) => {
+    const res = await app.inject({ url: `/ogc/collections/${set}/items` })
+    assert.equal(res.statusCode, 200, res.body)
+    return res.json().features.map((f) => f.properties.kind).sort()
+  }
+  assert.deepEqual(await kinds('parted'), ['a', 'b'])
+  assert.deepEqual(await kinds('only_b'), ['b'])
+  const [x, y] = lonLatToTile(8.54, 47.37, 12)
+  assert.equal(decode((await app.inject({ url: `/parted/12/${x}/${y}` })).rawPayload).layers.parted.length, 2)
+})
+
 test('rows holding NaN or Infinity coordinates are left out of tiles and bounds; the other rows are served', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   // In lon/lat (transformed: PROJ raised on a non-finite point, a 503 for every tile the row's box touched), in Web

@@ -17,7 +17,7 @@ const skippedType = (type) => SKIPPED_TYPES.has(type.startsWith('_') ? type.slic
 // as the views do, its SRID and type from the column's typmod (not from PostGIS 1's CHECK constraints), and served
 // with the columns the role may read (COLUMNS_SQL).
 const TABLES_SQL = `
-SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind,
+SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS relkind, c.relispartition AS partition,
        gc.geom, gc.srid, gc.geom_type, gc.geography, obj_description(c.oid, 'pg_class') AS comment
 FROM (SELECT f_table_schema, f_table_name, f_geometry_column AS geom, srid, type AS geom_type, false AS geography FROM geometry_columns
       UNION ALL
@@ -105,18 +105,20 @@ export function geometryCounts (rows) {
  * Which sets the tables make, as [{ id, row, opts }] (ids still to be made unique): every geometry column (unless
  * `options.autoPublish` is false) under its table's name, qualified by schema when two schemas share it and by column
  * when a table has several; then each of `options.tables`, replacing the automatic set of its column (`row` null: the
- * configured table is missing). Configured ids come first: they are what the user asked for by name.
+ * configured table is missing). Configured ids come first: they are what the user asked for by name. A partition is
+ * served only when configured: its rows are its partitioned table's, which is served (as pg_tileserv and martin do).
  */
 export function tableSpecs (rows, options = {}) {
+  const published = options.autoPublish === false ? [] : rows.filter((r) => r.partition !== true)
   const geomCount = geometryCounts(rows)
   const nameCount = new Map()
   const seen = new Map()
-  for (const r of rows) {
+  for (const r of published) {
     seen.set(r.oid, (seen.get(r.oid) ?? 0) + 1)
     nameCount.set(r.table, (nameCount.get(r.table) ?? 0) + (seen.get(r.oid) === 1 ? 1 : 0))
   }
   const specs = []
-  for (const r of options.autoPublish === false ? [] : rows) {
+  for (const r of published) {
     const base = nameCount.get(r.table) > 1 ? `${r.schema}.${r.table}` : r.table
     const id = geomCount.get(r.oid) > 1 ? `${base}.${r.geom}` : base
     specs.push({ id, row: r, opts: {} })
