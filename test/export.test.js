@@ -7,13 +7,13 @@ import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { gunzipSync } from 'node:zlib'
+import { gunzipSync, gzipSync } from 'node:zlib'
 import Database from 'better-sqlite3'
 import sharp from 'sharp'
 import { FIXTURES, HAVE_FIXTURES, ROOT, makeApp, needs } from './helpers/app.js'
 import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
 import { POSTGIS_MISSING, loadZurichPoints, runSql, startPostgis } from './helpers/postgres.js'
-import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+import { makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 import { flipY, tileRange } from '../lib/tilemath.js'
 
 const SERVER = join(ROOT, 'server.js')
@@ -468,6 +468,22 @@ test('a source failing for some tiles: failures counted and shown, the rest expo
   assert.equal(broken.code, 1, broken.stderr)
   assert.match(broken.stderr, /this function always fails/)
   assert.match(broken.stderr, /0 tiles written, 0 absent, \d+ failed/)
+})
+
+test('every stored tile failing, with absent tiles round them: exit 1 (absent tiles are not reads that worked)', async (t) => {
+  const dir = tempDir(t)
+  const archive = join(dir, 'damaged.pmtiles')
+  // Gzip whose deflate data is damaged: each stored tile fails when decoded for --encoding identity (as zstd tiles do
+  // on a Node without zstd); z1 has two tiles the archive does not hold.
+  const damaged = (z, x, y) => {
+    const bytes = gzipSync(makeMvt(z, x, y))
+    for (let i = 12; i < bytes.length - 8; i += 3) bytes[i] ^= 0x5a
+    return bytes
+  }
+  writePmtiles(archive, { tiles: [[0, 0, 0], [1, 0, 0], [1, 1, 1]].map(([z, x, y]) => ({ z, x, y, data: damaged(z, x, y) })) })
+  const run = await exportCli([archive, '--set', 'damaged', '--zooms', '0-1', '--encoding', 'identity', '--out', join(dir, 'out.mbtiles')])
+  assert.match(run.stderr, /0 tiles written, 2 absent, 3 failed/)
+  assert.equal(run.code, 1, run.stderr)
 })
 
 test('an output that cannot be written: exit 1 with the reason, what was committed kept for the next run', async (t) => {

@@ -43,11 +43,6 @@ export class ExportRun {
     return s.written + s.absent + s.failed + s.present
   }
 
-  /** Tiles read in this run. */
-  get attempted () {
-    return this.stats.written + this.stats.absent + this.stats.failed
-  }
-
   /** The index below which every tile is done: nothing in flight below it, and no failure (a later run retries it). */
   get done () {
     let done = Math.min(this.next, this.lowestFailed)
