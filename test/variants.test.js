@@ -420,6 +420,38 @@ test('a tile that is not a vector tile where the set says MVT: 503 naming the se
   }
 })
 
+test('a feature of geometry type UNKNOWN (0) is left out of .geojson and .mlt; the tile\'s other features are made', async (t) => {
+  const dir = tempDir(t)
+  // The MVT spec allows type 0 and lets decoders ignore such features; the whole tile was a 503 with Retry-After.
+  const mixed = { features: [
+    { type: 0, geometry: [[[10, 10], [20, 20]]], tags: { kind: 'unknown' } },
+    { type: 1, id: 4, geometry: [[2048, 2048]], tags: { kind: 'point' } },
+  ] }
+  const only = { features: [{ type: 0, geometry: [[[30, 30], [40, 40]]], tags: { kind: 'unknown' } }] }
+  const pbf = vtpbf.fromGeojsonVt({ mixed, only }, { version: 2 })
+  const raw = Buffer.from(pbf.buffer, pbf.byteOffset, pbf.byteLength)
+  writeMbtiles(join(dir, 'odd.mbtiles'), { tiles: [{ z: 1, x: 0, y: 0, data: gzipSync(raw) }], metadata: { format: 'pbf' } })
+  const app = await makeApp(t, { paths: [dir] })
+  const point = new VectorTile(new PbfReader(raw)).layers.mixed.feature(1)
+
+  const geojson = await app.inject({ url: '/odd/1/0/0.geojson' })
+  assert.equal(geojson.statusCode, 200, geojson.body)
+  const fc = geojson.json()
+  assert.equal(fc.features.length, 1, 'only the point')
+  assert.deepEqual(fc.features[0].properties, { [LAYER_KEY]: 'mixed', kind: 'point' })
+  assert.equal(fc.features[0].id, 4)
+  const expected = point.toGeoJSON(0, 0, 1).geometry
+  assert.equal(fc.features[0].geometry.type, expected.type)
+  fc.features[0].geometry.coordinates.forEach((v, i) => assert.ok(Math.abs(v - expected.coordinates[i]) <= 360 / (2 * 4096), `${v} is ${expected.coordinates[i]}`))
+
+  const mlt = await app.inject({ url: '/odd/1/0/0.mlt' })
+  assert.equal(mlt.statusCode, 200, mlt.body)
+  const tables = decodeTile(new Uint8Array(mlt.rawPayload))
+  const mixedTable = tables.find((tb) => tb.name === 'mixed')
+  assert.deepEqual(mixedTable.getFeatures().map((f) => [plain(f.id), f.properties.kind, mltShape(f.geometry)]), [[4, 'point', { kind: 1, parts: [[2048, 2048]] }]])
+  assert.deepEqual(tables.find((tb) => tb.name === 'only')?.getFeatures() ?? [], [], 'a layer of UNKNOWN features only: none of them')
+})
+
 test('TileJSON ?encoding=mlt: .mlt tile URLs and "encoding": "mlt", valid TileJSON; a stored MLT set says so too', async (t) => {
   const { app } = await variantsApp(t)
   const tj = (await app.inject({ url: '/rich.json?encoding=mlt', headers: { host: 'tiles.example' } })).json()

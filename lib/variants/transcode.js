@@ -55,6 +55,7 @@ function mvtToMlt (tile, mlt) {
     const features = []
     for (let i = 0; i < layer.length; i++) {
       const feature = layer.feature(i)
+      if (!KNOWN_TYPES.has(feature.type)) continue
       const out = { geometry: tileGeometry(feature.type, feature.loadGeometry()), properties: feature.properties }
       if (feature.id !== undefined) out.id = feature.id
       features.push(out)
@@ -63,6 +64,10 @@ function mvtToMlt (tile, mlt) {
   }
   return encoded.length === 1 ? encoded[0] : Buffer.concat(encoded)
 }
+
+// Features of geometry type UNKNOWN (0), which the MVT spec allows and lets decoders ignore (4.3.5), are left out of
+// both variants, the tile's other features kept: toGeoJSON throws on them, and the whole tile was a 503.
+const KNOWN_TYPES = new Set([1, 2, 3]) // point, line, polygon
 
 const xy = (p) => [p.x, p.y]
 /** A ring without its closing point(s): some encoders write the first point again before MVT's ClosePath too. */
@@ -136,7 +141,9 @@ function mvtToGeoJson (tile, raw, z, x, y) {
     const layer = tile.layers[name]
     const round = rounder(z, layer.extent)
     for (let i = 0; i < layer.length; i++) {
-      const feature = layer.feature(i).toGeoJSON(x, y, z)
+      const read = layer.feature(i)
+      if (!KNOWN_TYPES.has(read.type)) continue
+      const feature = read.toGeoJSON(x, y, z)
       roundCoordinates(feature.geometry.coordinates, round)
       if (unsafeInteger(feature.id) || hasUnsafeInteger(feature.properties)) {
         exact ??= exactIntegers(raw)
