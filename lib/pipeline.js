@@ -146,7 +146,9 @@ export class TilePipeline {
    */
   store (entry, key, stored, z, x, y, query, rendering, variant, ttlMs = entry.ttlMs) {
     let record = ABSENT
-    if (stored !== null && stored !== undefined && stored.length > 0) {
+    // A variant made of a stored tile is one, even of no bytes (an MLT of a tile without layers): only a stored tile of
+    // none is absent.
+    if (stored !== null && stored !== undefined && (stored.length > 0 || variant !== undefined)) {
       // A variant is what it was made as; stored bytes are what they look like.
       const info = variant === undefined ? describeTile(stored, entry.source.hints, entry.sniffed) : VARIANTS[variant]
       const compressible = variant !== undefined || isCompressible(info.format)

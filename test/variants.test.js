@@ -452,6 +452,33 @@ test('a feature of geometry type UNKNOWN (0) is left out of .geojson and .mlt; t
   assert.deepEqual(tables.find((tb) => tb.name === 'only')?.getFeatures() ?? [], [], 'a layer of UNKNOWN features only: none of them')
 })
 
+test('an existing tile whose only layer has no features: .mlt is 200 with that layer, as .pbf and .geojson are 200', async (t) => {
+  const dir = tempDir(t)
+  const pbf = vtpbf.fromGeojsonVt({ empty: { features: [] } }, { version: 2, extent: 512 })
+  const onlyEmpty = Buffer.from(pbf.buffer, pbf.byteOffset, pbf.byteLength)
+  assert.ok(onlyEmpty.length > 0)
+  // And a tile of no layer at all (a field the MVT spec does not name): an MLT of no layers is no bytes, still a tile.
+  const noLayer = Buffer.from([0x80, 0x01, 0x01]) // field 16, varint 1
+  writeMbtiles(join(dir, 'sparse.mbtiles'), {
+    tiles: [{ z: 1, x: 1, y: 0, data: gzipSync(onlyEmpty) }, { z: 1, x: 0, y: 0, data: gzipSync(noLayer) }],
+    metadata: { format: 'pbf' },
+  })
+  const app = await makeApp(t, { paths: [dir] })
+  for (const ext of ['pbf', 'geojson', 'mlt']) {
+    assert.equal((await app.inject({ url: `/sparse/1/1/0.${ext}` })).statusCode, 200, ext)
+    assert.equal((await app.inject({ url: `/sparse/1/0/0.${ext}` })).statusCode, 200, `${ext} of the tile without layers`)
+    assert.equal((await app.inject({ url: `/sparse/1/1/1.${ext}` })).statusCode, 204, `${ext} of an absent tile`)
+  }
+  assert.deepEqual((await app.inject({ url: '/sparse/1/1/0.geojson' })).json(), { type: 'FeatureCollection', features: [] })
+  const mlt = await app.inject({ url: '/sparse/1/1/0.mlt', headers: { 'accept-encoding': 'gzip' } })
+  assert.equal(mlt.headers['content-type'], MLT_TYPE)
+  const tables = decodeTile(new Uint8Array(gz(mlt)))
+  assert.deepEqual(tables.map((tb) => [tb.name, tb.extent, tb.getFeatures().length]), [['empty', 512, 0]])
+  const none = await app.inject({ url: '/sparse/1/0/0.mlt' })
+  assert.equal(none.headers['content-type'], MLT_TYPE)
+  assert.deepEqual(decodeTile(new Uint8Array(none.rawPayload)), [])
+})
+
 test('TileJSON ?encoding=mlt: .mlt tile URLs and "encoding": "mlt", valid TileJSON; a stored MLT set says so too', async (t) => {
   const { app } = await variantsApp(t)
   const tj = (await app.inject({ url: '/rich.json?encoding=mlt', headers: { host: 'tiles.example' } })).json()

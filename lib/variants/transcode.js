@@ -29,7 +29,7 @@ export function decodeStored (stored, encoding) {
  * encoder loaded in this thread (`mlt`: what `await loadMlt()` gave; null when neither side is MLT).
  */
 export function transcode (variant, format, raw, z, x, y, mlt) {
-  if (variant === 'mlt' && format === 'pbf') return mvtToMlt(new VectorTile(new PbfReader(raw)), mlt)
+  if (variant === 'mlt' && format === 'pbf') return mvtToMlt(new VectorTile(new PbfReader(raw)), raw, mlt)
   if (variant === 'geojson' && format === 'pbf') return utf8(geoJsonText(mvtToGeoJson(new VectorTile(new PbfReader(raw)), raw, z, x, y)))
   if (variant === 'geojson' && format === 'mlt') return utf8(geoJsonText(mltToGeoJson(mlt.decodeTile(raw), z, x, y)))
   throw new Error(`no ${variant} of ${format} tiles`)
@@ -47,8 +47,10 @@ const utf8 = (text) => Buffer.from(text, 'utf8')
 
 // MVT → MLT: each layer a feature table, encoded on its own with its own column types (an MLT tile is its layers one
 // after the other); geometries as GeoJSON nests them, in tile units, rings without their closing point; polygons split
-// by winding as the MVT spec says (classifyRings: zero-area rings dropped, as MapLibre does).
-function mvtToMlt (tile, mlt) {
+// by winding as the MVT spec says (classifyRings: zero-area rings dropped, as MapLibre does). Layers without features,
+// which @mapbox/vector-tile leaves out, are tables without features after the others: a tile whose only layer was
+// empty was an MLT of no bytes, answered 204 as if the set had no tile there.
+function mvtToMlt (tile, raw, mlt) {
   const encoded = []
   for (const name of Object.keys(tile.layers)) {
     const layer = tile.layers[name]
@@ -62,7 +64,39 @@ function mvtToMlt (tile, mlt) {
     }
     encoded.push(mlt.encodeTile([{ name, extent: layer.extent, features }], { propertyTypes: columnTypes(features) }))
   }
+  for (const empty of featurelessLayers(raw, tile)) encoded.push(mlt.encodeTile([{ ...empty, features: [] }]))
   return encoded.length === 1 ? encoded[0] : Buffer.concat(encoded)
+}
+
+/**
+ * The layers of a raw MVT that have no feature and no namesake in `tile` (its VectorTile): [{ name, extent }], in the
+ * tile's order. Only their names and extents are read; everything else is skipped.
+ */
+function featurelessLayers (raw, tile) {
+  const pbf = new PbfReader(raw)
+  const found = []
+  while (pbf.pos < pbf.length) {
+    const tag = pbf.readVarint()
+    if (tag !== 26) { // (field 3, a layer)
+      pbf.skip(tag)
+      continue
+    }
+    const end = pbf.readVarint() + pbf.pos
+    let name = ''
+    let extent = 4096
+    let features = 0
+    while (pbf.pos < end) {
+      const field = pbf.readVarint()
+      if (field === 10) name = pbf.readString()
+      else if (field === 40) extent = pbf.readVarint()
+      else {
+        if (field === 18) features++
+        pbf.skip(field)
+      }
+    }
+    if (features === 0 && !(name in tile.layers) && !found.some((layer) => layer.name === name)) found.push({ name, extent })
+  }
+  return found
 }
 
 // Features of geometry type UNKNOWN (0), which the MVT spec allows and lets decoders ignore (4.3.5), are left out of
