@@ -4,7 +4,10 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
-import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+import { gzipSync } from 'node:zlib'
+import { makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+import { transcode } from '../lib/variants/transcode.js'
+import { loadMlt } from '../lib/variants/mlt.js'
 
 const isVector = (tj) => tj.format === 'pbf' || tj.format === 'mlt'
 
@@ -81,4 +84,30 @@ test('metadata is not taken on trust: zooms from the tiles, center inside, semve
   }
   assert.equal((await app.inject({ url: '/dated.json' })).json().version, undefined, 'a version that is not a version is left out')
   assert.equal((await app.inject({ url: '/dated/meta' })).json().version, '2024-05-01', '/meta keeps the raw value')
+})
+
+test('an MLT set whose metadata lists no vector_layers gets them read off a tile, as an MVT set does', async (t) => {
+  const dir = tempDir(t)
+  const mlt = await loadMlt()
+  // Layer `points` as the server makes MLT of MVT; `roads` straight from the encoder, with a 64-bit integer column.
+  const roads = mlt.encodeTile([{
+    name: 'roads',
+    extent: 4096,
+    features: [{ geometry: { type: 'LineString', coordinates: [[0, 0], [10, 10]] }, properties: { name: 'Main', osm_id: 2n ** 40n, oneway: true } }],
+  }])
+  const tile = (z, x, y) => Buffer.concat([transcode('mlt', 'pbf', makeMvt(z, x, y), z, x, y, mlt), roads])
+  const tiles = (compress) => pyramid(0, 1).map(([z, x, y]) => ({ z, x, y, data: compress(tile(z, x, y)) }))
+  writePmtiles(join(dir, 'mlt-pm.pmtiles'), { tiles: tiles(gzipSync), tileType: 'mlt', metadata: {} })
+  writePmtiles(join(dir, 'mlt-raw.pmtiles'), { tiles: tiles((b) => b), tileType: 'mlt', tileCompression: 'none', metadata: {} })
+  writeMbtiles(join(dir, 'mlt-mb.mbtiles'), { tiles: tiles(gzipSync), metadata: { format: 'mlt' } })
+  const app = await makeApp(t, { paths: [dir] })
+  for (const id of ['mlt-pm', 'mlt-raw', 'mlt-mb']) {
+    const tj = (await app.inject({ url: `/${id}.json` })).json()
+    assert.equal(tj.encoding, 'mlt', id)
+    assert.deepEqual(tj.vector_layers, [
+      { id: 'points', fields: { z: 'Number', x: 'Number', y: 'Number' } },
+      { id: 'roads', fields: { name: 'String', osm_id: 'Number', oneway: 'Boolean' } },
+    ], `${id}: layers from a tile`)
+    if (HAVE_SCHEMA) assertValidTileJson(tj, { label: id })
+  }
 })

@@ -3,8 +3,9 @@ import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs'
 import { basename } from 'node:path'
 import Database from 'better-sqlite3'
 import { flipY } from '../tilemath.js'
-import { describeTile } from '../tiletype.js'
+import { describeTile, isVector } from '../tiletype.js'
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat, numberList } from './tilejson.js'
+import { loadMlt } from '../variants/mlt.js'
 
 // SQLite URI file names (`file:…?immutable=1`, see openDatabase) are off in better-sqlite3's build unless this is set
 // when its native addon loads, at the process's first `new Database` (which comes after every module has loaded).
@@ -132,7 +133,7 @@ export async function open (spec) {
         maxzoom,
         bounds,
         center: numberList(metadata.center, 3) ?? numberList(metadata.center, 2),
-        vectorLayers: json.vector_layers ?? (format === 'pbf' && Buffer.isBuffer(sample) ? layersOfTile(sample, compression) : undefined),
+        vectorLayers: json.vector_layers ?? (isVector(format) && Buffer.isBuffer(sample) ? layersOfTile(sample, compression, format === 'mlt' ? await loadMlt() : undefined) : undefined),
         format,
       }),
       // Synchronous, as better-sqlite3 is: the pipeline answers a cold tile in the same tick (lib/pipeline.js record).

@@ -10,6 +10,7 @@ import { Compression, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTile
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat } from './tilejson.js'
 import { Unavailable, toldUnavailable } from '../errors.js'
 import { openRemote } from '../remote/reader.js'
+import { loadMlt } from '../variants/mlt.js'
 
 export const kind = 'pmtiles'
 export const title = 'PMTiles'
@@ -159,12 +160,12 @@ export async function open (spec, context = {}) {
     // No vector_layers in the metadata: read them off the first tile, found through the leaf directories where the
     // root points at leaves (every large archive's root does).
     let vectorLayers = json.vector_layers
-    if (vectorLayers === undefined && format === 'pbf') {
+    if (vectorLayers === undefined && (format === 'pbf' || format === 'mlt')) {
       let entry = rootEntries[0]
       for (let depth = 0; depth < 3 && entry !== undefined && entry.runLength === 0; depth++) {
         entry = (await cache.getDirectory(source, leafDirectoryOffset + entry.offset, entry.length, header))[0]
       }
-      if (entry?.runLength > 0) vectorLayers = layersOfTile(await source.read(tileDataOffset + entry.offset, entry.length), compression)
+      if (entry?.runLength > 0) vectorLayers = layersOfTile(await source.read(tileDataOffset + entry.offset, entry.length), compression, format === 'mlt' ? await loadMlt() : undefined)
     }
 
     // Leaf directories already read, by offset: a tile whose path is known is found synchronously, and read so from a

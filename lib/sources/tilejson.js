@@ -71,18 +71,28 @@ function vectorLayersOf (layers, min, max) {
   return out
 }
 
-const FIELD_TYPES = { number: 'Number', boolean: 'Boolean', string: 'String' }
+const FIELD_TYPES = { number: 'Number', bigint: 'Number', boolean: 'Boolean', string: 'String' } // (MLT's int64 are BigInt)
 const DECODERS = { gzip: gunzipSync, deflate: inflateSync, br: brotliDecompressSync }
 
 /**
  * vector_layers read off one MVT tile, for a vector file whose metadata lists none (TileJSON requires them, and a
- * style author needs the layer names). Fields are the keys of the layer's first features. Undefined if unreadable.
+ * style author needs the layer names); off an MLT tile when `mlt` (@maplibre/mlt, lib/variants/mlt.js loadMlt) is
+ * given. Fields are the keys of the layer's first features. Undefined if unreadable.
  */
-export function layersOfTile (stored, compression) {
+export function layersOfTile (stored, compression, mlt) {
   try {
-    const encoding = sniffEncoding(stored, compression)
+    const encoding = sniffEncoding(stored, compression, mlt === undefined ? undefined : 'mlt')
     const raw = encoding === 'identity' ? stored : DECODERS[encoding]?.(stored)
     if (raw === undefined) return undefined
+    if (mlt !== undefined) {
+      return mlt.decodeTile(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength)).map((table) => {
+        const fields = {}
+        for (const { properties } of table.getFeatures().slice(0, 50)) {
+          for (const [k, v] of Object.entries(properties)) fields[k] ??= FIELD_TYPES[typeof v] ?? 'String'
+        }
+        return { id: table.name, fields }
+      })
+    }
     const tile = new VectorTile(new PbfReader(raw))
     return Object.values(tile.layers).map((layer) => {
       const fields = {}
