@@ -806,6 +806,32 @@ test('rows holding NaN or Infinity coordinates are left out of tiles and bounds;
   }
 })
 
+test('a TIN, triangle or polyhedral surface in a `geometry` column is left out of its tiles; the other rows are served', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // A column of any type, which discovery cannot refuse as it does a TIN column: ST_AsMVT raised ("'Triangle'
+  // geometry type not supported"), and every tile holding such a row, and every composite with the set, was a 503.
+  await runSql(db.url, `CREATE TABLE surface_rows (id integer PRIMARY KEY, label text, geom geometry);
+    INSERT INTO surface_rows VALUES (1, 'point', 'SRID=4326;POINT(1 1)'), (2, 'tin', 'SRID=4326;TIN(((0 0,0 1,1 1,0 0)))'),
+      (3, 'surface', 'SRID=4326;POLYHEDRALSURFACE(((0 0,0 1,1 1,0 0)))'), (4, 'triangle', 'SRID=4326;TRIANGLE((0 0,0 1,1 1,0 0))');
+    CREATE TABLE surface_other (id integer PRIMARY KEY, label text, geom geometry(Point, 4326));
+    INSERT INTO surface_other VALUES (1, 'other', 'SRID=4326;POINT(1 1)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE surface_rows, surface_other'))
+  const app = await makeApp(t, { paths: [db.url], cacheMB: 0 })
+  const labels = (res, layer) => {
+    const l = decode(res.rawPayload).layers[layer]
+    return Array.from({ length: l.length }, (_, i) => l.feature(i).properties.label)
+  }
+  for (const z of [0, 6]) {
+    const [x, y] = lonLatToTile(0.5, 0.5, z)
+    const res = await app.inject({ url: `/surface_rows/${z}/${x}/${y}` })
+    assert.equal(res.statusCode, 200, `z${z}: ${res.body}`)
+    assert.deepEqual(labels(res, 'surface_rows'), ['point'], `z${z}`)
+    const both = await app.inject({ url: `/surface_rows,surface_other/${z}/${x}/${y}` })
+    assert.equal(both.statusCode, 200, `composite z${z}: ${both.body}`)
+    assert.deepEqual(labels(both, 'surface_other'), ['other'])
+  }
+})
+
 test('made tiles expire: an UPDATE shows after the TTL, a 204 turns 200, TTL 0 reads every time; Cache-Control follows the TTL', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `

@@ -3,7 +3,7 @@
 // the geometry), so Node never parses a feature. Identifiers and literals come from the catalog, quoted here; request
 // values are always bound parameters, in the order `valuesOf` gives them. One statement text per collection and
 // parameter shape, kept (and prepared under a name on each connection) for the first SHAPES shapes of a collection.
-import { finiteSql, quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis/sql.js'
+import { drawableSql, drawableTypeSql, quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis/sql.js'
 
 // Past this many shapes a collection's statements run unnamed: a client inventing shapes (every subset of
 // properties) must not fill each connection with prepared statements.
@@ -25,12 +25,16 @@ const compared = (column, i) => (CASTS.has(column.type) ? `${col(column.name)} =
 
 /** The geometry as output: declared, linearised, transformed, axes flipped for a lat,lon CRS. */
 function geometryOut (d, crs) {
-  let g = col(d.geom)
-  if (d.geography) g = `${g}::geometry`
+  const stored = d.geography ? `${col(d.geom)}::geometry` : col(d.geom)
+  let g = stored
   if (d.storedSrid === 0) g = `ST_SetSRID(${g}, ${d.srid})`
   if (d.curved) g = `ST_CurveToLine(${g})`
   // A row with a NaN or Infinity coordinate makes ST_Transform raise (the whole page a 503): it is null instead.
-  if (crs.srid !== d.srid) g = `CASE WHEN ${finiteSql(g, d.geomType)} THEN ST_Transform(${g}, ${crs.srid}) END`
+  if (crs.srid !== d.srid) g = `CASE WHEN ${drawableSql(g, d.geomType)} THEN ST_Transform(${g}, ${crs.srid}) END`
+  // So is a row tiles leave out for its type (a TIN in a `geometry` column): ST_AsGeoJSON cannot write a polyhedral
+  // surface (the whole page a 503). Told by the stored type: linearised, a TIN is a collection of polygons.
+  const drawable = drawableTypeSql(stored, d.geomType)
+  if (drawable !== null) g = `CASE WHEN ${drawable} THEN ${g} END`
   return crs.latLon ? `ST_FlipCoordinates(${g})` : g
 }
 
@@ -98,9 +102,14 @@ function geographyBox (d, box, srid, i) {
 
 // ST_Intersects brings its own `&&` on the GiST index (PostGIS >= 3.0 adds it to the plan as the index condition);
 // writing `&&` beside it again would square the planner's estimate of the rows in the box, and with it its choices.
-const intersects = (d, box) => typeof box === 'string'
-  ? `ST_Intersects(${col(d.geom)}, ${box})`
-  : `(${col(d.geom)} && ${box.index} AND ST_Intersects(${col(d.geom)}::geometry, ${box.exact}))`
+// A row whose geometry is output null for its type (geometryOut) is in no box; GEOS raised on a polyhedral surface
+// (the whole page a 503): the exact test is skipped for it, behind the index's own `&&`.
+function intersects (d, box) {
+  if (typeof box !== 'string') return `(${col(d.geom)} && ${box.index} AND ST_Intersects(${col(d.geom)}::geometry, ${box.exact}))`
+  const drawable = drawableTypeSql(col(d.geom), d.geomType)
+  if (drawable === null) return `ST_Intersects(${col(d.geom)}, ${box})`
+  return `(${col(d.geom)} && ${box} AND CASE WHEN ${drawable} THEN ST_Intersects(${col(d.geom)}, ${box}) END)`
+}
 
 const from = (d) => `FROM ${q(d.schema)}.${q(d.table)} AS g`
 

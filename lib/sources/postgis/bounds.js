@@ -1,5 +1,5 @@
 // A table's bounds for its TileJSON and the domain its queries keep to, read once at discovery.
-import { finiteSql, quoteIdent, quoteLiteral } from './sql.js'
+import { drawableSql, quoteIdent, quoteLiteral } from './sql.js'
 
 const MAX_LAT = 85.0511287798 // Web Mercator's edge
 
@@ -53,7 +53,7 @@ function readBounds (pool, { schema, table, geom, geomType, srid, geography }, t
         await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
         // Of the rows tiles draw: one NaN or Infinity made the extent wrong (south of the data's, or the world).
         const column = `${quoteIdent(geom)}::geometry`
-        row = (await client.query(box(`SELECT ST_Extent(${column}) FROM ${quoteIdent(schema)}.${quoteIdent(table)} WHERE ${finiteSql(column, geomType)}`))).rows[0]
+        row = (await client.query(box(`SELECT ST_Extent(${column}) FROM ${quoteIdent(schema)}.${quoteIdent(table)} WHERE ${drawableSql(column, geomType)}`))).rows[0]
       }
       await client.query('COMMIT')
       if (!row || row.w === null) return undefined

@@ -13,8 +13,10 @@ const NUMBER_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'oid']
 // its text): cast to int8, it is the Number its field says.
 const NATIVE_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
 const CAST_TYPES = new Map([['oid', 'int8']])
-// Geometry types ST_AsMVTGeom rejects ("'Triangle' geometry type not supported"): such a column is never served.
+// Geometry types ST_AsMVT rejects ("'Triangle' geometry type not supported"): such a column is never served; such a
+// row of a column of any type (`geometry`, no typmod) is left out (drawableSql).
 const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
+const UNDRAWABLE_ST = ['ST_Tin', 'ST_Triangle', 'ST_PolyhedralSurface']
 // Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
 /** A geometry type without its dimensions: 'CircularStringM' → 'CIRCULARSTRING', 'POLYGONZM' → 'POLYGON'. */
 const baseType = (geomType) => String(geomType).toUpperCase().replace(/Z?M?$/, '')
@@ -27,21 +29,23 @@ export const mayBeCurved = (geomType) => MAYBE_CURVED.has(baseType(geomType))
 export const GEOM_ALIAS = 'tc_mvt_geom'
 const WORLD_BOX = 'ST_MakeEnvelope(-20037508.342789244, -20037508.342789244, 20037508.342789244, 20037508.342789244, 3857)::box2d'
 
-// Geometry types by the test that shows their coordinates finite (finiteSql).
+// Geometry types by the test that shows their coordinates finite (drawableSql).
 const LINEAR = new Set(['LINESTRING', 'MULTILINESTRING', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'MULTICURVE'])
 const AREAL = new Set(['POLYGON', 'MULTIPOLYGON', 'CURVEPOLYGON', 'MULTISURFACE'])
 const ST_TYPES = { POINT: 'ST_Point', LINESTRING: 'ST_LineString', MULTILINESTRING: 'ST_MultiLineString', CIRCULARSTRING: 'ST_CircularString', COMPOUNDCURVE: 'ST_CompoundCurve', MULTICURVE: 'ST_MultiCurve', POLYGON: 'ST_Polygon', MULTIPOLYGON: 'ST_MultiPolygon', CURVEPOLYGON: 'ST_CurvePolygon', MULTISURFACE: 'ST_MultiSurface' }
 
 /**
- * A condition that holds when every x and y of geometry `g` (SQL) is finite, for a column of `geomType`. A row holding
- * NaN or ±Infinity (ST_MakePoint of a division by zero) made ST_Transform raise for the whole tile (503: the other
- * rows lost too), or ST_AsMVT write it at INT_MIN (x86's answer to a C cast of NaN, which C leaves undefined): such
- * a row is left out. PostGIS's boxes skip NaN (POLYGON((0 0,NaN 0,1 1,0 0)) has the box of its other points), so the
- * coordinates are summed into lengths, through which NaN and Infinity carry: one pass over the points, no measurable
- * cost on a tile. Multipoints and collections are made a line of all their points first (ST_Points); dumping them
- * point by point in a subquery had doubled a multipoint tile's time.
+ * A condition that holds when a row of a column of `geomType` can be drawn: every x and y of geometry `g` (SQL) is
+ * finite, and (in a column of any type) it is no TIN, triangle or polyhedral surface. A row holding NaN or ±Infinity
+ * (ST_MakePoint of a division by zero) made ST_Transform raise for the whole tile (503: the other rows lost too), or
+ * ST_AsMVT write it at INT_MIN (x86's answer to a C cast of NaN, which C leaves undefined): such a row is left out.
+ * PostGIS's boxes skip NaN (POLYGON((0 0,NaN 0,1 1,0 0)) has the box of its other points), so the coordinates are
+ * summed into lengths, through which NaN and Infinity carry: one pass over the points, no measurable cost on a tile.
+ * Multipoints and collections are made a line of all their points first (ST_Points); dumping them point by point in
+ * a subquery had doubled a multipoint tile's time. The types are told apart by the CASE that already chooses each
+ * row's test: one TIN made every tile holding it a 503 ("'Triangle' geometry type not supported"), at no cost.
  */
-export function finiteSql (g, geomType) {
+export function drawableSql (g, geomType) {
   const test = (type) => {
     if (type === 'POINT') return `abs(ST_X(${g})) + abs(ST_Y(${g})) < 'Infinity'`
     if (LINEAR.has(type)) return `ST_Length(${g}) < 'Infinity'`
@@ -52,8 +56,16 @@ export function finiteSql (g, geomType) {
   const type = baseType(geomType)
   if (type !== 'GEOMETRY') return test(type)
   // A column of any type: the test of each row's own.
-  return `CASE ST_GeometryType(${g})${Object.entries(ST_TYPES).map(([t, st]) => ` WHEN '${st}' THEN ${test(t)}`).join('')} ELSE ${test('GEOMETRYCOLLECTION')} END`
+  const tests = [...Object.entries(ST_TYPES).map(([t, st]) => ` WHEN '${st}' THEN ${test(t)}`), ...UNDRAWABLE_ST.map((st) => ` WHEN '${st}' THEN false`)]
+  return `CASE ST_GeometryType(${g})${tests.join('')} ELSE ${test('GEOMETRYCOLLECTION')} END`
 }
+
+/**
+ * Where a column of `geomType` may hold rows of a type ST_AsMVT cannot draw (a `geometry` column of any type), the
+ * condition that `g` is not one; null where it cannot.
+ */
+export const drawableTypeSql = (g, geomType) =>
+  baseType(geomType) === 'GEOMETRY' ? `ST_GeometryType(${g}) NOT IN (${UNDRAWABLE_ST.map(quoteLiteral).join(', ')})` : null
 
 /** Whether ST_AsMVTGeom can draw a column of this geometry_columns type ('TINZ', 'POINTM' …: the Z/M suffix aside). */
 export const undrawable = (geomType) => UNDRAWABLE.has(baseType(geomType))
@@ -78,7 +90,7 @@ export const layerFields = (columns, idColumn) =>
  * the drawn column would make PostgreSQL draw each row twice (+35 % database time, measured on a z12 tile). The filter envelope (the tile plus its buffer) is transformed once to the table's
  * SRID, so the GiST index answers `&&`; for other SRIDs it is first clipped to the Mercator world (a margin past
  * ±180° would wrap to the other side) and densified (a projected CRS bends the tile's edges).
- * Rows with a coordinate that is not finite are left out (finiteSql), before anything is drawn or transformed.
+ * Rows with a coordinate that is not finite, or of a type ST_AsMVT cannot write, are left out (drawableSql), before anything is drawn or transformed.
  * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`.
  */
 export function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }, clip = WORLD_BOX) {
@@ -101,7 +113,7 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
   SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
   FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
   WHERE ${g} && ${envelope}
-    AND ${finiteSql(asGeometry, geomType)}${limit ? `\n  LIMIT ${limit}` : ''}
+    AND ${drawableSql(asGeometry, geomType)}${limit ? `\n  LIMIT ${limit}` : ''}
 ) AS t`
 }
 
