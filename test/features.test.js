@@ -250,6 +250,29 @@ test('bbox finds exactly what ST_Intersects finds, in CRS84, EPSG:4326 (lat,lon)
   }
 })
 
+test('a geography line over the antimeridian is in each bbox over where it runs, as PostGIS\'s geography ST_Intersects says', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // Its edge a great circle from 170° to -170° over 180°: the exact test on its cast to geometry put it through 0°,
+  // and every box the geography index found it in then missed it.
+  await runSql(db.url, `CREATE TABLE geo_lines (id integer PRIMARY KEY, geog geography(LineString, 4326));
+    INSERT INTO geo_lines VALUES (1, 'SRID=4326;LINESTRING(170 10, -170 10)'), (2, 'SRID=4326;LINESTRING(0 0, 1 1)'),
+      (3, 'SRID=4326;LINESTRING(0 60, 90 60)'); -- its great circle reaches 67.8° north, halfway
+    CREATE INDEX ON geo_lines USING gist (geog);`)
+  t.after(() => runSql(db.url, 'DROP TABLE geo_lines'))
+  const app = await appOf(t)
+  const cases = [
+    ['175,5,180,15', [1]], ['-180,5,-175,15', [1]], ['175,5,-175,15', [1]], ['179,9,-179,11', [1]], ['160,0,-160,20', [1]],
+    ['-80,-10,80,20', [2]], ['40,66,50,68', [3]], ['40,60.5,50,61', []], ['-180,-90,180,90', [1, 2, 3]],
+  ]
+  for (const [bbox, expected] of cases) {
+    const res = await get(app, `/ogc/collections/geo_lines/items?bbox=${bbox}`)
+    assert.equal(res.statusCode, 200, `${bbox}: ${res.body}`)
+    assert.deepEqual(sortedNumbers(ids(res.json())), expected, bbox)
+  }
+  const [w, s, e, n] = [175, 5, 180, 15]
+  assert.deepEqual((await query(`SELECT id FROM geo_lines WHERE ST_Intersects(geog, ST_MakeEnvelope(${w}, ${s}, ${e}, ${n}, 4326)::geography)`)).map((r) => r.id), [1], 'as PostGIS says')
+})
+
 test('tables in a regional CRS (British National Grid, LAEA Europe): a whole-world bbox finds every row, a box far away none (200, not 503)', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await appOf(t)

@@ -12,6 +12,7 @@ const SHAPES = 200
 const CASTS = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'numeric', 'bool', 'text', 'varchar', 'bpchar', 'name',
   'date', 'time', 'timestamp', 'timestamptz', 'uuid'])
 const MERCATOR_FRIENDS = new Set([4326, 3857]) // boxes stay boxes between these two: no densifying
+const POINTS = /^(MULTI)?POINT/i // geometry types without edges
 
 const col = (name) => `g.${q(name)}`
 // Every value through to_json (strings escaped, json as it is), integers and booleans too: printed as text on the
@@ -85,7 +86,11 @@ function boxOf (d, srid, i) {
  * A bbox over a geography column: a box in lon/lat, its edges along parallels and meridians as for every other table
  * (cast to geography as it is, its edges became great circles, and a box 20° wide found points north of it and missed
  * some inside). The spatial index takes a geography box a little larger than the box (1 % a side, finely
- * segmentized: no point of the box is outside its great-circle edges), then the exact test is on the lon/lat box.
+ * segmentized: no point of the box is outside its great-circle edges). The exact test is PostGIS's geography one, as
+ * the index's: a line's edges are great circles, and one from 170° to -170° runs over the antimeridian, not through
+ * 0° as its cast to geometry does (each box over where it runs missed it). The box it meets is the lon/lat box with
+ * vertices 1/256 of its size apart, whose great-circle edges stray from its parallels by centimetres (a 10° box) to
+ * some 15 m (a 90° one). Points have no edges: their test stays the plain one on the lon/lat box, both exact and cheaper.
  * params.js cuts geographic boxes wider than 90° (a geography polygon is ambiguous past 180°).
  */
 function geographyBox (d, box, srid, i) {
@@ -94,9 +99,10 @@ function geographyBox (d, box, srid, i) {
   const m = srid === d.srid ? `(0.01 * greatest(${x2} - ${x1}, ${y2} - ${y1}) + 1e-9)` : '0.01'
   const wider = `ST_MakeEnvelope(greatest(${x1} - ${m}, -180), greatest(${y1} - ${m}, -90), least(${x2} + ${m}, 180), least(${y2} + ${m}, 90), ${d.srid})`
   const index = `ST_Segmentize(${wider}, 0.25)::geography`
+  const along = 'ST_Segmentize(b, greatest(ST_XMax(b) - ST_XMin(b), ST_YMax(b) - ST_YMin(b), 1e-9) / 256)::geography'
   return {
     index: srid === d.srid ? `(SELECT ${index})` : `(SELECT ${index} FROM (SELECT ${box} AS b) AS b)`,
-    exact: `(SELECT ${box})`,
+    exact: POINTS.test(d.geomType) ? `ST_Intersects(${col(d.geom)}::geometry, (SELECT ${box}))` : `ST_Intersects(${col(d.geom)}, (SELECT ${along} FROM (SELECT ${box} AS b) AS b))`,
   }
 }
 
@@ -105,7 +111,7 @@ function geographyBox (d, box, srid, i) {
 // A row whose geometry is output null for its type (geometryOut) is in no box; GEOS raised on a polyhedral surface
 // (the whole page a 503): the exact test is skipped for it, behind the index's own `&&`.
 function intersects (d, box) {
-  if (typeof box !== 'string') return `(${col(d.geom)} && ${box.index} AND ST_Intersects(${col(d.geom)}::geometry, ${box.exact}))`
+  if (typeof box !== 'string') return `(${col(d.geom)} && ${box.index} AND ${box.exact})`
   const drawable = drawableTypeSql(col(d.geom), d.geomType)
   if (drawable === null) return `ST_Intersects(${col(d.geom)}, ${box})`
   return `(${col(d.geom)} && ${box} AND CASE WHEN ${drawable} THEN ST_Intersects(${col(d.geom)}, ${box}) END)`
