@@ -844,6 +844,43 @@ test('a TIN, triangle or polyhedral surface in a `geometry` column is a null geo
   assert.equal(one.json().geometry, null)
 })
 
+test('filters and feature ids on inet, enum, domain and interval columns compare as their types: what the server lists is found, a value that does not fit is 400', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // Compared as text, `?ip=10.0.0.1` found nothing (inet's text is 10.0.0.1/32), `?p=05` no 5, `?iv=24:00:00` no
+  // '1 day', a label no enum has was an empty page, and /items/10.0.0.1 of an inet key was a 404.
+  await runSql(db.url, `CREATE TYPE temper AS ENUM ('sad', 'ok', 'happy'); CREATE DOMAIN positive AS integer CHECK (VALUE > 0);
+    CREATE TABLE typed_values (id integer PRIMARY KEY, ip inet, m temper, p positive, iv interval, c char(5), geom geometry(Point, 4326));
+    INSERT INTO typed_values VALUES (1, '10.0.0.1', 'happy', 5, '1 day', 'ab', 'SRID=4326;POINT(1 1)'),
+      (2, '192.168.0.0/16', 'sad', 7, '2 hours', 'abcde', 'SRID=4326;POINT(2 2)');
+    CREATE TABLE inet_keys (ip inet PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO inet_keys VALUES ('10.0.0.1', 'SRID=4326;POINT(1 1)'), ('::1', 'SRID=4326;POINT(2 2)'), ('192.168.0.0/16', 'SRID=4326;POINT(3 3)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE typed_values, inet_keys; DROP TYPE temper; DROP DOMAIN positive'))
+  const app = await appOf(t)
+  const listed = (await get(app, '/ogc/collections/typed_values/items?ip=10.0.0.1')).json()
+  assert.deepEqual(ids(listed), [1])
+  assert.equal(listed.features[0].properties.ip, '10.0.0.1', 'the value the server outputs finds its row')
+  const cases = [['ip=10.0.0.1%2F32', [1]], ['ip=192.168.0.0%2F16', [2]], ['m=happy', [1]], ['p=05', [1]], ['p=-1', []], ['iv=24%3A00%3A00', [1]],
+    ['iv=2%20hours', [2]], ['c=ab', [1]], ['c=abcde', [2]], ['m=sad&p=7', [2]]]
+  for (const [filter, expected] of cases) {
+    const res = await get(app, `/ogc/collections/typed_values/items?${filter}`)
+    assert.equal(res.statusCode, 200, `${filter}: ${res.body}`)
+    assert.deepEqual(sortedNumbers(ids(res.json())), expected, filter)
+  }
+  for (const filter of ['m=angry', 'p=abc', 'ip=nowhere', 'iv=soon']) {
+    const res = await get(app, `/ogc/collections/typed_values/items?${filter}`)
+    assert.equal(res.statusCode, 400, `${filter}: ${res.body}`)
+  }
+  const keys = ids((await get(app, '/ogc/collections/inet_keys/items')).json())
+  assert.deepEqual([...keys].sort(), ['10.0.0.1', '192.168.0.0/16', '::1'])
+  for (const id of keys) {
+    const res = await get(app, `/ogc/collections/inet_keys/items/${encodeURIComponent(id)}`)
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    assert.equal(res.json().id, id)
+  }
+  assert.equal((await get(app, '/ogc/collections/inet_keys/items/10.0.0.2')).statusCode, 404)
+  assert.equal((await get(app, '/ogc/collections/inet_keys/items/nowhere')).statusCode, 404, 'no value of the key\'s type: no such feature')
+})
+
 test('a page larger than the part answered in one piece is valid JSON, however its rows fall across the chunks', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   // One polygon of 120,000 vertices (about 3 MB of GeoJSON): its row alone fills the buffered part and a chunk.

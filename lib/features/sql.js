@@ -8,7 +8,9 @@ import { drawableSql, drawableTypeSql, quoteIdent as q, quoteLiteral, statementN
 // Past this many shapes a collection's statements run unnamed: a client inventing shapes (every subset of
 // properties) must not fill each connection with prepared statements.
 const SHAPES = 200
-// Types a bound value is cast to for `=`, so that the column's own index and operator serve; others compare as text.
+// Types a bound value is cast to for `=`, so that the column's own index and operator serve. Others are cast to the
+// type discovery found their `=` on (column.equalAs: inet, interval, an enum, a domain's base type), or, without one,
+// compare as text.
 const CASTS = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'numeric', 'bool', 'text', 'varchar', 'bpchar', 'name',
   'date', 'time', 'timestamp', 'timestamptz', 'uuid'])
 const MERCATOR_FRIENDS = new Set([4326, 3857]) // boxes stay boxes between these two: no densifying
@@ -21,8 +23,13 @@ const col = (name) => `g.${q(name)}`
 // writes an oid as a string: cast, it is the integer its queryable (and the tiles' field) says.
 const JSON_CASTS = new Map([['oid', '::int8'], ['_oid', '::int8[]']])
 const jsonOf = (c) => `to_json(${col(c.name)}${JSON_CASTS.get(c.type) ?? ''})::text`
-const param = (i, column) => (CASTS.has(column.type) ? `$${i}::${column.type}` : `$${i}::text`)
-const compared = (column, i) => (CASTS.has(column.type) ? `${col(column.name)} = ${param(i, column)}` : `${col(column.name)}::text = $${i}::text`)
+// As text, `?ip=10.0.0.1` found no inet 10.0.0.1 (its text is 10.0.0.1/32), `?p=05` no 5 in a domain over integer,
+// and a label no enum has matched nothing instead of being refused (400: PostgreSQL's invalid input is class 22).
+function compared (column, i) {
+  if (CASTS.has(column.type)) return `${col(column.name)} = $${i}::${column.type}`
+  if (column.equalAs) return `${col(column.name)} = $${i}::text::${column.equalAs}`
+  return `${col(column.name)}::text = $${i}::text`
+}
 
 /** The geometry as output: declared, linearised, transformed, axes flipped for a lat,lon CRS. */
 function geometryOut (d, crs) {

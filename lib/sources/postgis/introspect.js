@@ -37,8 +37,15 @@ JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = gc.f_table_name
 WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
 ORDER BY n.nspname, c.relname, gc.geom`
 
+// equal_as: the type a value compared with the column is cast to (a domain's base type: a value outside the domain
+// then matches nothing rather than raising a check violation), where PostgreSQL has an `=` for it; else null. Named by
+// schema and pg_type name: `character` or `bit` (format_type) would cut a value to one character.
 const COLUMNS_SQL = `
 SELECT a.attrelid::int AS oid, a.attname AS name, t.typname AS type,
+       (SELECT format('%I.%I', bn.nspname, b.typname) FROM pg_type b JOIN pg_namespace bn ON bn.oid = b.typnamespace
+        WHERE b.oid = coalesce(nullif(t.typbasetype, 0), t.oid)
+          AND EXISTS (SELECT 1 FROM pg_operator o WHERE o.oprname = '=' AND o.oprleft = o.oprright
+            AND o.oprleft IN (b.oid, CASE b.typtype WHEN 'e' THEN 'anyenum'::regtype WHEN 'r' THEN 'anyrange'::regtype END))) AS equal_as,
        coalesce((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary
                  AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum), false) AS pk
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid

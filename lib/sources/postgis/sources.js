@@ -61,7 +61,7 @@ export function tableSource (id, t, bounds, { pool, tiles, cacheTtlS }, domain =
  * have it are its collections. Identifiers as the catalog names them; quoting is the reader's.
  */
 function featuresOf (t, pool, domain) {
-  const column = ({ name, type }) => Object.freeze({ name, type })
+  const column = ({ name, type, equal_as: equalAs }) => Object.freeze({ name, type, equalAs: equalAs ?? null })
   return Object.freeze({
     pool,
     schema: t.schema,
