@@ -832,6 +832,38 @@ test('a TIN, triangle or polyhedral surface in a `geometry` column is left out o
   }
 })
 
+test('a `geometry` column holding several SRIDs serves its rows in the first one found, in tiles and features alike, and says so once', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // Served as SRID 4326 (its first row's), the rows in 2056 and 3857 were tested against a box in 4326: missing from
+  // tiles, output as lon/lat in features, and each bbox raised "Operation on mixed SRID geometries" (503, for good).
+  await runSql(db.url, `CREATE TABLE mixed_srids (id integer PRIMARY KEY, label text, geom geometry);
+    INSERT INTO mixed_srids VALUES (1, 'lonlat', 'SRID=4326;POINT(8.5 47.4)');
+    INSERT INTO mixed_srids VALUES (2, 'swiss', ST_Transform('SRID=4326;POINT(8.6 47.4)'::geometry, 2056)),
+      (3, 'mercator', ST_Transform('SRID=4326;POINT(8.7 47.4)'::geometry, 3857));`)
+  t.after(() => runSql(db.url, 'DROP TABLE mixed_srids'))
+  const logs = []
+  const app = await makeApp(t, { paths: [db.url], cacheMB: 0 }, { logs })
+  for (const z of [0, 8]) {
+    const [x, y] = lonLatToTile(8.5, 47.4, z)
+    const res = await app.inject({ url: `/mixed_srids/${z}/${x}/${y}` })
+    assert.equal(res.statusCode, 200, `z${z}: ${res.body}`)
+    const layer = decode(res.rawPayload).layers.mixed_srids
+    assert.deepEqual(Array.from({ length: layer.length }, (_, i) => layer.feature(i).properties.label), ['lonlat'], `z${z}`)
+  }
+  for (const query of ['', '?bbox=8,47,9,48', '?bbox=8,47,9,48&crs=EPSG:3857']) {
+    const res = await app.inject({ url: `/ogc/collections/mixed_srids/items${query}` })
+    assert.equal(res.statusCode, 200, `${query}: ${res.body}`)
+    assert.deepEqual(res.json().features.map((f) => f.id), [1], query)
+  }
+  const [lon, lat] = (await app.inject({ url: '/ogc/collections/mixed_srids/items/1' })).json().geometry.coordinates
+  assert.ok(Math.abs(lon - 8.5) < 1e-6 && Math.abs(lat - 47.4) < 1e-6)
+  assert.equal((await app.inject({ url: '/ogc/collections/mixed_srids/items/2' })).statusCode, 404, 'a row of another SRID is not served')
+  const warned = logs.filter((l) => /several SRIDs/.test(l.msg))
+  assert.equal(warned.length, 1, JSON.stringify(warned))
+  assert.equal(warned[0].set, 'mixed_srids')
+  assert.equal(warned[0].srid, 4326)
+})
+
 test('made tiles expire: an UPDATE shows after the TTL, a 204 turns 200, TTL 0 reads every time; Cache-Control follows the TTL', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `

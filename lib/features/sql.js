@@ -117,12 +117,16 @@ function geographyBox (d, box, srid, i) {
 // writing `&&` beside it again would square the planner's estimate of the rows in the box, and with it its choices.
 // A row whose geometry is output null for its type (geometryOut) is in no box; GEOS raised on a polyhedral surface
 // (the whole page a 503): the exact test is skipped for it, behind the index's own `&&`.
+// So is a row of another SRID than the one served (rowSrid), on which ST_Intersects raised "mixed SRID geometries".
 function intersects (d, box) {
   if (typeof box !== 'string') return `(${col(d.geom)} && ${box.index} AND ${box.exact})`
-  const drawable = drawableTypeSql(col(d.geom), d.geomType)
-  if (drawable === null) return `ST_Intersects(${col(d.geom)}, ${box})`
-  return `(${col(d.geom)} && ${box} AND CASE WHEN ${drawable} THEN ST_Intersects(${col(d.geom)}, ${box}) END)`
+  const served = [drawableTypeSql(col(d.geom), d.geomType), rowSridSql(d)].filter((c) => c !== null)
+  if (served.length === 0) return `ST_Intersects(${col(d.geom)}, ${box})`
+  return `(${col(d.geom)} && ${box} AND CASE WHEN ${served.join(' AND ')} THEN ST_Intersects(${col(d.geom)}, ${box}) END)`
 }
+
+/** In a column without a typmod, the condition that a row is of the SRID served (introspect.js describeTable); else null. */
+const rowSridSql = (d) => (d.rowSrid == null ? null : `ST_SRID(${col(d.geom)}) = ${d.rowSrid}`)
 
 const from = (d) => `FROM ${q(d.schema)}.${q(d.table)} AS g`
 
@@ -144,7 +148,7 @@ function timeBound (t, op, wholeDay, n) {
 
 /** The WHERE of a request's shape, with its parameters from $1 on → { where, next (the next free number) }. */
 function whereOf (c, shape) {
-  const conds = []
+  const conds = [rowSridSql(c.d)].filter((cond) => cond !== null)
   let i = 1
   if (shape.bbox !== null) {
     const boxes = []
@@ -223,5 +227,5 @@ export function itemsValues (request) {
 /** The statement of /items/{featureId}: the row whose key is $1. */
 export function itemStatement (c, request, precision) {
   const key = JSON.stringify(['item', request.crs.uri, precision, request.properties?.map((p) => p.name)])
-  return cached(c, key, () => named(`SELECT ${featureText(c, request.properties ?? c.properties)}\n${from(c.d)} ${geojsonOf(c, request.crs, precision)}\nWHERE ${compared(c.key, 1)}`, null))
+  return cached(c, key, () => named(`SELECT ${featureText(c, request.properties ?? c.properties)}\n${from(c.d)} ${geojsonOf(c, request.crs, precision)}\nWHERE ${[compared(c.key, 1), rowSridSql(c.d)].filter((cond) => cond !== null).join(' AND ')}`, null))
 }

@@ -170,9 +170,18 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
   if (undrawable(row.geom_type)) return `${row.geom_type} geometries cannot be drawn in vector tiles`
   // A column without a typmod (SRID 0 in geometry_columns): what its rows hold, or what the config says.
   let storedSrid = row.geography ? row.srid || 4326 : row.srid
+  // Such a column may hold several SRIDs: only the rows in the first one found are served (rowSrid), in tiles and
+  // features alike. One `&&` on the spatial index cannot select rows of several CRSs, and the others, tested against a
+  // box in the first one's, were missing from tiles and made each bbox raise "Operation on mixed SRID geometries"
+  // (503); a row of another SRID is a mistake to fix in the data (UPDATE … SET g = ST_Transform(g, …)), and
+  // otherSrid says it was met.
+  let rowSrid = null
+  let otherSrid = null
   if (!storedSrid) {
-    const q = `SELECT ST_SRID(${quoteIdent(row.geom)}) AS srid FROM ${quoteIdent(row.schema)}.${quoteIdent(row.table)} WHERE ${quoteIdent(row.geom)} IS NOT NULL LIMIT 1`
-    storedSrid = (await pool.query(q)).rows[0]?.srid ?? 0
+    const [g, from] = [quoteIdent(row.geom), `${quoteIdent(row.schema)}.${quoteIdent(row.table)}`]
+    storedSrid = (await pool.query(`SELECT ST_SRID(${g}) AS srid FROM ${from} WHERE ${g} IS NOT NULL LIMIT 1`)).rows[0]?.srid ?? 0
+    rowSrid = storedSrid
+    otherSrid = (await pool.query(`SELECT ST_SRID(${g}) AS srid FROM ${from} WHERE ST_SRID(${g}) <> $1 LIMIT 1`, [storedSrid])).rows[0]?.srid ?? null
   }
   const srid = opts.srid || storedSrid || options.defaultSrid || 0
   if (!srid) {
@@ -189,6 +198,8 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
     geography: row.geography,
     srid,
     storedSrid: storedSrid === srid ? srid : storedSrid,
+    rowSrid,
+    otherSrid,
     comment: row.comment,
     columns: wanted,
     idColumn: pk && wanted.includes(pk) ? pk.name : null,

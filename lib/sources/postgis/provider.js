@@ -50,6 +50,7 @@ export function createProvider (url, options = {}, { log } = {}) {
   // One discovery at a time (start-up retry, SIGHUP and the interval may overlap).
   let discovering = Promise.resolve()
   let warmed = false
+  const warnedSrids = new Set() // sets whose mixed SRIDs were logged: once, not at each discovery
   function discover () {
     const run = discovering.then(discoverNow, discoverNow)
     discovering = run.catch(() => {})
@@ -93,6 +94,10 @@ export function createProvider (url, options = {}, { log } = {}) {
     async function openTable (id, row, opts) {
       const t = await describeTable(pool, row, columnsOf.get(row.oid) ?? [], opts, options, geomCount.get(row.oid) > 1)
       if (typeof t === 'string') return t
+      if (t.otherSrid !== null && !warnedSrids.has(id)) {
+        warnedSrids.add(id)
+        log?.warn({ set: id, srid: t.rowSrid, other: t.otherSrid }, `postgres table holds geometries of several SRIDs: only its rows in SRID ${t.rowSrid} are served`)
+      }
       const timeoutMs = options.boundsTimeoutMs ?? 2000
       const bounds = await tableBounds(pool, t, timeoutMs)
       return tableSource(id, t, bounds, served, await queryDomain(pool, t, bounds, timeoutMs))

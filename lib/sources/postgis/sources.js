@@ -71,6 +71,7 @@ function featuresOf (t, pool, domain) {
     geography: t.geography,
     srid: t.srid,
     storedSrid: t.storedSrid, // 0: SRID-0 geometries declared to be in `srid`
+    rowSrid: t.rowSrid ?? null, // a column without a typmod: only its rows of this SRID are served
     curved: mayBeCurved(t.geomType),
     columns: Object.freeze(t.columns.map(column)),
     key: t.keyColumn ? column(t.keyColumn) : null, // single-column primary key, or none (a view)

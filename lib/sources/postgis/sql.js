@@ -91,9 +91,10 @@ export const layerFields = (columns, idColumn) =>
  * SRID, so the GiST index answers `&&`; for other SRIDs it is first clipped to the Mercator world (a margin past
  * ±180° would wrap to the other side) and densified (a projected CRS bends the tile's edges).
  * Rows with a coordinate that is not finite, or of a type ST_AsMVT cannot write, are left out (drawableSql), before anything is drawn or transformed.
- * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`.
+ * `storedSrid` 0: the column holds SRID-0 geometries that the config declares to be in `srid`. `rowSrid` (a column
+ * without a typmod): only rows of that SRID are drawn (introspect.js describeTable).
  */
-export function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, columns, extent, buffer, limit, idColumn, layer }, clip = WORLD_BOX) {
+export function tableTileSql ({ schema, table, geom, geomType, geography, srid, storedSrid, rowSrid = null, columns, extent, buffer, limit, idColumn, layer }, clip = WORLD_BOX) {
   const g = `g.${quoteIdent(geom)}`
   // A geography column is drawn as its geometry (lon/lat) and filtered by its own index with a geography envelope.
   const asGeometry = geography ? `${g}::geometry` : g
@@ -112,7 +113,7 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
   return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
   SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
   FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
-  WHERE ${g} && ${envelope}
+  WHERE ${g} && ${envelope}${rowSrid === null ? '' : `\n    AND ST_SRID(${g}) = ${rowSrid}`}
     AND ${drawableSql(asGeometry, geomType)}${limit ? `\n  LIMIT ${limit}` : ''}
 ) AS t`
 }
