@@ -52,6 +52,9 @@ FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped AND has_column_privilege(a.attrelid, a.attnum, 'SELECT')
 ORDER BY a.attrelid, a.attnum`
 
+// Rows of a column without a declared SRID read at discovery for another SRID than the first row's (a warning).
+const SRID_SCAN_ROWS = 100_000
+
 const FUNCTIONS_SQL = `
 SELECT n.nspname AS schema, p.proname AS name, p.pronargs AS nargs,
        array_to_string(p.proargtypes::regtype[], ',') AS args, obj_description(p.oid, 'pg_proc') AS comment
@@ -181,7 +184,9 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
     const [g, from] = [quoteIdent(row.geom), `${quoteIdent(row.schema)}.${quoteIdent(row.table)}`]
     storedSrid = (await pool.query(`SELECT ST_SRID(${g}) AS srid FROM ${from} WHERE ${g} IS NOT NULL LIMIT 1`)).rows[0]?.srid ?? 0
     rowSrid = storedSrid
-    otherSrid = (await pool.query(`SELECT ST_SRID(${g}) AS srid FROM ${from} WHERE ST_SRID(${g}) <> $1 LIMIT 1`, [storedSrid])).rows[0]?.srid ?? null
+    // Only for the warning (the filter applies whatever it finds): among the first rows at most, as a view of a join
+    // over a large table would be read whole on every re-discovery otherwise.
+    otherSrid = (await pool.query(`SELECT ST_SRID(g) AS srid FROM (SELECT ${g} AS g FROM ${from} WHERE ${g} IS NOT NULL LIMIT ${SRID_SCAN_ROWS}) s WHERE ST_SRID(g) <> $1 LIMIT 1`, [storedSrid])).rows[0]?.srid ?? null
   }
   const srid = opts.srid || storedSrid || options.defaultSrid || 0
   if (!srid) {
