@@ -6,11 +6,11 @@ import { copyFileSync, existsSync, renameSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { makeApp, needs } from './helpers/app.js'
-import { PNG, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+import { PNG, makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
 /** Polls until `check` holds (fs events arrive asynchronously), failing after a few seconds. */
-async function eventually (check, what) {
-  for (let i = 0; i < 100; i++) {
+async function eventually (check, what, tries = 100) {
+  for (let i = 0; i < tries; i++) {
     if (await check()) return
     await sleep(50)
   }
@@ -139,6 +139,31 @@ test('a WAL-mode MBTiles is served, and survives a reload', async (t) => {
   assert.equal((await app.inject({ url: '/wal/0/0/0' })).statusCode, 200)
   await app.catalog.reload()
   assert.equal((await app.inject({ url: '/wal/0/0/0' })).statusCode, 200)
+})
+
+test('a WAL-mode MBTiles committed to in place is re-opened once its -wal is quiet: the new tile, the new zoom, the TileJSON', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'wal.mbtiles')
+  writeMbtiles(file, { tiles: [{ z: 0, x: 0, y: 0, data: makeMvt(0, 0, 0) }], metadata: { format: 'pbf' } })
+  const Database = (await import('better-sqlite3')).default
+  const db = new Database(file)
+  db.pragma('journal_mode = WAL')
+  db.pragma('wal_autocheckpoint = 0') // the main file stays as it is: every change is in the -wal, as under a reader
+  t.after(() => db.close())
+  const app = await makeApp(t, { paths: [dir], watch: true, watchDebounceMs: 50 })
+  const before = await app.inject({ url: '/wal/0/0/0.geojson' })
+  assert.equal(before.json().features[0].properties.z, 0)
+  assert.equal((await app.inject({ url: '/wal.json' })).json().maxzoom, 0)
+
+  db.prepare('UPDATE tiles SET tile_data = ? WHERE zoom_level = 0').run(makeMvt(9, 9, 9))
+  db.prepare('INSERT INTO tiles VALUES (1, 0, 1, ?)').run(makeMvt(1, 0, 0))
+  await eventually(async () => (await app.inject({ url: '/wal/0/0/0.geojson' })).json().features[0].properties.z === 9, 'the committed tile', 200)
+  assert.equal((await app.inject({ url: '/wal.json' })).json().maxzoom, 1)
+  assert.equal((await app.inject({ url: '/wal/1/0/0' })).statusCode, 200)
+  // Re-checked with nothing new in the -wal (the reader's own -shm changes, say): kept as it is.
+  const entry = app.catalog.get('wal')
+  await app.catalog.refreshFile(file)
+  assert.equal(app.catalog.get('wal'), entry)
 })
 
 test('a WAL-mode MBTiles is served though readers left a -wal and -shm beside it (a second server, a restart), and replaced by mv', async (t) => {

@@ -8,7 +8,7 @@ import { dirname } from 'node:path'
 import { contractProblems } from '../sources/contract.js'
 import { Registry } from './registry.js'
 import { dataFolders, discoverSpecs, pathSpec } from './discover.js'
-import { FileWatcher, isWriting } from './watch.js'
+import { FileWatcher, companionStamp, isWriting } from './watch.js'
 import { Groups } from './groups.js'
 import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
 
@@ -104,12 +104,15 @@ export class Catalog {
     if (kind?.openGroup) return this.groups.open(spec.url, kind)
     id ??= this.registry.newId(spec)
     let file = null
+    let companions = null
     if (spec.path) {
       try {
         file = await stat(spec.path)
       } catch {
         return null // gone between listing and opening
       }
+      // Before the open: a commit between the two is then seen as a change still to read, never as one read already.
+      companions = companionStamp(spec.path)
     }
     let source = null
     let reason = null
@@ -143,6 +146,7 @@ export class Catalog {
     }
     const entry = this.registry.makeEntry({ id, kind: kind?.kind ?? 'unknown', path: spec.path, url: spec.url, reason }, source)
     entry.file = file
+    entry.companionStamp = companions
     if (source?.settle && file !== null) this.files.settleLater(entry)
     if (source !== null) {
       this.unavailableSaid.delete(id)

@@ -86,6 +86,7 @@ export class Registry {
       url,
       group,
       file: null,
+      companionStamp: null, // what its file's companions held when opened (a -wal's commits, watch.js)
       source,
       reason,
       key: this.newKey(id),
@@ -223,13 +224,13 @@ export class Registry {
 /**
  * What identifies the data a set serves, the same on every replica that serves the same data (a shared cache's keys
  * hold it): the source's own `revision`, else a hash of what a database set is made of (its SQL), else the file's size
- * and modification time, else a hash of its URL.
+ * and modification time (and its -wal's, while that holds commits), else a hash of its URL.
  */
 export function dataRevision (entry) {
   const source = entry.source
   if (typeof source?.revision === 'string') return source.revision
   const hash = (text) => createHash('sha1').update(text).digest('base64url').slice(0, 12)
   if (typeof source?.signature === 'string') return hash(source.signature)
-  if (entry.file !== null) return `${entry.file.size}-${Math.round(entry.file.mtimeMs)}`
+  if (entry.file !== null) return `${entry.file.size}-${Math.round(entry.file.mtimeMs)}${entry.companionStamp ? `+${entry.companionStamp}` : ''}`
   return entry.url === null ? '' : hash(entry.url) // hashed: a URL may hold a signature
 }

@@ -10,6 +10,8 @@ import { claimed, isUrl, specOf } from './discover.js'
 
 const sameFile = (a, b) => a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino
 export const isWriting = (path) => kindForFile(path)?.writing?.(path) ?? false
+/** The mark of a file's companions (an SQLite `-wal`) that changes with its data while the file does not, or null. */
+export const companionStamp = (path) => kindForFile(path)?.companionStamp?.(path) ?? null
 const WRITING_RECHECK_MS = 1000 // how often a file being written is looked at again
 /** The tileset file a changed name stands for: itself, or the file it is a companion of (an SQLite `-wal`). */
 const tilesetName = (name) => {
@@ -52,7 +54,8 @@ export class FileWatcher {
     }
     // A new file of a kind that shares its extension with other documents (.json): only one the kind claims.
     if (!known && !(await claimed(specOf(path), this.log))) return
-    if (known && !force && known.file && sameFile(known.file, info) && known.source !== null) return
+    // A WAL-mode MBTiles committed to in place changes only its -wal until a checkpoint: that change counts too.
+    if (known && !force && known.file && sameFile(known.file, info) && known.companionStamp === companionStamp(path) && known.source !== null) return
     // SQLite keeps readers consistent while another process writes in place; re-read when it is done. The writer's
     // last change may be followed by no event (a WAL that just goes quiet): looked at again until it has stopped.
     if (!force && isWriting(path)) {

@@ -31,6 +31,16 @@ export function writing (path) {
   return wal !== undefined && wal.size > 0 && Date.now() - wal.mtimeMs < WAL_QUIET_MS
 }
 
+/**
+ * What the `-wal` holds beyond the main file: its size and mtime while it has content, '' when it is empty or absent.
+ * A commit in WAL mode changes only the `-wal`; the main file changes at a checkpoint, which SQLite runs only every
+ * 1000 pages while a reader (this server) holds the file open. The watcher re-opens the set when this changes.
+ */
+export function companionStamp (path) {
+  const wal = statSync(path + '-wal', { throwIfNoEntry: false })
+  return wal === undefined || wal.size === 0 ? '' : `${wal.size}-${wal.mtimeMs}`
+}
+
 /** 'roads.mbtiles-wal' → 'roads.mbtiles': the watcher re-checks the tileset when its companions change. */
 export const companionOf = (name) => {
   const suffix = COMPANIONS.find((s) => name.endsWith(s))
