@@ -3,7 +3,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { brotliCompressSync, brotliDecompressSync, deflateSync, gunzipSync, gzipSync } from 'node:zlib'
+import { brotliCompressSync, brotliDecompressSync, constants, deflateSync, gunzipSync, gzipSync } from 'node:zlib'
+import Database from 'better-sqlite3'
 import { describeTile } from '../lib/tiletype.js'
 import { BR, GZIP, acceptMask, chooseEncoding } from '../lib/encoding.js'
 import { TileCache } from '../lib/cache.js'
@@ -45,6 +46,50 @@ test('formats and encodings come from the bytes', () => {
   assert.equal(describeTile(deflateSync(mvt), { format: 'pbf' }).encoding, 'deflate', 'zlib where nothing says otherwise')
   // A PNG in a set that claims pbf is still a PNG.
   assert.equal(describeTile(PNG, { format: 'pbf' }).contentType, 'image/png')
+})
+
+/** An MVT tile whose gzip starts with long Huffman code tables (many distinct characters): its first 64 bytes inflate to nothing. */
+function variedMvt () {
+  const words = Array.from({ length: 160 }, (_, i) => `${String.fromCharCode(65 + (i * 37) % 58)}${(i * 7919) % 9973}-${String.fromCharCode(97 + (i * 11) % 26)}${i}`)
+  return makeMvt(0, 0, 0, { names: words.join(' ') })
+}
+
+test('a gzipped or zlib MVT is protobuf whatever the archive declares, also one whose first bytes inflate to nothing', () => {
+  const gz = gzipSync(variedMvt())
+  assert.equal(gunzipSync(gz.subarray(0, 64), { finishFlush: constants.Z_SYNC_FLUSH }).length, 0, 'the case: code tables first')
+  assert.deepEqual(describeTile(gz, { format: 'png' }), { format: 'pbf', contentType: 'application/x-protobuf', encoding: 'gzip' })
+  assert.equal(describeTile(deflateSync(variedMvt()), { format: 'png' }).format, 'pbf')
+  // The set's memo keeps what the first tile held, whichever tile that is; a damaged first tile decides nothing.
+  const memo = {}
+  assert.equal(describeTile(gz.subarray(0, 10), { format: 'png' }, memo).format, 'png')
+  assert.equal(describeTile(gz, { format: 'png' }, memo).format, 'pbf')
+  assert.equal(describeTile(gzipSync(makeMvt(1, 0, 0)), { format: 'png' }, memo).format, 'pbf')
+})
+
+test('an MBTiles whose metadata says png for gzipped MVT tiles (or says it in a second row) serves them as MVT, and says so once', async (t) => {
+  const dir = tempDir(t)
+  const tiles = [{ z: 0, x: 0, y: 0, data: gzipSync(variedMvt()) }, { z: 1, x: 0, y: 0, data: gzipSync(makeMvt(1, 0, 0)) }]
+  writeMbtiles(join(dir, 'said.mbtiles'), { tiles, metadata: { format: 'png', maxzoom: '1' } })
+  writeMbtiles(join(dir, 'twice.mbtiles'), { tiles, metadata: { format: 'pbf', maxzoom: '1' } })
+  const db = new Database(join(dir, 'twice.mbtiles'))
+  db.prepare("INSERT INTO metadata VALUES ('format', 'png')").run()
+  db.close()
+  const logs = []
+  const app = await makeApp(t, { paths: [dir] }, { logs })
+  for (const id of ['said', 'twice']) {
+    const tile = await app.inject({ url: `/${id}/0/0/0`, headers: { 'accept-encoding': 'gzip' } })
+    assert.equal(tile.headers['content-type'], 'application/x-protobuf', id)
+    assert.equal(tile.headers['content-encoding'], 'gzip', id)
+    const tilejson = (await app.inject({ url: `/${id}.json` })).json()
+    assert.equal(tilejson.format, 'pbf', id)
+    assert.match(tilejson.tiles[0], /\.pbf$/, id)
+    assert.deepEqual(tilejson.vector_layers.map((l) => l.id), ['points'], id)
+    assert.equal((await app.inject({ url: `/${id}/0/0/0.geojson` })).statusCode, 200, id)
+    assert.equal((await app.inject({ url: `/${id}/1/1/1` })).statusCode, 204, `${id}: an absent vector tile`)
+    const said = logs.filter((l) => l.set === id && l.declared === 'png')
+    assert.equal(said.length, 1, id)
+    assert.match(said[0].msg, /the metadata says format 'png' but the tiles are 'pbf'/)
+  }
 })
 
 test('every MVT spec fixture that has content is recognised as protobuf', (t) => {

@@ -94,7 +94,7 @@ function presentZooms (db, tablesOnly) {
 }
 
 /** Opens an MBTiles file. Throws with a human reason when the file is not a usable MBTiles. */
-export async function open (spec) {
+export async function open (spec, context = {}) {
   let db
   try {
     db = openDatabase(spec.path)
@@ -126,7 +126,15 @@ export async function open (spec) {
     }
     const json = typeof metadata.json === 'object' && metadata.json !== null ? metadata.json : {}
     const compression = metadata.compression === 'gzip' ? 'gzip' : metadata.compression === 'brotli' || metadata.compression === 'br' ? 'br' : undefined
-    const format = normalizeFormat(metadata.format) ?? (Buffer.isBuffer(sample) && sample.length > 0 ? describeTile(sample, { compression }).format : undefined)
+    // The tiles are the truth here too: a metadata `format` they contradict (gzipped MVT said to be png, a second
+    // `format` row) would label every tile wrong and refuse .geojson. The declared one decides only what bytes cannot
+    // say (MLT, a format with no magic number).
+    const declared = normalizeFormat(metadata.format)
+    const sniffed = Buffer.isBuffer(sample) && sample.length > 0 ? describeTile(sample, { format: declared, compression }).format : undefined
+    const format = sniffed !== undefined && sniffed !== 'bin' ? sniffed : declared ?? sniffed
+    if (declared !== undefined && format !== declared) {
+      context.log?.warn({ set: spec.id, format, declared }, `the metadata says format '${declared}' but the tiles are '${format}': served as '${format}'`)
+    }
 
     const bounds = numberList(metadata.bounds, 4)
     let closed = false
