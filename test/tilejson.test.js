@@ -111,3 +111,31 @@ test('an MLT set whose metadata lists no vector_layers gets them read off a tile
     if (HAVE_SCHEMA) assertValidTileJson(tj, { label: id })
   }
 })
+
+test('bounds and centers a file gets wrong are repaired: south above north swapped, latitudes and longitudes brought onto the globe, a center off it derived', async (t) => {
+  if (!needs(t, HAVE_SCHEMA, '../shared/schemas is not present')) return
+  const dir = tempDir(t)
+  const tiles = vectorTiles(pyramid(0, 2))
+  writeMbtiles(join(dir, 'latswap.mbtiles'), { tiles, metadata: { format: 'pbf', bounds: '-10,50,10,40' } })
+  writeMbtiles(join(dir, 'outofrange.mbtiles'), { tiles, metadata: { format: 'pbf', bounds: '-200,-100,200,100', center: '500,500,0' } })
+  writeMbtiles(join(dir, 'pastdateline.mbtiles'), { tiles, metadata: { format: 'pbf', bounds: '170,-20,190,-10', center: '185,-15,1' } })
+  writePmtiles(join(dir, 'badheader.pmtiles'), { tiles, metadata: {}, bounds: [-200, -95, 200, 95] })
+  const app = await makeApp(t, { paths: [dir] })
+  await checkEverySet(app)
+  const tilejson = async (id) => (await app.inject({ url: `/${id}.json` })).json()
+  const lat = 85.05112877980659
+
+  const latswap = await tilejson('latswap')
+  assert.deepEqual(latswap.bounds, [-10, 40, 10, 50], 'south and north swapped: a map asks for its tiles')
+  assert.deepEqual(latswap.center, [0, 45, 2])
+  const outOfRange = await tilejson('outofrange')
+  assert.deepEqual(outOfRange.bounds, [-180, -lat, 180, lat], 'the world, as export takes it')
+  assert.deepEqual(outOfRange.center, [0, 0, 0], 'a center off the globe: the middle of the bounds')
+  const pastDateline = await tilejson('pastdateline')
+  assert.deepEqual(pastDateline.bounds, [-180, -20, 180, -10], '170…190 is across the antimeridian: the world\'s width')
+  assert.deepEqual(pastDateline.center, [-175, -15, 1], 'on the data: 185 is -175')
+  const badHeader = await tilejson('badheader')
+  assert.deepEqual(badHeader.bounds, [-180, -lat, 180, lat], 'a PMTiles header\'s too')
+  assert.ok(badHeader.center[1] >= -lat && badHeader.center[1] <= lat)
+  assert.equal((await app.inject({ url: '/outofrange/meta' })).json().bounds, '-200,-100,200,100', '/meta keeps the raw value')
+})

@@ -113,14 +113,31 @@ export function layersOfTile (stored, compression, mlt) {
  */
 export const unwrappedBounds = (b) => (b[0] > b[2] ? [-180, b[1], 180, b[3]] : b)
 
+/** A longitude past ±180 brought back onto the globe: 190 → -170, -200 → 160. */
+const wrapLongitude = (lon) => (lon >= -180 && lon <= 180 ? lon : ((((lon + 180) % 360) + 360) % 360) - 180)
+
+/**
+ * Bounds as a writer must have meant them, in the ranges TileJSON wants: south above north swapped (MapLibre's
+ * TileBounds would contain no tile, and a map ask for none, as for bounds that wrap), latitudes clamped to where Web
+ * Mercator tiles end (±85.0511°, the world's bounds), longitudes past ±180 brought back (a box 360° wide or more is the
+ * world's width; 170…190 is across the antimeridian, 170…-170). West above east is kept: across the antimeridian.
+ */
+export function repairedBounds ([west, south, east, north]) {
+  if (south > north) [south, north] = [north, south]
+  south = clamp(south, WORLD_BOUNDS[1], WORLD_BOUNDS[3])
+  north = clamp(north, WORLD_BOUNDS[1], WORLD_BOUNDS[3])
+  if (east - west >= 360) return [-180, south, 180, north]
+  return [wrapLongitude(west), south, wrapLongitude(east), north]
+}
+
 /**
  * TileJSON fields (all but `tiles`) from what a kind knows, valid against the TileJSON 3.0.0 schema whatever the
- * metadata said: zooms inside 0-30 and ordered, the center inside the bounds and the zoom range (a missing one is the
- * middle of the bounds, at the zoom where they fill about one tile), bounds that do not wrap (unwrappedBounds), layer
- * zooms inside the set's, a semver version.
+ * metadata said: zooms inside 0-30 and ordered, bounds on the globe and ordered (repairedBounds) that do not wrap
+ * (unwrappedBounds), the center inside the bounds and the zoom range (a missing one, or one off the globe, is the
+ * middle of the bounds, at the zoom where they fill about one tile), layer zooms inside the set's, a semver version.
  */
 export function buildTileJson ({ name, description, attribution, version, minzoom, maxzoom, bounds, center, vectorLayers, format, extra }) {
-  const b = bounds ?? WORLD_BOUNDS
+  const b = bounds === undefined ? WORLD_BOUNDS : repairedBounds(bounds)
   const min = Number.isInteger(minzoom) ? clampZoom(minzoom) : 0
   const max = Number.isInteger(maxzoom) ? Math.max(min, clampZoom(maxzoom)) : Math.max(min, 14)
   // Bounds across the antimeridian (west > east, as TileJSON writes them): their width goes through 180°, and so does
@@ -130,9 +147,11 @@ export function buildTileJson ({ name, description, attribution, version, minzoo
   const fit = Math.floor(Math.log2(360 / Math.max(width, 1e-9)))
   const east = b[0] + width / 2 // past 180 for bounds across the antimeridian
   const middle = east > 180 ? east - 360 : east
-  const c = center ?? [middle, (b[1] + b[3]) / 2, fit]
+  // A center off the globe (latitude 100) says nothing of where the data is: the middle of the bounds instead. A
+  // longitude past ±180 is brought back as the bounds' are (185 → -175); one outside the bounds moved to their edge.
+  const c = center !== undefined && Math.abs(center[1]) <= 90 ? [wrapLongitude(center[0]), center[1], center[2]] : [middle, (b[1] + b[3]) / 2, fit]
   const lon = across ? (c[0] >= b[0] || c[0] <= b[2] ? c[0] : middle) : clamp(c[0], b[0], b[2])
-  const lat = clamp(c[1], Math.min(b[1], b[3]), Math.max(b[1], b[3]))
+  const lat = clamp(c[1], b[1], b[3])
   const tilejson = {
     tilejson: '3.0.0',
     name,
