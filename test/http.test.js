@@ -9,6 +9,7 @@ import { gunzipSync, gzipSync } from 'node:zlib'
 import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader as Pbf } from 'pbf'
 import xxhash from 'xxhash-wasm'
+import Database from 'better-sqlite3'
 import { makeApp } from './helpers/app.js'
 import { PNG, makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
@@ -247,6 +248,30 @@ test('/list, /catalog, /:set/meta and /health', async (t) => {
   assert.equal(health.statusCode, 200)
   assert.equal(health.json().status, 'ok')
   assert.equal(health.json().sets, 5)
+})
+
+test('/:set/meta shows values as text and JSON: a BLOB as its text (left out unless UTF-8), PMTiles JSON that is not an object under json', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'blobs.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]), metadata: { format: 'pbf' } })
+  const db = new Database(join(dir, 'blobs.mbtiles'))
+  const insert = db.prepare('INSERT INTO metadata VALUES (?, ?)')
+  insert.run('description', Buffer.from([0x00, 0xff]))
+  insert.run('attribution', Buffer.from('© Zürich'))
+  insert.run('json', Buffer.from(JSON.stringify({ vector_layers: [{ id: 'points', fields: {} }] })))
+  db.close()
+  writePmtiles(join(dir, 'listed.pmtiles'), { tiles: vectorTiles([[0, 0, 0]]), metadata: [1, 2, 3] })
+  writePmtiles(join(dir, 'counted.pmtiles'), { tiles: vectorTiles([[0, 0, 0]]), metadata: 42 })
+  const app = await makeApp(t, { paths: [dir] })
+
+  const blobs = (await app.inject({ url: '/blobs/meta' })).json()
+  assert.equal('description' in blobs, false, 'not UTF-8: left out')
+  assert.equal(blobs.attribution, '© Zürich')
+  assert.deepEqual(blobs.json, { vector_layers: [{ id: 'points', fields: {} }] }, 'parsed as a TEXT json is')
+  assert.equal((await app.inject({ url: '/blobs.json' })).json().attribution, '© Zürich')
+  const listed = (await app.inject({ url: '/listed/meta' })).json()
+  assert.deepEqual(Object.keys(listed).sort(), ['header', 'json'])
+  assert.deepEqual(listed.json, [1, 2, 3])
+  assert.equal((await app.inject({ url: '/counted/meta' })).json().json, 42)
 })
 
 test('CORS on by default, configurable; Cache-Control configurable', async (t) => {

@@ -56,11 +56,24 @@ const SCHEMAS = [
   { needs: ['tiles_with_hash'], from: 'tiles_with_hash', prefix: '', data: 'tile_data' },
 ]
 
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** A BLOB value as the text it holds; undefined unless that is UTF-8 (/:set/meta would show a Buffer's JSON shape). */
+function blobText (value) {
+  try {
+    return utf8.decode(value)
+  } catch {
+    return undefined
+  }
+}
+
 function readMetadata (db, objects) {
   if (!objects.has('metadata')) return {}
   const metadata = {}
   for (const { name, value } of db.prepare('SELECT name, value FROM metadata').all()) {
-    if (typeof name === 'string') metadata[name] = value
+    if (typeof name !== 'string') continue
+    const kept = Buffer.isBuffer(value) ? blobText(value) : value
+    if (kept !== undefined) metadata[name] = kept
   }
   if (typeof metadata.json === 'string') {
     try {

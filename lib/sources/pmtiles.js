@@ -136,9 +136,11 @@ export async function open (spec, context = {}) {
     const archive = new PMTiles(source, cache, decompressInternal)
     const header = await archive.getHeader()
     let json = {}
+    let other // JSON metadata that is not an object (an array, a number): kept whole under `json` in /:set/meta
     try {
       const parsed = header.jsonMetadataLength > 0 ? await archive.getMetadata() : {}
-      if (parsed && typeof parsed === 'object') json = parsed
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) json = parsed
+      else other = { json: parsed }
     } catch {
       json = {} // unreadable JSON metadata is not worth refusing the tiles for
     }
@@ -147,6 +149,7 @@ export async function open (spec, context = {}) {
     const { etag, ...headerFields } = header
     const metadata = {
       ...json,
+      ...other,
       header: { ...headerFields, tileType: TileType[header.tileType] ?? header.tileType, tileCompression: compression ?? 'unknown', internalCompression: COMPRESSION[header.internalCompression] },
     }
     // min_lon above max_lon: across the antimeridian (TileJSON's are widened to the world's width, buildTileJson).
