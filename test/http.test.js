@@ -274,6 +274,34 @@ test('/:set/meta shows values as text and JSON: a BLOB as its text (left out unl
   assert.equal((await app.inject({ url: '/counted/meta' })).json().json, 42)
 })
 
+test('files of one name in two folders: the first keeps its id and file name, the other is served as roads-2 (roads-3 …), said once each', async (t) => {
+  const root = tempDir(t)
+  const [a, b] = [join(root, 'A'), join(root, 'B')]
+  mkdirSync(a)
+  mkdirSync(b)
+  writeMbtiles(join(a, 'roads.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]), metadata: { format: 'pbf' } })
+  writePmtiles(join(a, 'roads.pmtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }], tileType: 'png', tileCompression: 'none' })
+  writeMbtiles(join(b, 'roads.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }], metadata: { format: 'png' } })
+  writePmtiles(join(b, 'roads.pmtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const logs = []
+  const app = await makeApp(t, { paths: [a, b] }, { logs })
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), ['roads', 'roads.pmtiles', 'roads-2', 'roads-3'])
+  const type = async (url) => (await app.inject({ url })).headers['content-type']
+  assert.equal(await type('/roads.mbtiles/0/0/0'), 'application/x-protobuf', "A's roads.mbtiles, the file 'roads' was found as")
+  assert.equal(await type('/roads/0/0/0'), 'application/x-protobuf')
+  assert.equal(await type('/roads.pmtiles/0/0/0'), 'image/png', "A's roads.pmtiles")
+  assert.equal(await type('/roads-2/0/0/0'), 'image/png', "B's roads.mbtiles")
+  assert.equal(await type('/roads-3/0/0/0'), 'application/x-protobuf', "B's roads.pmtiles")
+  const said = logs.filter((l) => l.file !== undefined && l.first !== undefined)
+  assert.deepEqual(said.map((l) => [l.set, l.file, l.first, l.folder]), [['roads-2', 'roads.mbtiles', 'roads', b], ['roads-3', 'roads.pmtiles', 'roads.pmtiles', b]])
+  assert.match(said[0].msg, /'roads\.mbtiles' is the name of a file served already \(set 'roads'\): this one is served as 'roads-2'/)
+  // Re-opened on a reload: the same ids, nothing said again.
+  await app.catalog.reload()
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), ['roads', 'roads.pmtiles', 'roads-2', 'roads-3'])
+  assert.equal(logs.filter((l) => l.file !== undefined && l.first !== undefined).length, 2)
+  assert.equal(await type('/roads.mbtiles/0/0/0'), 'application/x-protobuf')
+})
+
 test('CORS on by default, configurable; Cache-Control configurable', async (t) => {
   const { app } = await fixtureApp(t)
   const res = await app.inject({ url: '/roads/0/0/0', headers: { origin: 'https://a.example' } })

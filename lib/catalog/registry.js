@@ -1,7 +1,7 @@
 // The sets being served: entries by id, the other names a URL may use (a file's full name), and by file path. An entry
 // outlives neither a reload nor a removal: it is retired, and its handle closes once the reads under way finish.
 import { createHash } from 'node:crypto'
-import { basename } from 'node:path'
+import { basename, dirname } from 'node:path'
 import { compose, layerConflict } from '../sources/composite.js'
 import { isVector } from '../tiletype.js'
 import { LIMIT_DEFAULTS } from '../limits.js'
@@ -51,10 +51,11 @@ export class Registry {
 
   /**
    * An id not in use and not reserved: `wanted`, else the first free of `alternatives` (a file's full name), else
-   * `wanted-2`, `wanted-3`… A reserved id is said in a warning, since its set answers under another URL.
+   * `wanted-2`, `wanted-3`… A reserved id is said in a warning, since its set answers under another URL. A name a set's
+   * file has is in use too: /roads.mbtiles keeps naming the file `roads` was found as, not one of that name found later.
    */
   uniqueId (wanted, alternatives = []) {
-    const free = (id) => !this.entries.has(id) && !RESERVED.has(id)
+    const free = (id) => !this.entries.has(id) && !this.aliases.has(id) && !RESERVED.has(id)
     const id = [wanted, ...alternatives].find(free) ?? (() => {
       let n = 2
       while (!free(`${wanted}-${n}`)) n++
@@ -69,7 +70,15 @@ export class Registry {
     if (spec.id) return this.uniqueId(spec.id)
     const name = spec.path ? basename(spec.path) : basename(new URL(spec.url).pathname) || 'remote'
     const dot = name.lastIndexOf('.')
-    return this.uniqueId(dot > 0 ? name.slice(0, dot) : name, [name])
+    const stem = dot > 0 ? name.slice(0, dot) : name
+    const id = this.uniqueId(stem, [name])
+    const first = id === stem || id === name || RESERVED.has(stem) ? undefined : this.aliases.get(name)
+    if (first !== undefined) {
+      // A file of the same name in another folder (or at another URL): served, under an id of its own, said once here.
+      this.log.warn({ set: id, file: name, first: first.id, folder: spec.path ? dirname(spec.path) : undefined },
+        `'${name}' is the name of a file served already (set '${first.id}'): this one is served as '${id}', and /${name} stays '${first.id}'`)
+    }
+    return id
   }
 
   /**
