@@ -260,6 +260,48 @@ test('a sprite that cannot be read fails the render (503, not cached); once it c
   assert.ok(yellow((await pixels(listed.rawPayload)).at(20, 20)), 'the listed sprite `_` draws its pattern')
 })
 
+test('a sprite file replaced is drawn at once: new tiles and tiles drawn before, static images, the list form\'s @2x', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { dir, tiles, styles } = setUp(t)
+  const sheet = (background) => sharp({ create: { width: 16, height: 16, channels: 4, background } }).png().toBuffer()
+  const yellow = { r: 255, g: 255, b: 0, alpha: 1 }
+  const magenta = { r: 255, g: 0, b: 255, alpha: 1 }
+  const spriteJson = (ratio) => JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: ratio } })
+  const style = (sprite, icon) => JSON.stringify({ version: 8, sources: {}, sprite, layers: [{ id: 'pattern', type: 'background', paint: { 'background-pattern': icon } }] })
+  mkdirSync(join(styles, 'one'))
+  writeFileSync(join(styles, 'one', 'style.json'), style('sprites/sheet', 'own'))
+  mkdirSync(join(styles, 'one', 'sprites'))
+  writeFileSync(join(styles, 'one', 'sprites', 'sheet.json'), spriteJson(1))
+  writeFileSync(join(styles, 'one', 'sprites', 'sheet.png'), await sheet(yellow))
+  mkdirSync(join(styles, 'listed'))
+  writeFileSync(join(styles, 'listed', 'style.json'), style([{ id: 's', url: 'sheet' }], 's:own'))
+  for (const ratio of ['', '@2x']) {
+    writeFileSync(join(styles, 'listed', `sheet${ratio}.json`), spriteJson(ratio === '' ? 1 : 2))
+    writeFileSync(join(styles, 'listed', `sheet${ratio}.png`), await sheet(yellow))
+  }
+  const app = await makeApp(t, { paths: [tiles], styles, tileDir: { dir: join(dir, 'on-disk') } })
+  const colour = async (url) => {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    return (await pixels(res.rawPayload)).at(20, 20).slice(0, 3)
+  }
+  const isYellow = ([r, g, b]) => r > 200 && g > 200 && b < 60
+  const isMagenta = ([r, g, b]) => r > 200 && g < 60 && b > 200
+  for (const url of ['/styles/one/1/0/0.png', '/styles/one/static/0,0,1/64x64.png', '/styles/listed/1/0/0@2x.png']) assert.ok(isYellow(await colour(url)), url)
+  await app.tileDir.idle()
+
+  // Only the PNGs change (same size, same JSON): the engine had loaded the old sheet for the style's registration.
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  writeFileSync(join(styles, 'one', 'sprites', 'sheet.png'), await sheet(magenta))
+  writeFileSync(join(styles, 'listed', 'sheet@2x.png'), await sheet(magenta))
+  await app.reloadStyles()
+  assert.ok(!existsSync(join(dir, 'on-disk', 'styles', 'one', '1', '0', '0.png')), 'the tiles of the old sprite left the tile directory')
+  for (const url of ['/styles/one/1/0/0.png', '/styles/one/1/1/1.png', '/styles/one/static/0,0,1/64x64.png', '/styles/listed/1/0/0@2x.png']) {
+    assert.ok(isMagenta(await colour(url)), `${url}: drawn with the new sprite`)
+  }
+  assert.ok(isYellow(await colour('/styles/listed/1/0/0.png')), 'the 1x sheet of the list form did not change')
+})
+
 test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { dir, tiles, styles } = setUp(t)

@@ -8,7 +8,7 @@ import { basename, dirname, join, relative, resolve, sep } from 'node:path'
 import { validateStyleMin } from '@maplibre/maplibre-gl-style-spec'
 import { LRUCache } from 'lru-cache'
 import { NotFound } from '../errors.js'
-import { dataPathOf } from './rewrite.js'
+import { dataPathOf, spritePathOf } from './rewrite.js'
 import { OUTSIDE, realFileIn } from '../real-path.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
@@ -20,7 +20,9 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$/
  * @property {string} id
  * @property {string} name      the style's own `name`, else its id
  * @property {object} json      the style as written (never changed: answers are rewritten copies)
- * @property {string} revision  hash of the file's bytes (and of the state of the GeoJSON files it names)
+ * @property {string} revision  hash of the file's bytes (and of the state of the GeoJSON and sprite files it names)
+ * @property {string} spriteRevision  hash of the state of its sprite files (each ratio's .json and .png): the engine
+ *   loads a sprite once per registration of the style, so a new one is registered anew
  * @property {string} dir       the folder its relative paths (sprites) are resolved against
  * @property {Map<string, {file: string|null, size: number, mtimeMs: number, revision: string}>} dataFiles  the GeoJSON
  *   files its sources name by a relative path (`"data": "points.geojson"`), by that path as dataPathOf gives it; `file`
@@ -66,7 +68,7 @@ export class StyleCatalog {
           const real = await realFileIn(file, this.realDir === null ? [] : [this.realDir])
           if (real === null) throw new Error('its style file went away')
           if (real === OUTSIDE) throw new Error('its style file is a link leading out of the styles folder')
-          const style = await readStyle(id, file, real.file, roots)
+          const style = await readStyle(id, file, real.file, roots, (dir, path) => this.fileOf({ id, dir }, path))
           for (const [path, data] of style.dataFiles) if (data.revision === 'outside') this.outside(style, path)
           found.set(id, style)
         } catch (err) {
@@ -191,8 +193,32 @@ async function dataFilesOf (json, dir, roots) {
   return files
 }
 
-/** Style `id` from `file` (its path in the styles folder), read from `real` (its real path, checked by the caller). */
-async function readStyle (id, file, real, roots) {
+const SPRITE_FILES = ['', '@2x', '@3x'].flatMap((ratio) => [`${ratio}.json`, `${ratio}.png`])
+
+/**
+ * The state of the sprite files a style keeps beside it (each ratio's .json and .png, of the one `sprite` and of each
+ * relative one of a list), in one string: what its rendered icons are drawn from. `fileOf(dir, path)` → the file's
+ * real path, or null (StyleCatalog.fileOf: never outside the styles folder).
+ */
+async function spriteStateOf (json, dir, fileOf) {
+  const ids = Array.isArray(json.sprite) ? json.sprite.map((s) => s?.id) : [undefined]
+  const paths = new Set(ids.map((spriteId) => spritePathOf({ json }, spriteId)).filter((p) => p !== null))
+  const states = []
+  for (const path of paths) {
+    for (const suffix of SPRITE_FILES) {
+      const file = await fileOf(dir, `${path}${suffix}`)
+      const info = file === null ? null : await stat(file).catch(() => null)
+      states.push(`${path}${suffix}\0${info === null ? 'missing' : `${info.size}-${Math.round(info.mtimeMs)}`}`)
+    }
+  }
+  return states.join('\0')
+}
+
+/**
+ * Style `id` from `file` (its path in the styles folder), read from `real` (its real path, checked by the caller);
+ * `fileOf(dir, path)`: a file beside it (its sprites), as StyleCatalog.fileOf finds it.
+ */
+async function readStyle (id, file, real, roots, fileOf) {
   const info = await stat(real).catch(() => null)
   if (info === null) throw new Error('its style file went away')
   if (info.size > MAX_STYLE_BYTES) throw new Error(`larger than ${MAX_STYLE_BYTES / 2 ** 20} MiB`)
@@ -219,11 +245,15 @@ async function readStyle (id, file, real, roots) {
   const dataFiles = await dataFilesOf(json, dir, roots)
   const revision = createHash('sha1').update(bytes)
   for (const [path, data] of dataFiles) revision.update(`\0${path}\0${data.revision}`)
+  // A sprite replaced is a new revision too: its rendered tiles are drawn anew, with the icons clients now get.
+  const spriteRevision = createHash('sha1').update(await spriteStateOf(json, dir, fileOf)).digest('base64url').slice(0, 12)
+  revision.update(`\0${spriteRevision}`)
   return {
     id,
     name: typeof json.name === 'string' && json.name !== '' ? json.name : id,
     json,
     revision: revision.digest('base64url').slice(0, 12),
+    spriteRevision,
     dir,
     dataFiles,
   }

@@ -153,7 +153,8 @@ async function renderPlugin (app, config) {
   }
 
   // The style as the engine draws it ({ name, json }), made once per revision of the style and of the catalog (a set
-  // a source names may come or go); `name` changes with the JSON, so a child never draws an older registration.
+  // a source names may come or go); `name` changes with the JSON and the sprite files, so a child never draws an
+  // older registration.
   const drawn = new Map() // style id → { revision, generation, name, json }
   let warnedFonts = false
   const ownBases = ownBasesOf(config, app.server) // the bases this server is known by (its port, once it listens)
@@ -168,7 +169,9 @@ async function renderPlugin (app, config) {
     }
     const rendered = renderStyle(style, (name) => catalog.get(name), fonts.dir !== null, own)
     const json = JSON.stringify(rendered.json)
-    const name = `${style.id}@${createHash('sha1').update(json).digest('base64url').slice(0, 12)}`
+    // The sprite files' state too: the engine keeps the sheet it loaded at registration, whose URL a new file keeps.
+    const sprite = `\0${style.spriteRevision ?? ''}`
+    const name = `${style.id}@${createHash('sha1').update(json).update(sprite).digest('base64url').slice(0, 12)}`
     // What its tiles are made of: a set replaced or purged (a new cache key) makes them anew.
     const sets = rendered.used.map((e) => e.key).join('\n')
     // As fresh as its most perishable set (PostGIS tiles live `cacheTtlS`); undefined: until a set or the style changes.
@@ -177,7 +180,7 @@ async function renderPlugin (app, config) {
     // counter of this process) read as the revision of the set's data.
     let portable = json
     for (const e of rendered.used) portable = portable.replaceAll(encodeURIComponent(e.key), encodeURIComponent(`${e.id}@${dataRevision(e)}`))
-    const shared = createHash('sha1').update(portable).digest('base64url').slice(0, 12)
+    const shared = createHash('sha1').update(portable).update(sprite).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
     const made = { revision: style.revision, generation, own, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
