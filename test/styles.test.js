@@ -503,6 +503,32 @@ test('a changed style gets a new revision and its new content on reload; a remov
   assert.equal((await app.inject({ url: '/styles/multi/style.json' })).statusCode, 404)
 })
 
+test('a broken style is logged once per revision of its file, not again at each reload of the folder', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, fonts }, { logs })
+  const said = (id) => logs.filter((l) => l.msg === 'style not served' && l.style === id).length
+  assert.equal(said('broken'), 1)
+  assert.equal(said('old'), 1)
+  // Other files of the folder change: every style is read again, the broken ones did not change.
+  for (let i = 0; i < 5; i++) {
+    writeFileSync(join(styles, 'city', 'sprites', 'city.png'), Buffer.concat([PNG, Buffer.from([i])]))
+    await app.reloadStyles()
+  }
+  assert.equal(said('broken'), 1, 'once, however often the folder changes')
+  assert.equal(said('old'), 1)
+  // The file itself changes, still broken: a new revision, said again (its new reason); fixed and broken again too.
+  writeFileSync(join(styles, 'broken.json'), '{ "version": 8, "sources": ')
+  await app.reloadStyles()
+  await app.reloadStyles()
+  assert.equal(said('broken'), 2)
+  writeFileSync(join(styles, 'old.json'), JSON.stringify({ version: 8, sources: {}, layers: [] }))
+  await app.reloadStyles()
+  writeFileSync(join(styles, 'old.json'), JSON.stringify({ version: 7, sources: {}, layers: [] }))
+  await app.reloadStyles()
+  assert.equal(said('old'), 2)
+})
+
 test('the styles folder is watched: an edit is served without a restart', async (t) => {
   const { tiles, styles, fonts } = setUp(t)
   const app = await makeApp(t, { paths: [tiles], styles, fonts, watch: true, watchDebounceMs: 50 })

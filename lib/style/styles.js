@@ -47,6 +47,7 @@ export class StyleCatalog {
     this.knownRoots = null // roots(), as of the latest load
     this.realDir = null // the styles folder's real path, as of the latest load (null: none, or unreadable)
     this.saidOutside = new Set() // the files leading out of the folders already logged, by style and path
+    this.saidBroken = new Set() // the broken styles already logged, by id, the file's state and the reason (see load)
     // GeoJSON files' bytes by real path, size and time: a client's request (a 304 too, whose ETag is of the bytes) and
     // the renderer's read a file of up to 64 MiB once, not each time.
     this.dataBytes = new LRUCache({ maxSize: MAX_DATA_BYTES, sizeCalculation: (bytes) => Math.max(1, bytes.length) })
@@ -56,6 +57,7 @@ export class StyleCatalog {
   async load () {
     const found = new Map()
     const broken = new Map()
+    const saidBroken = new Set()
     this.knownRoots = null
     if (this.dir !== null) {
       this.realDir = await realpath(this.dir).catch(() => null)
@@ -73,10 +75,16 @@ export class StyleCatalog {
           found.set(id, style)
         } catch (err) {
           broken.set(id, err.message)
-          this.log.warn({ style: id, reason: err.message }, 'style not served')
+          // Once per revision of the broken file: any change in the folder reloads every style, and a style that did
+          // not change is no news. Kept only while it is broken, so the same breakage coming back is said again.
+          const state = await stat(file).then((i) => `${i.size}-${i.mtimeMs}-${i.ino}`, () => 'gone')
+          const said = `${id}\0${state}\0${err.message}`
+          saidBroken.add(said)
+          if (!this.saidBroken.has(said)) this.log.warn({ style: id, reason: err.message }, 'style not served')
         }
       }
     }
+    this.saidBroken = saidBroken
     this.styles = found
     this.broken = broken
     this.loads++ // files beside the styles (sprites) may have changed too: what was read of them is read again
