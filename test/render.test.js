@@ -302,6 +302,32 @@ test('a sprite file replaced is drawn at once: new tiles and tiles drawn before,
   assert.ok(isYellow(await colour('/styles/listed/1/0/0.png')), 'the 1x sheet of the list form did not change')
 })
 
+test('styles named in any script or with a # render, their sprites and GeoJSON files drawn', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const sheet = await sharp({ create: { width: 16, height: 16, channels: 4, background: { r: 255, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  for (const id of ['café', 'hash#1', '地図 2']) {
+    mkdirSync(join(styles, id))
+    writeFileSync(join(styles, id, 'style.json'), JSON.stringify({
+      ...dotsStyle(),
+      sources: { ...dotsStyle().sources, pt: { type: 'geojson', data: 'point.geojson' } },
+      sprite: 'sprite',
+      layers: [{ id: 'pattern', type: 'background', paint: { 'background-pattern': 'own' } }, ...dotsStyle().layers.slice(1), { id: 'pt', type: 'circle', source: 'pt', paint: { 'circle-color': '#00ff00', 'circle-radius': 10 } }],
+    }))
+    writeFileSync(join(styles, id, 'sprite.json'), JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: 1 } }))
+    writeFileSync(join(styles, id, 'sprite.png'), sheet)
+    writeFileSync(join(styles, id, 'point.geojson'), JSON.stringify({ type: 'Feature', properties: {}, geometry: { type: 'Point', coordinates: [-45, 40.979898] } }))
+  }
+  const app = await makeApp(t, { paths: [tiles], styles })
+  for (const id of ['café', 'hash#1', '地図 2']) {
+    const res = await app.inject({ url: `/styles/${encodeURIComponent(id)}/512/2/1/1.png` })
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    const { at } = await pixels(res.rawPayload)
+    assert.deepEqual(at(20, 20).slice(0, 3), [255, 255, 0], `${id}: the sprite's pattern`)
+    assert.deepEqual(at(256, 256).slice(0, 3), [0, 255, 0], `${id}: the GeoJSON file's point over the set's dot`)
+  }
+})
+
 test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { dir, tiles, styles } = setUp(t)

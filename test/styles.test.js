@@ -186,6 +186,44 @@ test('styles: listed, and served with their sets, sprite and glyphs pointing at 
   assert.doesNotMatch(broken.body, new RegExp(styles.replaceAll('/', '\\/')), 'no path in the answer')
 })
 
+test('styles named in any script or with a #: listed and linked percent-encoded, served; a name no URL carries is logged once', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  const plain = (name) => JSON.stringify({ version: 8, name, sources: { a: { type: 'vector', url: 'mbtiles://roads' } }, sprite: 'sprite', layers: [] })
+  mkdirSync(join(styles, 'café'))
+  writeFileSync(join(styles, 'café', 'style.json'), plain('Café'))
+  writeFileSync(join(styles, 'café', 'sprite.json'), JSON.stringify({ dot: { x: 0, y: 0, width: 1, height: 1, pixelRatio: 1 } }))
+  writeFileSync(join(styles, 'café', 'sprite.png'), PNG)
+  writeFileSync(join(styles, 'Ünï cødé.json'), plain('Unicode'))
+  writeFileSync(join(styles, 'hash#1.json'), plain('Hash'))
+  writeFileSync(join(styles, '地図.json'), plain('Chizu'))
+  writeFileSync(join(styles, 'line\nbreak.json'), plain('Refused'))
+  writeFileSync(Buffer.concat([Buffer.from(join(styles, 'latin1-')), Buffer.from([0xe9]), Buffer.from('.json')]), plain('Refused too'))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, fonts }, { logs })
+
+  const list = (await app.inject({ url: '/styles.json', headers: { host: 'maps.test' } })).json()
+  const url = (id) => list.find((s) => s.id === id)?.url
+  assert.equal(url('café'), 'http://maps.test/styles/caf%C3%A9/style.json')
+  assert.equal(url('Ünï cødé'), 'http://maps.test/styles/%C3%9Cn%C3%AF%20c%C3%B8d%C3%A9/style.json')
+  assert.equal(url('hash#1'), 'http://maps.test/styles/hash%231/style.json')
+  assert.equal(url('地図'), 'http://maps.test/styles/%E5%9C%B0%E5%9B%B3/style.json')
+  for (const id of ['café', 'Ünï cødé', 'hash#1', '地図']) {
+    const res = await app.inject({ url: new URL(url(id)).pathname, headers: { host: 'maps.test' } })
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    assert.equal(res.json().sources.a.url, 'http://maps.test/roads.json')
+    assert.equal(res.json().sprite, `http://maps.test/styles/${encodeURIComponent(id)}/sprite`)
+  }
+  const sprite = await app.inject({ url: '/styles/caf%C3%A9/sprite.png' })
+  assert.equal(sprite.statusCode, 200, sprite.body)
+  assert.deepEqual(sprite.rawPayload, PNG)
+  assert.ok((await app.inject({ url: '/' })).body.includes('/styles/caf%C3%A9/style.json'), 'linked from the index page')
+
+  await app.reloadStyles()
+  const refused = logs.filter((l) => l.msg === 'style not served' && l.file !== undefined)
+  assert.deepEqual(refused.map((l) => l.reason).sort(), ['its name has a control character', 'its name is not UTF-8'], 'each logged once, saying why')
+  assert.equal(list.length, 7, 'the refused names are not listed')
+})
+
 test('styles: several sprites, remote ones left out, and nothing outside the styles folder is read', async (t) => {
   const { tiles, styles, fonts } = setUp(t)
   const app = await makeApp(t, { paths: [tiles], styles, fonts })

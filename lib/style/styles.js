@@ -13,7 +13,20 @@ import { OUTSIDE, realFileIn } from '../real-path.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
 const MAX_DATA_BYTES = 64 * 2 ** 20 // as a GeoJSON set (lib/sources/geojson.js): more belongs in tiles
-const ID = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$/
+const MAX_ID_LENGTH = 128
+
+/**
+ * Why a file or folder name cannot be a style's id, or null: any other name is one (`café`, `Ünï cødé`, `hash#1`), given
+ * percent-encoded in links as set names are. Refused: a name with a control character (a line break, which no URL or
+ * log line carries as it is), one whose bytes are not UTF-8 (read as U+FFFD, it would name no file), a long one.
+ */
+function refusedId (name) {
+  if (name === '') return 'an empty name'
+  if (/\p{Cc}/u.test(name)) return 'its name has a control character'
+  if (name.includes('\uFFFD')) return 'its name is not UTF-8'
+  if ([...name].length > MAX_ID_LENGTH) return `its name is longer than ${MAX_ID_LENGTH} characters`
+  return null
+}
 
 /**
  * @typedef {object} Style
@@ -48,6 +61,7 @@ export class StyleCatalog {
     this.realDir = null // the styles folder's real path, as of the latest load (null: none, or unreadable)
     this.saidOutside = new Set() // the files leading out of the folders already logged, by style and path
     this.saidBroken = new Set() // the broken styles already logged, by id, the file's state and the reason (see load)
+    this.saidRefused = new Set() // the names refused as ids already logged (candidates)
     // GeoJSON files' bytes by real path, size and time: a client's request (a 304 too, whose ETag is of the bytes) and
     // the renderer's read a file of up to 64 MiB once, not each time.
     this.dataBytes = new LRUCache({ maxSize: MAX_DATA_BYTES, sizeCalculation: (bytes) => Math.max(1, bytes.length) })
@@ -103,10 +117,24 @@ export class StyleCatalog {
     for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
       if (e.name.startsWith('.')) continue
       // A folder is a style when it holds a style.json (a fonts or sprites folder beside the styles is not).
-      if (e.isDirectory() && ID.test(e.name) && existsSync(join(this.dir, e.name, 'style.json'))) out.unshift({ id: e.name, file: join(this.dir, e.name, 'style.json') })
-      else if (e.isFile() && e.name.endsWith('.json') && ID.test(e.name.slice(0, -5))) out.push({ id: e.name.slice(0, -5), file: join(this.dir, e.name) })
+      let found = null
+      if (e.isDirectory() && existsSync(join(this.dir, e.name, 'style.json'))) found = { id: e.name, file: join(this.dir, e.name, 'style.json') }
+      else if (e.isFile() && e.name.endsWith('.json')) found = { id: e.name.slice(0, -5), file: join(this.dir, e.name) }
+      if (found === null) continue
+      const refused = refusedId(found.id)
+      if (refused !== null) this.refused(e.name, refused)
+      else if (e.isDirectory()) out.unshift(found)
+      else out.push(found)
     }
     return out
+  }
+
+  /** Logs a style file or folder whose name cannot be an id, once per name and reason. */
+  refused (name, reason) {
+    const key = `${name}\0${reason}`
+    if (this.saidRefused.has(key) || this.saidRefused.size >= 1000) return
+    this.saidRefused.add(key)
+    this.log.warn({ file: name, reason }, 'style not served')
   }
 
   get (id) { return this.styles.get(id) }
