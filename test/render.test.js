@@ -328,6 +328,22 @@ test('styles named in any script or with a # render, their sprites and GeoJSON f
   }
 })
 
+test('a relative sprite with a query (`sprite?v=2`, a cache-buster) is drawn from its files', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const sheet = await sharp({ create: { width: 16, height: 16, channels: 4, background: { r: 255, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  mkdirSync(join(styles, 'spq'))
+  writeFileSync(join(styles, 'spq', 'style.json'), JSON.stringify({ version: 8, sources: {}, sprite: 'sprite?v=2', layers: [{ id: 'pattern', type: 'background', paint: { 'background-pattern': 'own' } }] }))
+  writeFileSync(join(styles, 'spq', 'sprite.json'), JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: 1 } }))
+  writeFileSync(join(styles, 'spq', 'sprite.png'), sheet)
+  const app = await makeApp(t, { paths: [tiles], styles })
+  for (const url of ['/styles/spq/1/0/0.png', '/styles/spq/1/0/0@2x.png', '/styles/spq/static/0,0,1/64x64.png']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    assert.deepEqual((await pixels(res.rawPayload)).at(20, 20).slice(0, 3), [255, 255, 0], `${url}: the sprite's pattern`)
+  }
+})
+
 test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { dir, tiles, styles } = setUp(t)

@@ -248,6 +248,27 @@ test('styles: several sprites, remote ones left out, and nothing outside the sty
   }
 })
 
+test('a relative sprite with a query (a cache-buster): its files are read without it, the client keeps it', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  mkdirSync(join(styles, 'spq'))
+  writeFileSync(join(styles, 'spq', 'style.json'), JSON.stringify({ version: 8, sources: {}, sprite: 'sprite?v=2', layers: [] }))
+  writeFileSync(join(styles, 'listed.json'), JSON.stringify({ version: 8, sources: {}, sprite: [{ id: 'a', url: 'spq/sprite?v=3&key=secret#x' }], layers: [] }))
+  for (const [suffix, bytes] of [['.json', JSON.stringify({ dot: { x: 0, y: 0, width: 1, height: 1, pixelRatio: 1 } })], ['.png', PNG], ['@2x.json', JSON.stringify({ dot: { x: 0, y: 0, width: 2, height: 2, pixelRatio: 2 } })], ['@2x.png', PNG_2X]]) {
+    writeFileSync(join(styles, 'spq', `sprite${suffix}`), bytes)
+  }
+  const app = await makeApp(t, { paths: [tiles], styles, fonts })
+  const style = (await app.inject({ url: '/styles/spq/style.json', headers: { host: 'maps.test' } })).json()
+  assert.equal(style.sprite, 'http://maps.test/styles/spq/sprite?v=2', 'the cache-buster kept for clients')
+  const listed = (await app.inject({ url: '/styles/listed/style.json', headers: { host: 'maps.test' } })).json()
+  assert.deepEqual(listed.sprite, [{ id: 'a', url: 'http://maps.test/styles/listed/sprite/a?v=3' }], 'a key written into the style is no one\'s to hand on')
+  // As MapLibre GL JS asks for them: the suffix before the query.
+  for (const url of ['/styles/spq/sprite.json?v=2', '/styles/spq/sprite@2x.png?v=2', '/styles/listed/sprite/a@2x.json?v=3', '/styles/listed/sprite/a.png?v=3']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+  }
+  assert.deepEqual((await app.inject({ url: '/styles/spq/sprite@2x.png?v=2' })).rawPayload, PNG_2X)
+})
+
 test('styles behind a proxy: URLs from X-Forwarded-* and the path prefix, only from trusted proxies', async (t) => {
   const { tiles, styles, fonts } = setUp(t)
   const forwarded = { host: 'internal:3000', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'maps.example.org', 'x-forwarded-prefix': '/tiles' }

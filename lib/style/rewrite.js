@@ -160,11 +160,13 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
     if (id === undefined) missing(key, source.url)
     else source.url = link(`${base}/${encodeURIComponent(id)}.json${searchOf(url)}`) // options kept: `?encoding=mapbox`
   }
-  // MapLibre puts `@2x.json` before a sprite URL's query string, and fills a glyphs URL's placeholders around it.
-  if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite`)
+  // MapLibre puts `@2x.json` before a sprite URL's query string, and fills a glyphs URL's placeholders around it. A
+  // relative sprite's query (`sprite?v=2`, a cache-buster) is kept for clients, but for a key written into it.
+  const query = (url) => (searchOf(url) === '' ? '' : withoutKey(searchOf(url)))
+  if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite${query(json.sprite)}`)
   else if (typeof json.sprite === 'string') json.sprite = rebased(json.sprite)
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}`) } : s && typeof s.url === 'string' ? { ...s, url: rebased(s.url) } : s))
+    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}${query(s.url)}`) } : s && typeof s.url === 'string' ? { ...s, url: rebased(s.url) } : s))
   }
   if (isRelative(json.glyphs)) json.glyphs = link(`${base}/fonts/{fontstack}/{range}.pbf`)
   else if (typeof json.glyphs === 'string') json.glyphs = rebased(json.glyphs)
@@ -172,13 +174,15 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
 }
 
 /**
- * The relative path of a style's sprite `spriteId` (undefined: the single `sprite` string), or null when the style
- * has no such sprite of its own (a remote one is fetched by clients from where it is).
+ * The relative path of a style's sprite `spriteId` (undefined: the single `sprite` string), without its query
+ * (`sprite?v=2` is the files sprite.json, sprite@2x.png…, as MapLibre puts the suffix before the query), or null when
+ * the style has no such sprite of its own (a remote one is fetched by clients from where it is).
  */
 export function spritePathOf (style, spriteId) {
   const sprite = style.json.sprite
-  if (spriteId === undefined) return isRelative(sprite) ? local(sprite) : null
+  const pathOf = (url) => local(url).replace(/[?#].*$/, '') || null
+  if (spriteId === undefined) return isRelative(sprite) ? pathOf(sprite) : null
   if (!Array.isArray(sprite)) return null
   const found = sprite.find((s) => s && s.id === spriteId)
-  return found && isRelative(found.url) ? local(found.url) : null
+  return found && isRelative(found.url) ? pathOf(found.url) : null
 }
