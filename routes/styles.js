@@ -4,7 +4,7 @@
 // by a relative path: /styles/:id/files/<path> (those files only; a fixed segment, so no path of a file is ever taken
 // for a rendered tile's /styles/:id/:z/:x/:y or a sprite's route).
 import { BadRequest, NotFound } from '../lib/errors.js'
-import { rewriteStyle } from '../lib/style/rewrite.js'
+import { FILE_MEDIA_TYPES, rewriteStyle } from '../lib/style/rewrite.js'
 import { GET_HEAD } from './http.js'
 import { keyed, ownBasesOf } from '../lib/urls.js'
 
@@ -48,12 +48,12 @@ export default async function styleRoutes (app) {
     return bytes
   }
 
-  /** A GeoJSON file the style names as a source's `data`, by its path from the style's folder; undefined for none. */
+  /** A file the style's sources name (GeoJSON `data`, an image, a video), by its path from the style's folder; undefined for none. */
   async function sendData (reply, id, path) {
     const style = styles.served(id)
     if (!style.dataFiles.has(path)) return undefined // the URL the style was given is its path, encoded (dataUrlOf)
     const bytes = await styles.readData(style.id, path)
-    reply.type(path.toLowerCase().endsWith('.geojson') ? 'application/geo+json' : 'application/json; charset=utf-8')
+    reply.type(FILE_MEDIA_TYPES[path.slice(path.lastIndexOf('.') + 1).toLowerCase()])
     return bytes
   }
 
@@ -68,7 +68,7 @@ export default async function styleRoutes (app) {
     },
   })
 
-  // A GeoJSON file beside the style (`points.geojson`, `data/geo/points.geojson`).
+  // A file beside the style (`points.geojson`, `data/geo/points.geojson`, an image source's `overlay.png`).
   app.route({
     method: GET_HEAD,
     url: '/styles/:id/files/*',

@@ -575,6 +575,44 @@ test('a GeoJSON source naming a file beside its style is drawn from it; a path l
   assert.deepEqual(await centre('geo'), [255, 0, 0], 'the point has moved away')
 })
 
+test('an image source beside its style is drawn from its file; a protocol-relative URL of this server from its set', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { dir, tiles, styles } = setUp(t)
+  const green = await sharp({ create: { width: 64, height: 64, channels: 4, background: { r: 0, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  // Over the western half of the world at z1: tile 1/0/0 is green where the image lies.
+  const image = (url) => JSON.stringify({
+    version: 8,
+    sources: { overlay: { type: 'image', url, coordinates: [[-180, 85], [0, 85], [0, -85], [-180, -85]] } },
+    layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#ff0000' } }, { id: 'overlay', type: 'raster', source: 'overlay' }],
+  })
+  mkdirSync(join(styles, 'img', 'pics'), { recursive: true })
+  writeFileSync(join(styles, 'img', 'pics', 'overlay.png'), green)
+  writeFileSync(join(styles, 'img', 'style.json'), image('pics/overlay.png'))
+  writeFileSync(join(dir, 'secret.png'), green)
+  writeFileSync(join(styles, 'escape.json'), image('../secret.png'))
+  writeFileSync(join(styles, 'own.json'), image('//localhost:3000/styles/img/files/pics/overlay.png'))
+  writeFileSync(join(styles, 'slashes.json'), JSON.stringify({ ...dotsStyle(), sources: { dots: { type: 'vector', url: '//localhost:3000/dots.json' } } }))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, port: 3000 }, { logs })
+  const at = async (url, x, y) => {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    return (await pixels(res.rawPayload)).at(x, y).slice(0, 3)
+  }
+  assert.deepEqual(await at('/styles/img/1/0/0.png', 128, 128), [0, 255, 0], 'the image, read from beside the style')
+  assert.deepEqual(await at('/styles/img/static/0,0,1/512x512.png', 128, 256), [0, 255, 0])
+  assert.deepEqual(await at('/styles/own/1/0/0.png', 128, 128), [0, 255, 0], 'at this server\'s address, protocol-relative')
+  assert.deepEqual(await at('/styles/escape/1/0/0.png', 128, 128), [255, 0, 0], 'a file outside the styles folder is not read')
+  assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get('escape')), /secret/)
+  // A vector source at this server's address without a scheme: its set, drawn (the dot in the tile's middle).
+  assert.deepEqual(await at('/styles/slashes/512/2/1/1.png', 256, 256), [0, 0, 255])
+  assert.doesNotMatch(app.renderer.renderStyleJson(app.styles.get('slashes')), /localhost/)
+  // A changed image is a new revision: drawn anew.
+  writeFileSync(join(styles, 'img', 'pics', 'overlay.png'), await sharp({ create: { width: 64, height: 64, channels: 4, background: { r: 0, g: 0, b: 255, alpha: 1 } } }).png().toBuffer())
+  await app.reloadStyles()
+  assert.deepEqual(await at('/styles/img/1/0/0.png', 128, 128), [0, 0, 255])
+})
+
 test('local files a style names around the folders (file:, asset:) never reach the engine: drawn without them', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

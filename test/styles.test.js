@@ -432,6 +432,45 @@ test('GeoJSON files a style names by a relative path: resolved against the style
   assert.equal((await app.inject({ url: '/styles/parks/files/points.geojson?key=k1' })).body, '{"type":"FeatureCollection","features":[]}')
 })
 
+test('image and video files beside a style are served as GeoJSON files are; a protocol-relative URL of this server is the client\'s', async (t) => {
+  const { tiles, styles, fonts } = setUp(t)
+  mkdirSync(join(styles, 'img', 'media'), { recursive: true })
+  writeFileSync(join(styles, 'img', 'overlay.png'), PNG)
+  writeFileSync(join(styles, 'img', 'media', 'clip.mp4'), 'not really a video')
+  const coordinates = [[-10, 10], [10, 10], [10, -10], [-10, -10]]
+  writeFileSync(join(styles, 'img', 'style.json'), JSON.stringify({
+    version: 8,
+    sources: {
+      pic: { type: 'image', url: 'overlay.png', coordinates },
+      clip: { type: 'video', urls: ['media/clip.mp4', 'https://example.org/clip.webm'], coordinates },
+      away: { type: 'image', url: '../../secret.png', coordinates },
+      slashes: { type: 'vector', url: '//localhost:3000/roads.json' },
+      remote: { type: 'vector', url: '//tiles.example.org/planet.json' },
+    },
+    sprite: '//localhost:3000/styles/city/sprite',
+    layers: [],
+  }))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, fonts, port: 3000 }, { logs })
+  const style = (await app.inject({ url: '/styles/img/style.json', headers: { host: 'maps.test' } })).json()
+  assert.equal(style.sources.pic.url, 'http://maps.test/styles/img/files/overlay.png', 'resolved against the style\'s URL, as MapLibre GL JS would')
+  assert.deepEqual(style.sources.clip.urls, ['http://maps.test/styles/img/files/media/clip.mp4', 'https://example.org/clip.webm'])
+  assert.equal(style.sources.away.url, '../../secret.png', 'a path leaving the style\'s folder: left as written')
+  assert.equal(style.sources.slashes.url, 'http://maps.test/roads.json', 'this server without a scheme: the request\'s')
+  assert.equal(style.sources.remote.url, '//tiles.example.org/planet.json')
+  assert.equal(style.sprite, 'http://maps.test/styles/city/sprite')
+  const pic = await app.inject({ url: '/styles/img/files/overlay.png' })
+  assert.equal(pic.statusCode, 200, pic.body)
+  assert.equal(pic.headers['content-type'], 'image/png')
+  assert.deepEqual(pic.rawPayload, PNG)
+  const clip = await app.inject({ url: '/styles/img/files/media/clip.mp4' })
+  assert.equal(clip.statusCode, 200, clip.body)
+  assert.equal(clip.headers['content-type'], 'video/mp4')
+  assert.equal((await app.inject({ url: '/styles/img/files/style.json' })).statusCode, 404, 'only the files its sources name')
+  const noSet = logs.filter((l) => l.msg === 'style source names no set here' && l.style === 'img').map((l) => l.source)
+  assert.deepEqual(noSet, ['away'], 'an image beside the style names no set, and is not said to')
+})
+
 test('a sprite, glyph range or style file that is a link leading out of its folder is never read: 404 (an empty range for glyphs), logged once', async (t) => {
   const { dir, tiles, styles, fonts } = setUp(t)
   const outside = join(dir, 'outside')

@@ -71,18 +71,20 @@ function hostOf (scheme, authority) {
 
 /**
  * The path (with its query) that `url` names on this server when it starts with one of `bases` (the scheme aside:
- * http and https of one host are one server behind a proxy), else null. The query loses its `key`: the client's own
+ * http and https of one host are one server behind a proxy; `//host/…` is read at the base's scheme), else null. The query loses its `key`: the client's own
  * key is added to every link it is given, and a key written into a style is no one's to hand on.
  */
 export function ownPath (url, bases) {
   if (typeof url !== 'string') return null
-  const m = ABSOLUTE.exec(url)
-  if (m === null) return null
-  const host = hostOf(m[1], m[2])
-  if (host === null || host === '') return null
   for (const base of bases) {
     const b = ABSOLUTE.exec(base)
-    if (b === null || hostOf(b[1], b[2]) !== host) continue
+    if (b === null) continue
+    // A protocol-relative URL (`//localhost:3000/roads.json`) has the scheme of the page that reads it: the base's.
+    const m = ABSOLUTE.exec(url.startsWith('//') ? `${b[1]}:${url}` : url)
+    if (m === null) return null
+    const host = hostOf(m[1], m[2])
+    if (host === null || host === '') return null
+    if (hostOf(b[1], b[2]) !== host) continue
     const prefix = b[3].replace(/\/+$/, '')
     const rest = m[3]
     if (!rest.startsWith(prefix) || (rest.length > prefix.length && !'/?#'.includes(rest[prefix.length]))) continue
@@ -105,20 +107,50 @@ const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)
 const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.test(local(url)) && !url.startsWith('//') && !local(url).startsWith('/')
 
 /**
- * The file a GeoJSON source's relative `data` names (`points.geojson`, `data/points.geojson`, `{styleJsonFolder}/…`),
- * as a path inside the style's folder, percent-decoded and normalized ('a/../b.geojson' is 'b.geojson'); null for
- * anything else: a URL, a path from the root, one leaving the style's folder (`../../etc/passwd`), or a file that is
- * not .geojson or .json. The client gets it as `/styles/<id>/files/<path>` (dataUrlOf), and the renderer reads the
- * same file.
+ * The file a source's relative URL names (a GeoJSON `data`: `points.geojson`, `data/points.geojson`,
+ * `{styleJsonFolder}/…`; an image's `url`, a video's `urls`: `type`, see FILE_TYPES), as a path inside the style's
+ * folder, percent-decoded and normalized ('a/../b.geojson' is 'b.geojson'); null for anything else: a URL, a path from
+ * the root, one leaving the style's folder (`../../etc/passwd`), or a file whose extension is not one of its type's
+ * (.geojson or .json for GeoJSON). The client gets it as `/styles/<id>/files/<path>` (dataUrlOf), and the renderer
+ * reads the same file.
  */
-export function dataPathOf (data) {
+export function dataPathOf (data, type = 'geojson') {
   if (!isRelative(data)) return null
   const path = posix.normalize(decodedOr(local(data).replace(/[?#].*$/, '')))
-  if (path === '..' || path.startsWith('../') || path.startsWith('/') || path.includes('\0') || !/[^/]\.(geo)?json$/i.test(path)) return null
+  if (path === '..' || path.startsWith('../') || path.startsWith('/') || path.includes('\0') || !FILE_TYPES[type].test(path)) return null
   return path
 }
 
-/** The URL path (after `/styles/<id>/files/`) of a style's GeoJSON file: dataPathOf's path, encoded. */
+// The files a style's sources may name beside it, by source type: a GeoJSON source's `data`, an image source's `url`,
+// a video source's `urls`.
+const FILE_TYPES = {
+  geojson: /[^/]\.(geo)?json$/i,
+  image: /[^/]\.(png|jpe?g|webp|gif)$/i,
+  video: /[^/]\.(mp4|webm|ogv|mov)$/i,
+}
+export const FILE_MEDIA_TYPES = {
+  geojson: 'application/geo+json',
+  json: 'application/json; charset=utf-8',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+  mp4: 'video/mp4',
+  webm: 'video/webm',
+  ogv: 'video/ogg',
+  mov: 'video/quicktime',
+}
+
+/** The URLs a source names files by, as [field, url, type]: a GeoJSON's `data`, an image's `url`, each of a video's `urls`. */
+export function fileUrlsOf (source) {
+  if (source?.type === 'geojson' && typeof source.data === 'string') return [['data', source.data, 'geojson']]
+  if (source?.type === 'image' && typeof source.url === 'string') return [['url', source.url, 'image']]
+  if (source?.type === 'video' && Array.isArray(source.urls)) return source.urls.filter((u) => typeof u === 'string').map((u) => ['urls', u, 'video'])
+  return []
+}
+
+/** The URL path (after `/styles/<id>/files/`) of a style's file: dataPathOf's path, encoded. */
 export const dataUrlOf = (path) => path.split('/').map(encodeURIComponent).join('/')
 
 /**
@@ -140,15 +172,19 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
     if (source === null || typeof source !== 'object') continue
     // Tile URLs written from this server's root (`/roads/{z}/{x}/{y}.pbf`): made absolute, so a path prefix and keys apply.
     if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && t.startsWith('/') && !t.startsWith('//') ? link(`${base}${t}`) : rebased(t)))
-    // A GeoJSON file beside the style: MapLibre GL JS would resolve it against the style's URL, and get it without a
-    // key; given absolute, under /files/. One leaving the style's folder is not served, and left as written.
-    if (source.type === 'geojson' && typeof source.data === 'string') {
-      const path = dataPathOf(source.data)
-      if (path !== null) source.data = link(`${styleUrl}/files/${dataUrlOf(path)}`)
-      else if (isRelative(source.data)) missing(key, source.data)
-      else source.data = rebased(source.data)
+    // A file beside the style (GeoJSON `data`, an image's `url`, a video's `urls`): MapLibre GL JS would resolve it
+    // against the style's URL, and get it without a key; given absolute, under /files/. One leaving the style's folder
+    // is not served, and left as written.
+    const file = (url, type) => {
+      const path = dataPathOf(url, type)
+      if (path !== null) return link(`${styleUrl}/files/${dataUrlOf(path)}`)
+      if (isRelative(url)) missing(key, url)
+      return rebased(url)
     }
-    if (typeof source.url !== 'string') continue
+    if (source.type === 'geojson' && typeof source.data === 'string') source.data = file(source.data, 'geojson')
+    if (source.type === 'video' && Array.isArray(source.urls)) source.urls = source.urls.map((u) => (typeof u === 'string' ? file(u, 'video') : u))
+    if (source.type === 'image' && typeof source.url === 'string') source.url = file(source.url, 'image')
+    if (typeof source.url !== 'string' || source.type === 'image') continue // an image's url names no set
     const ownUrl = here(source.url)
     if (ownUrl !== null && ownSetUrl(ownUrl) === null) { // another route of this server (a style's raster TileJSON)
       source.url = link(`${base}${ownUrl}`)

@@ -8,7 +8,7 @@ import { basename, dirname, join, relative, resolve, sep } from 'node:path'
 import { validateStyleMin } from '@maplibre/maplibre-gl-style-spec'
 import { LRUCache } from 'lru-cache'
 import { NotFound } from '../errors.js'
-import { dataPathOf, spritePathOf } from './rewrite.js'
+import { dataPathOf, fileUrlsOf, spritePathOf } from './rewrite.js'
 import { OUTSIDE, realFileIn } from '../real-path.js'
 
 const MAX_STYLE_BYTES = 8 * 2 ** 20
@@ -37,8 +37,9 @@ function refusedId (name) {
  * @property {string} spriteRevision  hash of the state of its sprite files (each ratio's .json and .png): the engine
  *   loads a sprite once per registration of the style, so a new one is registered anew
  * @property {string} dir       the folder its relative paths (sprites) are resolved against
- * @property {Map<string, {file: string|null, size: number, mtimeMs: number, revision: string}>} dataFiles  the GeoJSON
- *   files its sources name by a relative path (`"data": "points.geojson"`), by that path as dataPathOf gives it; `file`
+ * @property {Map<string, {file: string|null, size: number, mtimeMs: number, revision: string}>} dataFiles  the files
+ *   its sources name by a relative path (GeoJSON `"data": "points.geojson"`, an image's `"url": "overlay.png"`, a
+ *   video's `urls`), by that path as dataPathOf gives it; `file`
  *   (its real path) null when it is missing or not inside the styles or data folders
  */
 
@@ -157,23 +158,23 @@ export class StyleCatalog {
   }
 
   /**
-   * The bytes of a GeoJSON file style `id` names as a source's `data` (`path` as dataPathOf gives it): its real path
+   * The bytes of a file style `id` names by a relative path (`path` as dataPathOf gives it): its real path
    * checked at each call, so a link swapped since the styles were read cannot lead out of the folders, and its bytes
    * read again once its size or time changed. NotFound saying why.
    */
   async readData (id, path) {
     const style = this.served(id)
     const known = style.dataFiles.get(path)
-    if (known === undefined) throw new NotFound(`style '${style.id}' names no GeoJSON file '${path}'`)
+    if (known === undefined) throw new NotFound(`style '${style.id}' names no ${kindOf(path)} '${path}'`)
     const file = await dataFileOf(style.dir, path, await this.roots())
     if (file?.outside) this.outside(style, path)
-    if (file === null || file.outside) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read (missing, or outside the styles and data folders)`)
-    if (file.size > MAX_DATA_BYTES) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' is larger than ${MAX_DATA_BYTES / 2 ** 20} MiB`)
+    if (file === null || file.outside) throw new NotFound(`style '${style.id}': its ${kindOf(path)} '${path}' cannot be read (missing, or outside the styles and data folders)`)
+    if (file.size > MAX_DATA_BYTES) throw new NotFound(`style '${style.id}': its ${kindOf(path)} '${path}' is larger than ${MAX_DATA_BYTES / 2 ** 20} MiB`)
     const key = `${file.file}\0${file.size}\0${file.mtimeMs}`
     let bytes = this.dataBytes.get(key)
     if (bytes === undefined) {
       bytes = await readFile(file.file).catch(() => null)
-      if (bytes === null) throw new NotFound(`style '${style.id}': its GeoJSON file '${path}' cannot be read`)
+      if (bytes === null) throw new NotFound(`style '${style.id}': its ${kindOf(path)} '${path}' cannot be read`)
       this.dataBytes.set(key, bytes)
     }
     return bytes
@@ -202,6 +203,9 @@ export class StyleCatalog {
   }
 }
 
+/** What a file of a style is, for messages: 'GeoJSON file', else 'file' (an image's, a video's). */
+const kindOf = (path) => (/\.(geo)?json$/i.test(path) ? 'GeoJSON file' : 'file')
+
 /**
  * The file a style's relative GeoJSON path names (in the style's folder: dataPathOf never leaves it), when it is there
  * and its real path (links followed) is inside one of `roots`: { file, size, mtimeMs }; OUTSIDE when a link leads out
@@ -214,11 +218,11 @@ async function dataFileOf (dir, path, roots) {
   return info !== null && info.isFile() ? { file: real.file, size: info.size, mtimeMs: info.mtimeMs } : null
 }
 
-/** The GeoJSON files a style's sources name by relative paths (see Style.dataFiles). */
+/** The files a style's sources name by relative paths: GeoJSON, images, videos (see Style.dataFiles). */
 async function dataFilesOf (json, dir, roots) {
   const files = new Map()
-  for (const source of Object.values(json.sources)) {
-    const path = source?.type === 'geojson' ? dataPathOf(source.data) : null
+  for (const [, url, type] of Object.values(json.sources).flatMap(fileUrlsOf)) {
+    const path = dataPathOf(url, type)
     if (path === null || files.has(path)) continue
     const found = await dataFileOf(dir, path, roots)
     // What its rendered tiles were made of: a file changed, added or removed is a new revision of the style. One a

@@ -46,7 +46,12 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
       if (source.tiles.length === 0) source.tiles = EMPTY_TILES
     }
     if (source.type === 'geojson' && typeof source.data === 'string') source.data = geoJsonData(style, source.data, here)
-    if (typeof source.url !== 'string') continue
+    if (source.type === 'image' && typeof source.url === 'string') {
+      source.url = geoJsonData(style, source.url, here, 'image')
+      // Drawn as nothing: the engine fails a render on an empty image, not on an empty raster tile.
+      if (source.url === null) Object.assign(source, { type: 'raster', url: undefined, coordinates: undefined, tiles: EMPTY_TILES, tileSize: 256 })
+    }
+    if (typeof source.url !== 'string' || source.type === 'image') continue // an image's url names no set
     const url = ownSetUrl(here(source.url)) ?? source.url // this server's TileJSON URL of a set: the set
     const entry = setFor(url, findSet)
     if (entry === undefined || entry.source === null) {
@@ -87,23 +92,25 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
 }
 
 /**
- * A GeoJSON source's `data` URL as the engine asks for it. A file beside the style (relative, as MapLibre GL JS reads
- * it against the style's URL; or this server's URL of it) is read by the parent from the styles or data folders
- * (tc://data/<style>/<its revision>/<path>: a changed file is a new URL, so the engine never draws the old one), never
- * by the engine, which took `points.geojson` for a host name; a path leaving the style's folder, or a local file
- * named around the catalog (`file:`), is drawn as empty. A remote URL stays the engine's to fetch.
+ * A GeoJSON source's `data` URL (an image source's `url`: `type` 'image') as the engine asks for it. A file beside
+ * the style (relative, as MapLibre GL JS reads it against the style's URL; or this server's URL of it) is read by the
+ * parent from the styles or data folders (tc://data/<style>/<its revision>/<path>: a changed file is a new URL, so the
+ * engine never draws the old one), never by the engine, which took `points.geojson` for a host name; a path leaving
+ * the style's folder, or a local file named around the catalog (`file:`), is drawn as empty (an image: null, which
+ * renderStyle makes an empty raster source). A remote URL stays the engine's to fetch.
  */
-function geoJsonData (style, data, here) {
+function geoJsonData (style, data, here, type = 'geojson') {
+  const empty = type === 'geojson' ? EMPTY_DATA : null // an image drawn as nothing (see renderStyle)
   let styleId = style.id
-  let path = dataPathOf(data)
+  let path = dataPathOf(data, type)
   const own = OWN_DATA.exec(here(data) ?? '')
   if (own !== null) {
     styleId = decodedOr(own[1])
-    path = dataPathOf(own[2])
+    path = dataPathOf(own[2], type)
   }
-  if (path === null) return LOCAL.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? EMPTY_DATA : data
+  if (path === null) return LOCAL.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? empty : data
   // Another style's file: its revision is that style's to know; the parent reads it as that style names it.
   const revision = styleId === style.id ? style.dataFiles?.get(path)?.revision ?? 'missing' : 'other'
-  if (revision === 'outside') return EMPTY_DATA // a link leading out of the folders: drawn as a path leaving them is
+  if (revision === 'outside') return empty // a link leading out of the folders: drawn as a path leaving them is
   return `tc://data/${encodeURIComponent(styleId)}/${revision}/${encodeURIComponent(path)}`
 }
