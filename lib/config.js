@@ -206,6 +206,8 @@ const schema = {
         timeoutMs: { type: 'integer', minimum: 100 }, // a render longer than this answers 503 (default 30000)
         queueMax: { type: 'integer', minimum: 1 }, // renders waiting or under way before 503 + Retry-After (default 64)
         cacheTtlS: { type: 'number', minimum: 0 }, // how long rendered tiles are cached; default: until the style changes
+        // tiles and images drawn while a remote source failed: their lifetime, and how often it is asked again (60)
+        incompleteTtlS: { type: 'number', minimum: 1 },
         maxzoom: { type: 'integer', minimum: 0, maximum: 24 }, // default 22
         maxSize: { type: 'integer', minimum: 1, maximum: 8192 }, // a static image's width and height (default 2048)
         maxOverlays: { type: 'integer', minimum: 0 }, // paths and markers in one static image (default 100)

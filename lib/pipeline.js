@@ -10,6 +10,20 @@ import { VARIANTS } from './variants/transcode.js'
 /** A tile the set does not have (cached too, so repeated misses cost nothing). */
 export const ABSENT = Object.freeze({ absent: true, size: 64 })
 const RECORD_OVERHEAD = 512 // bytes of bookkeeping per cached record, roughly
+const SHORT_LIVED = Symbol('short-lived')
+
+/**
+ * Marks made bytes as drawn without part of what they show (a rendered tile whose remote source could not be read):
+ * the tile cache keeps them at most `ttlMs`, and clients are told that lifetime; they are never shared with other
+ * replicas nor written to a tile directory, where they would outlive what failed. Returns `bytes`.
+ */
+export function shortLived (bytes, ttlMs) {
+  bytes[SHORT_LIVED] = ttlMs
+  return bytes
+}
+
+/** The lifetime `shortLived` gave `bytes`, or undefined. */
+export const shortLifeOf = (bytes) => bytes?.[SHORT_LIVED]
 
 export class TilePipeline {
   /**
@@ -101,7 +115,7 @@ export class TilePipeline {
     } finally {
       this.timeRead(entry, started)
     }
-    shared.set(entry, tail, bytes, madeFrom)
+    if (shortLifeOf(bytes) === undefined) shared.set(entry, tail, bytes, madeFrom)
     return this.store(entry, key, bytes, z, x, y, query, rendering)
   }
 
@@ -146,6 +160,12 @@ export class TilePipeline {
    */
   store (entry, key, stored, z, x, y, query, rendering, variant, ttlMs = entry.ttlMs) {
     let record = ABSENT
+    let cacheControl = entry.cacheControl
+    const short = shortLifeOf(stored)
+    if (short !== undefined && ttlMs !== 0) {
+      ttlMs = Math.min(ttlMs ?? Infinity, short)
+      cacheControl = `public, max-age=${Math.floor(ttlMs / 1000)}`
+    }
     // A variant made of a stored tile is one, even of no bytes (an MLT of a tile without layers): only a stored tile of
     // none is absent.
     if (stored !== null && stored !== undefined && (stored.length > 0 || variant !== undefined)) {
@@ -160,14 +180,14 @@ export class TilePipeline {
         tag: contentHash(stored),
         vary: compressible || info.encoding !== 'identity',
         compressible,
-        cacheControl: entry.cacheControl,
+        cacheControl,
         encodings: {}, // coding → its answer (see encoded)
         size: stored.length + RECORD_OVERHEAD,
       }
     }
     // Made tiles live `ttlMs` (0: never stored; concurrent requests still share one read); stored tiles have no lifetime.
     if (!entry.retired && ttlMs !== 0) this.cache.set(key, record, ttlMs)
-    if (this.tileDir !== null) this.tileDir.keep(entry, z, x, y, query, rendering, record, key, variant)
+    if (this.tileDir !== null && short === undefined) this.tileDir.keep(entry, z, x, y, query, rendering, record, key, variant)
     return record
   }
 

@@ -4,6 +4,7 @@
 // ETag, 304, encodings, as any set's tiles; 503 with the reason when no engine runs.
 import { BadRequest, Unavailable } from '../lib/errors.js'
 import { resolveTile } from '../lib/resolve.js'
+import { shortLifeOf } from '../lib/pipeline.js'
 import { STATIC_DEFAULTS, parseOverlays, parseStatic, withOverlays } from '../lib/style/static.js'
 import { GET_HEAD, metadataValidators } from './http.js'
 import { keyed } from '../lib/urls.js'
@@ -44,12 +45,17 @@ export default async function renderRoutes (app) {
 
   // Static images: a centre and zoom (zoom of 256 px web maps, as tileserver-gl: the engine draws one lower), a bbox
   // (with `padding`, a share of the smaller side), or `auto` (the overlays' bbox). Not cached (each view is its own);
-  // an ETag, and the tiles' Cache-Control.
+  // an ETag, and the tiles' Cache-Control (an image drawn without a remote source that failed: its short lifetime).
   const limits = { ...STATIC_DEFAULTS, ...app.config.render }
+  const shortLives = new WeakMap() // reply → the lifetime of its incomplete image (ms)
   app.route({
     method: GET_HEAD,
     url: '/styles/:id/static/:view/:size',
-    onSend: metadataValidators(app.config.cacheControl),
+    onSend: [metadataValidators(app.config.cacheControl), (request, reply, payload, done) => {
+      const ms = shortLives.get(reply)
+      if (ms !== undefined) reply.header('cache-control', `public, max-age=${Math.floor(ms / 1000)}`)
+      done(null, payload)
+    }],
     handler: async (request, reply) => {
       // The request is checked before the engine is asked for: a wrong one is a 400 (not to be retried), even while
       // rendering is down (503, worth retrying).
@@ -79,6 +85,7 @@ export default async function renderRoutes (app) {
       const sprite = icons.length > 0 ? await renderer.markers.sheet(icons) : undefined
       const overlay = overlays.paths.length + overlays.markers.length > 0 ? withOverlays(JSON.parse(renderer.renderStyleJson(style)), overlays, sprite) : undefined
       const bytes = await renderer.renderView(style, op, view.format, overlay)
+      if (shortLifeOf(bytes) !== undefined) shortLives.set(reply, shortLifeOf(bytes))
       reply.type(IMAGE_TYPES[view.format])
       return bytes
     },

@@ -344,6 +344,55 @@ test('a relative sprite with a query (`sprite?v=2`, a cache-buster) is drawn fro
   }
 })
 
+test('a remote source that cannot be read is drawn empty and the rest of the map drawn; those tiles are kept briefly, logged once per host', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { dir, tiles, styles } = setUp(t)
+  // A port that nothing listens on yet: the tiles' server is down, then comes up.
+  const probe = createServer().listen(0, '127.0.0.1')
+  await once(probe, 'listening')
+  const port = probe.address().port
+  probe.close()
+  // The dots over a remote source: raster tiles at that port, or a TileJSON on a host that does not resolve.
+  const withRemote = (source, layer) => {
+    const style = dotsStyle()
+    return JSON.stringify({ ...style, sources: { ...style.sources, far: source }, layers: [style.layers[0], { id: 'far', source: 'far', ...layer }, style.layers[1]] })
+  }
+  writeFileSync(join(styles, 'remtiles.json'), withRemote({ type: 'raster', tiles: [`http://127.0.0.1:${port}/{z}/{x}/{y}.png`], tileSize: 256 }, { type: 'raster' }))
+  writeFileSync(join(styles, 'remjson.json'), withRemote({ type: 'vector', url: 'https://tiles.example.invalid/roads.json' }, { type: 'line', 'source-layer': 'roads' }))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, tileDir: { dir: join(dir, 'on-disk') }, render: { incompleteTtlS: 2 } }, { logs })
+
+  for (const url of ['/styles/remtiles/512/2/1/1.png', '/styles/remtiles/512/2/2/1.png', '/styles/remjson/512/2/1/1.png', '/styles/remtiles/static/0,0,1/64x64.png']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 200)}`)
+    const px = await pixels(res.rawPayload)
+    const middle = Math.floor(px.info.width / 2)
+    assert.deepEqual(px.at(middle, middle).slice(0, 3), [0, 0, 255], `${url}: the local set's dot, drawn`)
+    assert.deepEqual(px.at(2, 2).slice(0, 3), [255, 0, 0], `${url}: the background, under a remote source drawn empty`)
+    assert.equal(res.headers['cache-control'], 'public, max-age=2', `${url}: incomplete, so kept briefly`)
+  }
+  await app.tileDir.idle()
+  assert.ok(!existsSync(join(dir, 'on-disk', 'styles', 'remtiles', '512', '2', '1', '1.png')), 'an incomplete tile is not written to the tile directory')
+  const warned = logs.filter((l) => /remote source/.test(l.msg))
+  assert.deepEqual(warned.map((l) => l.host).sort(), [`127.0.0.1:${port}`, 'tiles.example.invalid'], 'one line per failing host, not one per tile')
+
+  // The host comes up: once the incomplete tiles' lifetime is over, the style is drawn with its tiles, cached as usual.
+  const green = await sharp({ create: { width: 256, height: 256, channels: 4, background: { r: 0, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  const server = createServer((req, res) => res.writeHead(200, { 'content-type': 'image/png' }).end(green)).listen(port, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  let res
+  for (let tries = 0; tries < 5; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    res = await app.inject({ url: `/styles/remtiles/512/2/${tries}/2.png` })
+    if (res.headers['cache-control'] !== 'public, max-age=2') break
+  }
+  assert.equal(res.statusCode, 200, res.body.slice(0, 200))
+  assert.equal(res.headers['cache-control'], app.config.cacheControl, 'complete again: the tiles\' usual lifetime')
+  assert.deepEqual((await pixels(res.rawPayload)).at(2, 2).slice(0, 3), [0, 255, 0], 'the remote tiles, drawn')
+  assert.ok(logs.some((l) => /answers again/.test(l.msg) && l.host === `127.0.0.1:${port}`), 'its return is logged')
+})
+
 test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { dir, tiles, styles } = setUp(t)

@@ -10,12 +10,13 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
 import sharp from 'sharp'
-import { ABSENT } from '../../pipeline.js'
+import { ABSENT, shortLived } from '../../pipeline.js'
 import { toldUnavailable } from '../../errors.js'
 import { dataRevision } from '../../catalog/registry.js'
 import { MarkerIcons } from '../markers.js'
 import { RenderPool } from './pool.js'
 import { renderStyle } from './style.js'
+import { RemoteResources, remoteThroughServer } from './remote.js'
 import { ownBasesOf } from '../../urls.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -55,6 +56,11 @@ async function renderPlugin (app, config) {
   const markers = new MarkerIcons({ dir: config.icons, allowRemote: options.allowRemoteMarkerIcons ?? false })
   // No styles folder, nothing to render: no engine is started (it costs ~300 MiB and a second).
   const choice = styles.dir === null ? { backend: null, why: 'no styles folder is configured (--styles)' } : chooseBackend(options)
+  // A tile or image drawn while a remote source of its style could not be read (drawn empty) is kept this long, in the
+  // tile cache and by clients, never shared or in a tile directory; a style with such a failure is registered afresh
+  // this often, so the engine asks again for what it drew empty (it keeps the tiles it has loaded).
+  const incompleteTtlMs = (options.incompleteTtlS ?? 60) * 1000
+  const remote = new RemoteResources({ log, timeoutMs: (options.timeoutMs ?? 30_000) / 4, restMs: Math.min(10_000, incompleteTtlMs) })
   let pool = null
   let reason = choice.why ?? null
   let engine = null
@@ -94,6 +100,7 @@ async function renderPlugin (app, config) {
 
   /** A tc:// URL a child asks for, answered from the pipeline, the fonts and the sprites. */
   async function fetchResource (url) {
+    if (RemoteResources.owns(url)) return remote.answer(url) // a remote source's (remote.js): drawn empty if it fails
     const at = url.indexOf('?')
     const [kind, ...rest] = url.slice('tc://'.length, at < 0 ? undefined : at).split('/')
     if (kind === 'tiles' && rest.length === 5) { // tc://tiles/<set>/<its cache key>/z/x/y[?options]
@@ -168,6 +175,7 @@ async function renderPlugin (app, config) {
       log.warn('no fonts folder: labels need the glyphs the styles name (--fonts)')
     }
     const rendered = renderStyle(style, (name) => catalog.get(name), fonts.dir !== null, own)
+    remoteThroughServer(rendered.json, style.id)
     const json = JSON.stringify(rendered.json)
     // The sprite files' state too: the engine keeps the sheet it loaded at registration, whose URL a new file keeps.
     const sprite = `\0${style.spriteRevision ?? ''}`
@@ -193,12 +201,26 @@ async function renderPlugin (app, config) {
    * registration afresh, and its JSON); a failure makes the next render register the style afresh. The engine loads a style's sprite (and a source's TileJSON) once per registration and
    * keeps failing once that failed: a remote sprite's server down for a moment would otherwise fail the style's renders
    * until a restart. At most once a second per style; the pool replaces a child that has taken many registrations.
+   * Resolves with { png, incomplete }: incomplete when a remote source may be drawn empty in it (remote.js).
    */
+  const firstDrawn = new Map() // registration name → when it was first drawn
   async function drawing (style, draw) {
     const known = drawnStyle(style)
     const { retries } = known
+    const name = retries === 0 ? known.name : `${known.name}~${retries}`
+    if (!firstDrawn.has(name)) {
+      firstDrawn.set(name, Date.now())
+      if (firstDrawn.size > 4096) firstDrawn.delete(firstDrawn.keys().next().value)
+    }
     try {
-      return await draw(retries === 0 ? known.name : `${known.name}~${retries}`, known.json)
+      const png = await draw(name, known.json)
+      // A remote source of the style failed since this registration was first drawn: the engine may draw it empty in
+      // this image, from what it loaded then. Incomplete; and once such a registration is a while old, the next render
+      // registers the style afresh, so what failed is asked for again.
+      const since = firstDrawn.get(name) ?? 0
+      const incomplete = remote.lastFailure(style.id) >= since
+      if (incomplete && known.retries === retries && Date.now() - since >= incompleteTtlMs) known.retries++
+      return { png, incomplete }
     } catch (err) {
       const now = Date.now()
       // The engine's refusal (pool.js), not a busy, crashed or timed-out child, which are answered otherwise; once for
@@ -227,8 +249,9 @@ async function renderPlugin (app, config) {
         if (pool === null) throw toldUnavailable(reason)
         // The engine draws 256 px tiles one zoom lower; at z0 there is none: the 512 px world, halved.
         const halve = size === 256 && z === 0
-        const png = await drawing(style, (name, json) => pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json))
-        return encodeImage(halve ? sharp(png).resize(256 * scale) : png, format)
+        const { png, incomplete } = await drawing(style, (name, json) => pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json))
+        const bytes = await encodeImage(halve ? sharp(png).resize(256 * scale) : png, format)
+        return incomplete ? shortLived(bytes, incompleteTtlMs) : bytes
       },
       close () {},
     }
@@ -240,8 +263,9 @@ async function renderPlugin (app, config) {
    */
   async function renderView (style, request, format, overlay) {
     if (pool === null) throw toldUnavailable(reason)
-    const png = await drawing(style, (name, json) => pool.render({ ...request, style: overlay === undefined ? name : `${name}+${overlay.key}` }, overlay?.json ?? json))
-    return encodeImage(png, format)
+    const { png, incomplete } = await drawing(style, (name, json) => pool.render({ ...request, style: overlay === undefined ? name : `${name}+${overlay.key}` }, overlay?.json ?? json))
+    const bytes = await encodeImage(png, format)
+    return incomplete ? shortLived(bytes, incompleteTtlMs) : bytes
   }
 
   app.decorate('renderer', {

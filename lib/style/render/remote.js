@@ -1,0 +1,146 @@
+// A style's remote sources (`tiles` and TileJSON `url`s on another server, a GeoJSON `data` URL) as the engine draws
+// them: asked of this server (`tc://remote/…`), which fetches them, rather than fetched by the engine, which fails the
+// whole render on any error (one unreachable host made every tile of the style a 503). A remote resource that cannot
+// be read is drawn empty, as MapLibre GL JS and tileserver-gl draw it, and the render is told it is incomplete
+// (lib/style/render/index.js keeps such tiles briefly, never shared or on disk).
+
+const REMOTE = /^https?:\/\//i
+const PREFIX = 'tc://remote/'
+const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
+const EMPTY_DATA = Buffer.from('{"type":"FeatureCollection","features":[]}')
+const MAX_BYTES = 64 * 2 ** 20 // as a GeoJSON file of a style (lib/style/styles.js)
+
+/** The engine's URL of a remote resource of style `styleId`: `role` is `tile` (a tile URL), `tilejson` or `data`. */
+const remoteUrl = (styleId, role, url) => `${PREFIX}${encodeURIComponent(styleId)}/${role}/${url}`
+
+/**
+ * Points the remote URLs of the sources of `json` (a style as the engine draws it, lib/style/render/style.js) at this
+ * server, in place. Sprites stay the engine's to fetch: one that cannot be read fails the render (see README).
+ */
+export function remoteThroughServer (json, styleId) {
+  for (const source of Object.values(json.sources ?? {})) {
+    if (source === null || typeof source !== 'object') continue
+    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && REMOTE.test(t) ? remoteUrl(styleId, 'tile', t) : t))
+    if (typeof source.url === 'string' && REMOTE.test(source.url) && source.type !== 'image' && source.type !== 'video') source.url = remoteUrl(styleId, 'tilejson', source.url)
+    if (source.type === 'geojson' && typeof source.data === 'string' && REMOTE.test(source.data)) source.data = remoteUrl(styleId, 'data', source.data)
+  }
+  return json
+}
+
+/** Fetches the remote resources the engine asks for (`answer`), and remembers which styles had one fail (`failedSince`). */
+export class RemoteResources {
+  /**
+   * `timeoutMs`: a fetch's time, well below the child's wait for the answer (TILE_CANNON_FETCH_TIMEOUT_S); `restMs`: a
+   * host that could not be reached is not asked again for this long (its resources fail at once, rather than each
+   * render waiting for it).
+   */
+  constructor ({ log, timeoutMs, restMs }) {
+    this.log = log
+    this.timeoutMs = timeoutMs
+    this.restMs = restMs
+    // host → { restUntil, reason, unreachable, logged }: a host that failed. Logged once while it cannot be reached
+    // (its return too), and once for resources it answers with an error (not again as tiles succeed in between).
+    this.hosts = new Map()
+    this.failed = new Map() // style id → when a remote resource of it last failed
+  }
+
+  /** Is `url` (tc://…) one of these? */
+  static owns (url) { return url.startsWith(PREFIX) }
+
+  /** When a remote resource of style `styleId` last failed (Date.now()), or 0. */
+  lastFailure (styleId) { return this.failed.get(styleId) ?? 0 }
+
+  /** The answer to the child (pool.js fetchResource) for a `tc://remote/…` URL: never a failure of the render. */
+  async answer (tcUrl) {
+    const rest = tcUrl.slice(PREFIX.length)
+    const first = rest.indexOf('/')
+    const second = rest.indexOf('/', first + 1)
+    const styleId = decodeURIComponent(rest.slice(0, first))
+    const role = rest.slice(first + 1, second)
+    const url = rest.slice(second + 1)
+    const got = await this.fetch(url, role === 'tile')
+    if (got.bytes !== undefined) {
+      if (role !== 'tilejson') return { status: 'ok', body: got.bytes }
+      try {
+        return { status: 'ok', body: Buffer.from(JSON.stringify(this.tileJson(JSON.parse(got.bytes.toString('utf8')), styleId, url))) }
+      } catch (err) {
+        got.failure = `not a TileJSON: ${err.message}`
+      }
+    }
+    if (got.failure === undefined) return { status: 'empty' } // no such tile there: nothing to draw, nothing missing
+    this.failure(styleId, url, got.failure)
+    // Drawn empty: a tile, a TileJSON whose tiles are all empty, a GeoJSON without features.
+    if (role === 'tilejson') return { status: 'ok', body: Buffer.from(JSON.stringify({ tilejson: '3.0.0', tiles: EMPTY_TILES })) }
+    if (role === 'data') return { status: 'ok', body: EMPTY_DATA }
+    return { status: 'empty' }
+  }
+
+  /** A remote TileJSON with its tiles asked of this server too (relative tile URLs read against its own URL). */
+  tileJson (tj, styleId, url) {
+    if (tj === null || typeof tj !== 'object' || !Array.isArray(tj.tiles)) throw new Error('no tiles')
+    const tiles = tj.tiles.filter((t) => typeof t === 'string').map((t) => {
+      // new URL() escapes the braces of {z}/{x}/{y}, which the engine must see as they are.
+      const absolute = REMOTE.test(t) ? t : new URL(t, url).href.replace(/%7B/gi, '{').replace(/%7D/gi, '}')
+      return REMOTE.test(absolute) ? remoteUrl(styleId, 'tile', absolute) : null
+    }).filter((t) => t !== null)
+    return { ...tj, tiles: tiles.length > 0 ? tiles : EMPTY_TILES }
+  }
+
+  /**
+   * { bytes } | { failure: why } | {} (404 or 204: a tile the server does not have). `tile`: a 404 is no tile there;
+   * a TileJSON or a GeoJSON file answering 404 is missing.
+   */
+  async fetch (url, tile) {
+    const host = hostOf(url)
+    const resting = this.hosts.get(host)
+    if (resting?.unreachable && Date.now() < resting.restUntil) return { failure: resting.reason }
+    let res
+    try {
+      res = await fetch(url, { signal: AbortSignal.timeout(this.timeoutMs) })
+    } catch (err) {
+      // The host cannot be reached (a name that does not resolve, a refused connection, a timeout): rested.
+      const reason = err.name === 'TimeoutError' ? `no answer in ${this.timeoutMs / 1000} s` : String(err.cause?.code ?? err.cause?.message ?? err.message)
+      const state = this.hosts.get(host) // as it is now: other fetches failed meanwhile (and were logged)
+      const restUntil = Date.now() + this.restMs
+      if (state?.unreachable) Object.assign(state, { restUntil, reason })
+      else this.hosts.set(host, { restUntil, reason, unreachable: true, logged: false })
+      return { failure: reason }
+    }
+    try {
+      if (tile && (res.status === 404 || res.status === 204)) return {}
+      if (!res.ok) return { failure: `HTTP ${res.status}` }
+      if (Number(res.headers.get('content-length')) > MAX_BYTES) return { failure: `larger than ${MAX_BYTES / 2 ** 20} MiB` }
+      const bytes = Buffer.from(await res.arrayBuffer())
+      if (bytes.length > MAX_BYTES) return { failure: `larger than ${MAX_BYTES / 2 ** 20} MiB` }
+      const state = this.hosts.get(host)
+      if (state?.unreachable) {
+        this.hosts.delete(host)
+        if (state.logged) this.log.info({ host }, 'a remote host of a style answers again')
+      }
+      return { bytes }
+    } catch (err) {
+      return { failure: err.message }
+    } finally {
+      res.body?.cancel().catch(() => {})
+    }
+  }
+
+  /** A remote resource of `styleId` failed: the style's renders are incomplete from now; logged once per host. */
+  failure (styleId, url, reason) {
+    this.failed.set(styleId, Date.now())
+    const host = hostOf(url)
+    let state = this.hosts.get(host)
+    if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, logged: false })
+    if (state.logged) return
+    state.logged = true
+    this.log.warn({ host, style: styleId, url, reason }, 'a remote source of a style cannot be read: drawn empty, and its rendered tiles kept only briefly, until it can')
+  }
+}
+
+function hostOf (url) {
+  try {
+    return new URL(url).host
+  } catch {
+    return url
+  }
+}
