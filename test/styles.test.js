@@ -585,6 +585,21 @@ test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a m
   assert.equal(cached.headers['cache-control'], 'public, max-age=3600', 'glyphs last as long as tiles')
 })
 
+test('fonts: a range a font here lacks, and a folder without ranges, are served by the fallback font as an unknown font is', async (t) => {
+  const { styles, fonts } = setUp(t)
+  mkdirSync(join(fonts, 'Partial'))
+  writeFileSync(join(fonts, 'Partial', '0-255.pbf'), glyphPbf('Partial', '0-255', [65], 30))
+  mkdirSync(join(fonts, 'Empty Font'))
+  const app = await makeApp(t, { styles, fonts, defaultFont: 'Sans Bold' })
+  assert.deepEqual((await app.inject({ url: '/fonts.json' })).json(), ['Partial', 'Sans Bold', 'Sans Regular'], 'a folder without ranges is no font')
+  const glyphs = async (url) => [...readGlyphs((await app.inject({ url })).rawPayload).glyphs]
+  assert.deepEqual(await glyphs('/fonts/Partial/256-511.pbf'), [[300, 20]], 'the range Partial lacks, from the fallback')
+  assert.deepEqual(await glyphs('/fonts/Unknown/256-511.pbf'), [[300, 20]], 'as an unknown font gets it')
+  assert.deepEqual(await glyphs('/fonts/Partial/0-255.pbf'), [[65, 30]], 'a range it has is its own')
+  assert.deepEqual(await glyphs('/fonts/Empty%20Font/0-255.pbf'), [[66, 20], [67, 20], [68, 20], [69, 20]], 'an empty folder: the fallback, ASCII included')
+  assert.deepEqual(await glyphs('/fonts/Sans%20Regular,Partial/256-511.pbf'), [[300, 20]])
+})
+
 test('a changed style gets a new revision and its new content on reload; a removed one goes', async (t) => {
   const { tiles, styles, fonts } = setUp(t)
   const app = await makeApp(t, { paths: [tiles], styles, fonts })

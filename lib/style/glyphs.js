@@ -9,6 +9,7 @@ import { PbfReader, PbfWriter } from 'pbf'
 import { OUTSIDE, realFileIn } from '../real-path.js'
 
 const RANGE = /^(\d{1,5})-(\d{1,5})$/
+const RANGE_FILE = /^\d{1,5}-\d{1,5}\.pbf$/
 
 /** A glyph range name ('0-255') if it is one MapLibre asks for: a multiple of 256 and the 255 after it. */
 export function parseRange (range) {
@@ -74,8 +75,9 @@ export function mergeGlyphs (parts, stackName, range) {
 }
 
 /**
- * The fonts of a folder: `fonts()` lists them, `glyphs(stack, range)` answers a range of a comma-separated stack, merged
- * (fonts unknown here are replaced by `defaultFont`, or the first font listed, once, after the stack's fonts that are here). Files are read on
+ * The fonts of a folder (its subfolders holding a glyph range file): `fonts()` lists them, `glyphs(stack, range)` answers
+ * a range of a comma-separated stack, merged (fonts unknown here are replaced by `defaultFont`, or the first font
+ * listed, once, after the stack's fonts that are here; so is a font here that lacks the range's file). Files are read on
  * demand and the merged answers kept (an LRU of `maxBytes`).
  */
 export class FontCatalog {
@@ -96,7 +98,14 @@ export class FontCatalog {
       try {
         realDir = await realpath(this.dir)
         const entries = await readdir(this.dir, { withFileTypes: true })
-        names = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort()
+        const folders = entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name)
+        // A folder without a single range file is no font (an empty one was listed, and served no glyph, not even
+        // ASCII): not listed, a stack naming it gets the fallback's glyphs, as for a font not here.
+        const fonts = await Promise.all(folders.map(async (name) => {
+          const files = await readdir(join(this.dir, name)).catch(() => [])
+          return files.some((f) => RANGE_FILE.test(f)) ? name : null
+        }))
+        names = fonts.filter((name) => name !== null).sort()
       } catch (err) {
         this.log.warn({ err: err.code ?? err.message }, 'fonts folder unreadable')
       }
@@ -113,12 +122,17 @@ export class FontCatalog {
 
   fonts () { return this.names }
 
-  /** The font serving `name`: itself when present, else the default (null when there is no font at all). */
-  resolve (name) {
-    if (this.names.includes(name)) return name
-    const fallback = this.defaultFont !== null && this.names.includes(this.defaultFont)
+  /** The font standing in for those not here: the default, else the first Regular, else the first (null: no font). */
+  fallback () {
+    return this.defaultFont !== null && this.names.includes(this.defaultFont)
       ? this.defaultFont
       : this.names.find((n) => /regular/i.test(n)) ?? this.names[0] ?? null
+  }
+
+  /** The font serving `name`: itself when present, else the fallback (null when there is no font at all). */
+  resolve (name) {
+    if (this.names.includes(name)) return name
+    const fallback = this.fallback()
     if (!this.warned.has(name) && this.warned.size < 1000) {
       this.warned.add(name)
       this.log.warn({ font: name, fallback }, 'unknown font; serving its fallback')
@@ -138,6 +152,10 @@ export class FontCatalog {
     const fallbacks = wanted.filter((name) => !this.names.includes(name)).map((name) => this.resolve(name))
     const fonts = [...new Set([...present, ...fallbacks].filter((f) => f !== null))]
     const parts = await Promise.all(fonts.map((font) => this.read(font, range)))
+    // A font here without this range's file (a folder of some ranges only) has the fallback stand in for it too, last:
+    // its Cyrillic labels drew nothing where an unknown font's drew in the fallback.
+    const fallback = this.fallback()
+    if (fallback !== null && !fonts.includes(fallback) && parts.some((part) => part === null)) parts.push(await this.read(fallback, range))
     const merged = mergeGlyphs(parts, wanted.join(','), range)
     this.cache.set(key, merged)
     return merged
