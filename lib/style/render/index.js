@@ -17,6 +17,7 @@ import { MarkerIcons } from '../markers.js'
 import { RenderPool } from './pool.js'
 import { renderStyle } from './style.js'
 import { RemoteResources, remoteThroughServer } from './remote.js'
+import { sourcesOfOtherKind } from './engine-limits.js'
 import { ownBasesOf } from '../../urls.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -176,6 +177,7 @@ async function renderPlugin (app, config) {
     }
     const rendered = renderStyle(style, (name) => catalog.get(name), fonts.dir !== null, own)
     remoteThroughServer(rendered.json, style.id)
+    withinEngineLimits(style, rendered)
     const json = JSON.stringify(rendered.json)
     // The sprite files' state too: the engine keeps the sheet it loaded at registration, whose URL a new file keeps.
     const sprite = `\0${style.spriteRevision ?? ''}`
@@ -194,6 +196,18 @@ async function renderPlugin (app, config) {
     const made = { revision: style.revision, generation, own, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
+  }
+
+  // What the engine cannot draw as the style asks (engine-limits.js): drawn without it, and said once per revision.
+  const limitsSaid = new Map() // style id → what was said of it, with its revision
+  function withinEngineLimits (style, rendered) {
+    const otherKind = sourcesOfOtherKind(rendered)
+    const said = JSON.stringify([style.revision, otherKind])
+    if (limitsSaid.get(style.id) === said) return
+    limitsSaid.set(style.id, said)
+    for (const { source, set, format, type } of otherKind) {
+      log.warn({ style: style.id, source, set, format }, `a ${type} source names a set of ${format} tiles, which it cannot draw: drawn empty`)
+    }
   }
 
   /**
