@@ -421,6 +421,39 @@ test('a source naming a set of the other kind (vector over PNG tiles, raster ove
   }
 })
 
+test('layers using an expression the renderer does not support (global-state) are said once per style revision, by name', async (t) => {
+  if (!needs(t, choice.backend === 'mapli', 'the unsupported expressions are known for mapli only')) return
+  const { styles } = setUp(t)
+  const line = { type: 'FeatureCollection', features: [{ type: 'Feature', properties: {}, geometry: { type: 'LineString', coordinates: [[-20, 0], [20, 0]] } }] }
+  const style = (paint, filter) => JSON.stringify({
+    version: 8,
+    state: { lineColor: { default: '#00aa00' }, show: { default: true } },
+    sources: { l: { type: 'geojson', data: line } },
+    layers: [
+      { id: 'bg', type: 'background', paint: { 'background-color': '#ffffff' } },
+      { id: 'stateful', type: 'line', source: 'l', paint: { 'line-width': 10, ...paint }, ...(filter ? { filter } : {}) },
+      { id: 'plain', type: 'line', source: 'l', paint: { 'line-color': '#0000ff', 'line-width': 2, 'line-offset': 20 } },
+      { id: 'literal', type: 'line', source: 'l', paint: { 'line-color': ['to-color', ['at', 0, ['literal', ['#0000ff', 'global-state']]]], 'line-width': ['match', ['get', 'kind'], ['global-state', 'x'], 3, 2], 'line-offset': -20 } },
+    ],
+  })
+  writeFileSync(join(styles, 'expr.json'), style({ 'line-color': ['coalesce', ['global-state', 'lineColor'], '#00aa00'] }, ['all', ['global-state', 'show']]))
+  writeFileSync(join(styles, 'hcl.json'), style({ 'line-color': ['interpolate-hcl', ['linear'], ['zoom'], 0, '#00aa00', 10, '#00aa00'] }))
+  const logs = []
+  const app = await makeApp(t, { styles }, { logs })
+  for (const url of ['/styles/expr/static/0,0,2/100x100.png', '/styles/expr/1/0/0.png', '/styles/hcl/1/0/0.png']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 300)}`)
+  }
+  const said = (id) => logs.filter((l) => l.level === 40 && l.style === id && /does not support/.test(l.msg))
+  assert.equal(said('expr').length, 1, 'once for the revision, not per render')
+  assert.deepEqual(said('expr')[0].layers, [{ layer: 'stateful', expression: 'global-state' }], 'the layer and the expression; a literal or a match label is data')
+  assert.deepEqual(said('hcl')[0].layers, [{ layer: 'stateful', expression: 'interpolate-hcl' }])
+  writeFileSync(join(styles, 'expr.json'), style({ 'line-color': ['global-state', 'lineColor'] }))
+  await app.reloadStyles()
+  assert.equal((await app.inject({ url: '/styles/expr/1/0/0.png' })).statusCode, 200)
+  assert.equal(said('expr').length, 2, 'said again for a new revision')
+})
+
 test('static images: marker icons from the icons folder, as tileserver-gl draws them; none from elsewhere', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { dir, tiles, styles } = setUp(t)

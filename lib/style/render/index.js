@@ -17,7 +17,7 @@ import { MarkerIcons } from '../markers.js'
 import { RenderPool } from './pool.js'
 import { renderStyle } from './style.js'
 import { RemoteResources, remoteThroughServer } from './remote.js'
-import { sourcesOfOtherKind } from './engine-limits.js'
+import { sourcesOfOtherKind, unsupportedLayers } from './engine-limits.js'
 import { ownBasesOf } from '../../urls.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -202,12 +202,14 @@ async function renderPlugin (app, config) {
   const limitsSaid = new Map() // style id → what was said of it, with its revision
   function withinEngineLimits (style, rendered) {
     const otherKind = sourcesOfOtherKind(rendered)
-    const said = JSON.stringify([style.revision, otherKind])
+    const unsupported = unsupportedLayers(rendered.json, choice.backend)
+    const said = JSON.stringify([style.revision, otherKind, unsupported])
     if (limitsSaid.get(style.id) === said) return
     limitsSaid.set(style.id, said)
     for (const { source, set, format, type } of otherKind) {
       log.warn({ style: style.id, source, set, format }, `a ${type} source names a set of ${format} tiles, which it cannot draw: drawn empty`)
     }
+    if (unsupported.length > 0) log.warn({ style: style.id, layers: unsupported, engine }, 'layers using an expression the renderer does not support are not drawn')
   }
 
   /**
