@@ -44,10 +44,12 @@ export function sniffFormat (buf, hint) {
     const brand = buf.toString('latin1', 8, 12)
     if (brand === 'avif' || brand === 'avis') return 'avif'
   }
+  // MLT has no magic number: the archive's word wins over the JSON guess below (an MLT tile whose first layer is 91
+  // or 123 bytes long starts with '[' or '{').
+  if (hint === 'mlt') return 'mlt'
   let i = 0
   while (i < n && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i++
   if (i < n && (buf[i] === 0x7b || buf[i] === 0x5b)) return 'json' // { or [
-  if (hint === 'mlt') return 'mlt'
   // An MVT tile holds only field 3 (layers, length-delimited): its first byte is 0x1a.
   if (n > 0 && buf[0] === 0x1a) return 'pbf'
   if (hint === 'pbf') return 'pbf'

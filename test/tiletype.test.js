@@ -92,6 +92,22 @@ test('an MBTiles whose metadata says png for gzipped MVT tiles (or says it in a 
   }
 })
 
+test('an MLT set whose first tile starts with { or [ (a first layer 123 or 91 bytes long) stays MLT, whatever that byte suggests', async (t) => {
+  const dir = tempDir(t)
+  const tile = (first) => Buffer.concat([Buffer.from([first, 0x01]), Buffer.alloc(first - 1)])
+  writeMbtiles(join(dir, 'brace.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: tile(0x7b) }], metadata: { format: 'mlt' } })
+  writeMbtiles(join(dir, 'bracket.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: tile(0x5b) }], metadata: { format: 'mlt' } })
+  const logs = []
+  const app = await makeApp(t, { paths: [dir] }, { logs })
+  for (const id of ['brace', 'bracket']) {
+    const res = await app.inject({ url: `/${id}/0/0/0` })
+    assert.equal(res.statusCode, 200, id)
+    assert.equal(res.headers['content-type'], 'application/vnd.maplibre-vector-tile', id)
+    assert.equal((await app.inject({ url: `/${id}.json` })).json().encoding, 'mlt', id)
+  }
+  assert.deepEqual(logs.filter((l) => l.declared !== undefined), [], 'no disagreement said')
+})
+
 test('every MVT spec fixture that has content is recognised as protobuf', (t) => {
   const dir = join(FIXTURES, 'spec', 'mvt-fixtures', 'fixtures')
   if (!existsSync(dir)) return t.skip('mvt-fixtures not present')

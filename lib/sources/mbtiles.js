@@ -141,10 +141,12 @@ export async function open (spec, context = {}) {
     const compression = metadata.compression === 'gzip' ? 'gzip' : metadata.compression === 'brotli' || metadata.compression === 'br' ? 'br' : undefined
     // The tiles are the truth here too: a metadata `format` they contradict (gzipped MVT said to be png, a second
     // `format` row) would label every tile wrong and refuse .geojson. The declared one decides only what bytes cannot
-    // say (MLT, a format with no magic number).
+    // say (MLT, a format with no magic number): only bytes that are sure (an image's signature, protobuf) overrule it,
+    // never a guess ('json' from a first '{' or '[', 'bin').
     const declared = normalizeFormat(metadata.format)
     const sniffed = Buffer.isBuffer(sample) && sample.length > 0 ? describeTile(sample, { format: declared, compression }).format : undefined
-    const format = sniffed !== undefined && sniffed !== 'bin' ? sniffed : declared ?? sniffed
+    const sure = sniffed !== undefined && sniffed !== 'bin' && sniffed !== 'json'
+    const format = sure || declared === undefined ? sniffed : declared
     if (declared !== undefined && format !== declared) {
       context.log?.warn({ set: spec.id, format, declared }, `the metadata says format '${declared}' but the tiles are '${format}': served as '${format}'`)
     }
