@@ -864,6 +864,21 @@ test('a `geometry` column holding several SRIDs serves its rows in the first one
   assert.equal(warned[0].srid, 4326)
 })
 
+test('a `geometry` column without a declared SRID, empty at discovery (its SRID in the config), serves the rows inserted later', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, 'CREATE TABLE later_rows (id integer PRIMARY KEY, label text, geom geometry)')
+  t.after(() => runSql(db.url, 'DROP TABLE later_rows'))
+  const app = await makeApp(t, { paths: [db.url], cacheMB: 0, postgres: { tables: { later_rows: { table: 'later_rows', srid: 4326 } } } })
+  await runSql(db.url, "INSERT INTO later_rows VALUES (1, 'first', 'SRID=4326;POINT(8.5 47.4)')")
+  const [x, y] = lonLatToTile(8.5, 47.4, 8)
+  const res = await app.inject({ url: `/later_rows/8/${x}/${y}` })
+  assert.equal(res.statusCode, 200, res.body)
+  assert.equal(decode(res.rawPayload).layers.later_rows?.length, 1, 'the row inserted after discovery is drawn')
+  const items = await app.inject({ url: '/ogc/collections/later_rows/items' })
+  assert.equal(items.statusCode, 200, items.body)
+  assert.deepEqual(items.json().features.map((f) => f.id), [1])
+})
+
 test('made tiles expire: an UPDATE shows after the TTL, a 204 turns 200, TTL 0 reads every time; Cache-Control follows the TTL', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, `

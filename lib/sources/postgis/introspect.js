@@ -183,10 +183,11 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
   if (!storedSrid) {
     const [g, from] = [quoteIdent(row.geom), `${quoteIdent(row.schema)}.${quoteIdent(row.table)}`]
     storedSrid = (await pool.query(`SELECT ST_SRID(${g}) AS srid FROM ${from} WHERE ${g} IS NOT NULL LIMIT 1`)).rows[0]?.srid ?? 0
-    rowSrid = storedSrid
-    // Only for the warning (the filter applies whatever it finds): among the first rows at most, as a view of a join
-    // over a large table would be read whole on every re-discovery otherwise.
+    // Among the first rows at most, as a view of a join over a large table would be read whole on every re-discovery
+    // otherwise. The filter (a cost per row) only where another SRID was met: a column of one SRID, or a table empty
+    // now whose rows come later (in the config's `srid`), is served as it was.
     otherSrid = (await pool.query(`SELECT ST_SRID(g) AS srid FROM (SELECT ${g} AS g FROM ${from} WHERE ${g} IS NOT NULL LIMIT ${SRID_SCAN_ROWS}) s WHERE ST_SRID(g) <> $1 LIMIT 1`, [storedSrid])).rows[0]?.srid ?? null
+    if (otherSrid !== null) rowSrid = storedSrid
   }
   const srid = opts.srid || storedSrid || options.defaultSrid || 0
   if (!srid) {
