@@ -849,9 +849,9 @@ test('filters and feature ids on inet, enum, domain and interval columns compare
   // Compared as text, `?ip=10.0.0.1` found nothing (inet's text is 10.0.0.1/32), `?p=05` no 5, `?iv=24:00:00` no
   // '1 day', a label no enum has was an empty page, and /items/10.0.0.1 of an inet key was a 404.
   await runSql(db.url, `CREATE TYPE temper AS ENUM ('sad', 'ok', 'happy'); CREATE DOMAIN positive AS integer CHECK (VALUE > 0);
-    CREATE TABLE typed_values (id integer PRIMARY KEY, ip inet, m temper, p positive, iv interval, c char(5), geom geometry(Point, 4326));
-    INSERT INTO typed_values VALUES (1, '10.0.0.1', 'happy', 5, '1 day', 'ab', 'SRID=4326;POINT(1 1)'),
-      (2, '192.168.0.0/16', 'sad', 7, '2 hours', 'abcde', 'SRID=4326;POINT(2 2)');
+    CREATE TABLE typed_values (id integer PRIMARY KEY, ip inet, m temper, p positive, iv interval, c char(5), one "char", bits bit(3), geom geometry(Point, 4326));
+    INSERT INTO typed_values VALUES (1, '10.0.0.1', 'happy', 5, '1 day', 'ab', 'a', B'101', 'SRID=4326;POINT(1 1)'),
+      (2, '192.168.0.0/16', 'sad', 7, '2 hours', 'abcde', 'b', B'011', 'SRID=4326;POINT(2 2)');
     CREATE TABLE inet_keys (ip inet PRIMARY KEY, geom geometry(Point, 4326));
     INSERT INTO inet_keys VALUES ('10.0.0.1', 'SRID=4326;POINT(1 1)'), ('::1', 'SRID=4326;POINT(2 2)'), ('192.168.0.0/16', 'SRID=4326;POINT(3 3)');`)
   t.after(() => runSql(db.url, 'DROP TABLE typed_values, inet_keys; DROP TYPE temper; DROP DOMAIN positive'))
@@ -860,7 +860,9 @@ test('filters and feature ids on inet, enum, domain and interval columns compare
   assert.deepEqual(ids(listed), [1])
   assert.equal(listed.features[0].properties.ip, '10.0.0.1', 'the value the server outputs finds its row')
   const cases = [['ip=10.0.0.1%2F32', [1]], ['ip=192.168.0.0%2F16', [2]], ['m=happy', [1]], ['p=05', [1]], ['p=-1', []], ['iv=24%3A00%3A00', [1]],
-    ['iv=2%20hours', [2]], ['c=ab', [1]], ['c=abcde', [2]], ['m=sad&p=7', [2]]]
+    ['iv=2%20hours', [2]], ['c=ab', [1]], ['c=abcde', [2]], ['m=sad&p=7', [2]],
+    // "char" and bit: cast without a length, 'ab' was cut to 'a' and matched row 1, '101' refused by bit(1).
+    ['one=a', [1]], ['one=ab', []], ['bits=101', [1]], ['bits=011', [2]], ['bits=1', []]]
   for (const [filter, expected] of cases) {
     const res = await get(app, `/ogc/collections/typed_values/items?${filter}`)
     assert.equal(res.statusCode, 200, `${filter}: ${res.body}`)

@@ -13,6 +13,9 @@ const SHAPES = 200
 // compare as text.
 const CASTS = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'numeric', 'bool', 'text', 'varchar', 'bpchar', 'name',
   'date', 'time', 'timestamp', 'timestamptz', 'uuid'])
+// Types whose cast without a length cuts the value ("char" keeps the first byte, bit the first bit: `?c=ab` matched
+// 'a'), or refuses a longer one (bit(1)): compared as text, which is exact for them.
+const CUT_BY_CAST = new Set(['pg_catalog."char"', 'pg_catalog."bit"']) // (as format's %I quotes them)
 const MERCATOR_FRIENDS = new Set([4326, 3857]) // boxes stay boxes between these two: no densifying
 const POINTS = /^(MULTI)?POINT/i // geometry types without edges
 
@@ -27,7 +30,7 @@ const jsonOf = (c) => `to_json(${col(c.name)}${JSON_CASTS.get(c.type) ?? ''})::t
 // and a label no enum has matched nothing instead of being refused (400: PostgreSQL's invalid input is class 22).
 function compared (column, i) {
   if (CASTS.has(column.type)) return `${col(column.name)} = $${i}::${column.type}`
-  if (column.equalAs) return `${col(column.name)} = $${i}::text::${column.equalAs}`
+  if (column.equalAs && !CUT_BY_CAST.has(column.equalAs)) return `${col(column.name)} = $${i}::text::${column.equalAs}`
   return `${col(column.name)}::text = $${i}::text`
 }
 
