@@ -131,6 +131,38 @@ function paramName (part) {
   return decodedOr((eq === -1 ? part : part.slice(0, eq)).replace(/\+/g, ' '))
 }
 
+/**
+ * A remote URL as a log line may show it: its origin and path, the values of its query replaced (`?key=…`: an API
+ * key, an access token, a signature), its user and password dropped. 'a URL that cannot be parsed' when it cannot.
+ */
+export function urlForLogs (url) {
+  try {
+    const u = new URL(url)
+    const names = [...u.searchParams.keys()].map((name) => `${encodeURIComponent(name)}=…`)
+    return `${u.origin}${u.pathname}${names.length > 0 ? `?${names.join('&')}` : ''}`
+  } catch {
+    return 'a URL that cannot be parsed'
+  }
+}
+
+/**
+ * A URL with user info (`https://user:pass@host/…`) as fetch takes it: without it, sent as an `Authorization: Basic`
+ * header, as a browser does (Node's fetch refuses a URL holding credentials). { url, headers }.
+ */
+export function withBasicAuth (url) {
+  let u
+  try {
+    u = new URL(url)
+  } catch {
+    return { url, headers: {} }
+  }
+  if (u.username === '' && u.password === '') return { url, headers: {} }
+  const credentials = `${decodedOr(u.username)}:${decodedOr(u.password)}`
+  u.username = ''
+  u.password = ''
+  return { url: u.href, headers: { authorization: `Basic ${Buffer.from(credentials).toString('base64')}` } }
+}
+
 /** `text` percent-decoded, or as it is when it cannot be (a lone %: part of a name); `fallback` for that case. */
 export function decodedOr (text, fallback = text) {
   try {

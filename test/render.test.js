@@ -393,6 +393,64 @@ test('a remote source that cannot be read is drawn empty and the rest of the map
   assert.ok(logs.some((l) => /answers again/.test(l.msg) && l.host === `127.0.0.1:${port}`), 'its return is logged')
 })
 
+/** A port nothing listens on (a server that is down), on 127.0.0.1. */
+async function freePort () {
+  const probe = createServer().listen(0, '127.0.0.1')
+  await once(probe, 'listening')
+  const { port } = probe.address()
+  await new Promise((resolve) => probe.close(resolve))
+  return port
+}
+
+/** `handler` listening on 127.0.0.1 (on `port`, or any), closed after the test: its port. */
+async function remoteHost (t, handler, port = 0) {
+  const server = createServer(handler).listen(port, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => { server.closeAllConnections(); server.close() })
+  return server.address().port
+}
+
+/** The dots over a remote raster source at `tiles` (tile URLs), drawn under the dots. */
+function dotsOverRemote (tiles) {
+  const style = dotsStyle()
+  return JSON.stringify({ ...style, sources: { ...style.sources, far: { type: 'raster', tiles, tileSize: 256 } }, layers: [style.layers[0], { id: 'far', type: 'raster', source: 'far' }, style.layers[1]] })
+}
+
+test('remote sources: user and password in a URL sent as Basic auth; logs name no password, key or token', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const green = await sharp({ create: { width: 256, height: 256, channels: 4, background: { r: 0, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  const expected = `Basic ${Buffer.from('map user:s3cret').toString('base64')}`
+  const port = await remoteHost(t, (req, res) => {
+    if (req.url.startsWith('/down/')) return res.writeHead(500).end()
+    if (req.headers.authorization !== expected) return res.writeHead(401).end()
+    res.writeHead(200, { 'content-type': 'image/png' }).end(green)
+  })
+  const refused = await freePort()
+  writeFileSync(join(styles, 'basic.json'), dotsOverRemote([`http://map%20user:s3cret@127.0.0.1:${port}/{z}/{x}/{y}.png?key=k3y`]))
+  writeFileSync(join(styles, 'token.json'), dotsOverRemote([`http://127.0.0.1:${port}/down/{z}/{x}/{y}.png?access_token=t0ken&v=2`]))
+  writeFileSync(join(styles, 'gone.json'), dotsOverRemote([`http://u:s3cret@127.0.0.1:${refused}/{z}/{x}/{y}.png?key=k3y`]))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, render: { incompleteTtlS: 2 } }, { logs })
+
+  const res = await app.inject({ url: '/styles/basic/512/2/1/1.png' })
+  assert.equal(res.statusCode, 200, res.body.slice(0, 200))
+  assert.deepEqual((await pixels(res.rawPayload)).at(2, 2).slice(0, 3), [0, 255, 0], 'the tiles of a server asking for Basic auth, drawn')
+  assert.equal(res.headers['cache-control'], app.config.cacheControl, 'complete: the usual lifetime')
+  for (const id of ['token', 'gone']) {
+    const failed = await app.inject({ url: `/styles/${id}/512/2/1/1.png` })
+    assert.equal(failed.statusCode, 200, failed.body.slice(0, 200))
+    assert.equal(failed.headers['cache-control'], 'public, max-age=2', `${id}: incomplete`)
+  }
+  const warned = logs.filter((l) => /remote source/.test(l.msg))
+  assert.deepEqual(warned.map((l) => [l.style, l.reason]).sort(), [['gone', 'ECONNREFUSED'], ['token', 'HTTP 500']], 'each failing host once, and why')
+  const urlOf = (id) => warned.find((l) => l.style === id).url
+  assert.match(urlOf('gone'), new RegExp(`^http://127\\.0\\.0\\.1:${refused}/\\d+/\\d+/\\d+\\.png\\?key=…$`), 'its origin and path; the query\'s values left out')
+  assert.match(urlOf('token'), new RegExp(`^http://127\\.0\\.0\\.1:${port}/down/\\d+/\\d+/\\d+\\.png\\?access_token=…&v=…$`))
+  const all = JSON.stringify(logs)
+  for (const secret of ['s3cret', 'k3y', 't0ken']) assert.ok(!all.includes(secret), `no log line holds ${secret}`)
+})
+
 test('a source naming a set of the other kind (vector over PNG tiles, raster over vector tiles) is drawn empty, the rest drawn; logged once naming it', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

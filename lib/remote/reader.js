@@ -66,8 +66,8 @@ async function answerError (res, when) {
 /** A 206 that is not the range asked for (another start, or fewer bytes than it says): tried again, and said so. */
 class ShortRead extends Error {}
 
-/** A network failure in a few words: the system code (ECONNREFUSED …), or a timeout. */
-function networkReason (err) {
+/** A network failure in a few words: the system code (ECONNREFUSED …), or a timeout; never its message (it may hold the URL). */
+export function networkReason (err) {
   if (err instanceof ShortRead) return err.message
   if (err?.name === 'TimeoutError') return 'no answer in time'
   for (let e = err, depth = 0; e && depth < 4; e = e.cause, depth++) {

@@ -3,6 +3,8 @@
 // whole render on any error (one unreachable host made every tile of the style a 503). A remote resource that cannot
 // be read is drawn empty, as MapLibre GL JS and tileserver-gl draw it, and the render is told it is incomplete
 // (lib/style/render/index.js keeps such tiles briefly, never shared or on disk).
+import { networkReason } from '../../remote/reader.js'
+import { urlForLogs, withBasicAuth } from '../../urls.js'
 
 const REMOTE = /^https?:\/\//i
 const PREFIX = 'tc://remote/'
@@ -96,10 +98,12 @@ export class RemoteResources {
     if (resting?.unreachable && Date.now() < resting.restUntil) return { failure: resting.reason }
     let res
     try {
-      res = await fetch(url, { signal: AbortSignal.timeout(this.timeoutMs) })
+      const { url: bare, headers } = withBasicAuth(url) // `user:pass@` sent as a browser sends it
+      res = await fetch(bare, { headers, signal: AbortSignal.timeout(this.timeoutMs) })
     } catch (err) {
-      // The host cannot be reached (a name that does not resolve, a refused connection, a timeout): rested.
-      const reason = err.name === 'TimeoutError' ? `no answer in ${this.timeoutMs / 1000} s` : String(err.cause?.code ?? err.cause?.message ?? err.message)
+      // The host cannot be reached (a name that does not resolve, a refused connection, a timeout): rested. Said in
+      // a few words, never the error's message, which may hold the URL and its password.
+      const reason = err.name === 'TimeoutError' ? `no answer in ${this.timeoutMs / 1000} s` : networkReason(err)
       const state = this.hosts.get(host) // as it is now: other fetches failed meanwhile (and were logged)
       const restUntil = Date.now() + this.restMs
       if (state?.unreachable) Object.assign(state, { restUntil, reason })
@@ -119,7 +123,7 @@ export class RemoteResources {
       }
       return { bytes }
     } catch (err) {
-      return { failure: err.message }
+      return { failure: networkReason(err) }
     } finally {
       res.body?.cancel().catch(() => {})
     }
@@ -133,7 +137,7 @@ export class RemoteResources {
     if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, logged: false })
     if (state.logged) return
     state.logged = true
-    this.log.warn({ host, style: styleId, url, reason }, 'a remote source of a style cannot be read: drawn empty, and its rendered tiles kept only briefly, until it can')
+    this.log.warn({ host, style: styleId, url: urlForLogs(url), reason }, 'a remote source of a style cannot be read: drawn empty, and its rendered tiles kept only briefly, until it can')
   }
 }
 
