@@ -451,6 +451,66 @@ test('remote sources: user and password in a URL sent as Basic auth; logs name n
   for (const secret of ['s3cret', 'k3y', 't0ken']) assert.ok(!all.includes(secret), `no log line holds ${secret}`)
 })
 
+test('a remote host failing again after it answered is logged again; its tiles drawn and kept as usual in between', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const green = await sharp({ create: { width: 256, height: 256, channels: 4, background: { r: 0, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  let down = true
+  const port = await remoteHost(t, (req, res) => (down ? res.writeHead(500).end() : res.writeHead(200, { 'content-type': 'image/png' }).end(green)))
+  writeFileSync(join(styles, 'flaky.json'), dotsOverRemote([`http://127.0.0.1:${port}/{z}/{x}/{y}.png`]))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, render: { incompleteTtlS: 1 } }, { logs })
+  const said = () => logs.filter((l) => l.host === `127.0.0.1:${port}`).map((l) => (/answers again/.test(l.msg) ? 'back' : /remote source/.test(l.msg) ? 'down' : l.msg))
+  let x = 0
+  const tile = async () => {
+    const res = await app.inject({ url: `/styles/flaky/512/3/${x++}/3.png` }) // a new tile each time: asked of the host
+    assert.equal(res.statusCode, 200, res.body.slice(0, 200))
+    return { incomplete: res.headers['cache-control'] === 'public, max-age=1', remote: (await pixels(res.rawPayload)).at(2, 2).slice(0, 3) }
+  }
+  /** Tiles until one is complete (the style is registered afresh once its incomplete tiles' lifetime is over). */
+  const untilComplete = async () => {
+    for (let tries = 0; tries < 6; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 600))
+      const got = await tile()
+      if (!got.incomplete) return got
+    }
+    assert.fail('the style was never drawn complete again')
+  }
+
+  assert.deepEqual(await tile(), { incomplete: true, remote: [255, 0, 0] }, 'the host down: drawn empty, kept briefly')
+  assert.deepEqual(said(), ['down'])
+  down = false
+  assert.deepEqual((await untilComplete()).remote, [0, 255, 0], 'the host up: its tiles drawn, kept as usual')
+  assert.deepEqual(said(), ['down', 'back'])
+  down = true
+  assert.deepEqual(await tile(), { incomplete: true, remote: [255, 0, 0] }, 'down again')
+  assert.deepEqual(said(), ['down', 'back', 'down'], 'the second outage is logged as the first was')
+  down = false
+  await untilComplete()
+  assert.deepEqual(said(), ['down', 'back', 'down', 'back'])
+})
+
+test('closing the app aborts remote fetches in flight: it closes at once, not after their timeout', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  let asked = null
+  let hungUp = null
+  const port = await remoteHost(t, (req) => { // never answers
+    asked ??= Date.now()
+    req.socket.on('close', () => { hungUp ??= Date.now() })
+  })
+  writeFileSync(join(styles, 'hangs.json'), dotsOverRemote([`http://127.0.0.1:${port}/{z}/{x}/{y}.png`]))
+  const app = await makeApp(t, { paths: [tiles], styles })
+  const pending = app.inject({ url: '/styles/hangs/512/2/1/1.png' }).catch((err) => err)
+  for (let i = 0; i < 100 && asked === null; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.ok(asked !== null, 'the remote host was asked')
+  const closing = Date.now()
+  await app.close()
+  await pending
+  for (let i = 0; i < 40 && hungUp === null; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.ok(hungUp !== null && hungUp - closing < 1000, `the fetch aborted at close (its connection closed ${hungUp === null ? 'not within 2 s' : `${hungUp - closing} ms after`})`)
+})
+
 test('a source naming a set of the other kind (vector over PNG tiles, raster over vector tiles) is drawn empty, the rest drawn; logged once naming it', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

@@ -296,7 +296,10 @@ async function renderPlugin (app, config) {
     renderStyleJson: (style) => drawnStyle(style).json,
     setsDrawn: (style) => drawnStyle(style).ids,
   })
-  app.addHook('onClose', () => pool?.close())
+  app.addHook('onClose', () => {
+    remote.close()
+    pool?.close()
+  })
 }
 
 /** PNG bytes (or a sharp pipeline) → the format asked for, encoded by sharp on libuv's thread pool. */

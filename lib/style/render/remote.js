@@ -34,17 +34,23 @@ export class RemoteResources {
   /**
    * `timeoutMs`: a fetch's time, well below the child's wait for the answer (TILE_CANNON_FETCH_TIMEOUT_S); `restMs`: a
    * host that could not be reached is not asked again for this long (its resources fail at once, rather than each
-   * render waiting for it).
+   * render waiting for it), and a host's failures are logged anew at most this often.
    */
   constructor ({ log, timeoutMs, restMs }) {
     this.log = log
     this.timeoutMs = timeoutMs
     this.restMs = restMs
-    // host → { restUntil, reason, unreachable, logged }: a host that failed. Logged once while it cannot be reached
-    // (its return too), and once for resources it answers with an error (not again as tiles succeed in between).
+    // host → { restUntil, reason, unreachable, loggedAt }: a host that failed, logged once (loggedAt, 0 until then).
+    // Forgotten when it answers again, its return logged, so its next outage is logged too; not before `restMs`
+    // after the warning, so a host failing one request in a few says so at most that often, not at each failure.
     this.hosts = new Map()
+    // Aborted when the app closes: fetches in flight end at once, not after their timeout (a shutdown waited for them).
+    this.closing = new AbortController()
     this.failed = new Map() // style id → when a remote resource of it last failed
   }
+
+  /** The app closes: fetches in flight are aborted, and none is made again. */
+  close () { this.closing.abort() }
 
   /** Is `url` (tc://…) one of these? */
   static owns (url) { return url.startsWith(PREFIX) }
@@ -61,6 +67,7 @@ export class RemoteResources {
     const role = rest.slice(first + 1, second)
     const url = rest.slice(second + 1)
     const got = await this.fetch(url, role === 'tile')
+    if (this.closing.signal.aborted) return { status: 'empty' } // the app closes: no render is waited for
     if (got.bytes !== undefined) {
       if (role !== 'tilejson') return { status: 'ok', body: got.bytes }
       try {
@@ -99,7 +106,7 @@ export class RemoteResources {
     let res
     try {
       const { url: bare, headers } = withBasicAuth(url) // `user:pass@` sent as a browser sends it
-      res = await fetch(bare, { headers, signal: AbortSignal.timeout(this.timeoutMs) })
+      res = await fetch(bare, { headers, signal: AbortSignal.any([this.closing.signal, AbortSignal.timeout(this.timeoutMs)]) })
     } catch (err) {
       // The host cannot be reached (a name that does not resolve, a refused connection, a timeout): rested. Said in
       // a few words, never the error's message, which may hold the URL and its password.
@@ -107,7 +114,7 @@ export class RemoteResources {
       const state = this.hosts.get(host) // as it is now: other fetches failed meanwhile (and were logged)
       const restUntil = Date.now() + this.restMs
       if (state?.unreachable) Object.assign(state, { restUntil, reason })
-      else this.hosts.set(host, { restUntil, reason, unreachable: true, logged: false })
+      else this.hosts.set(host, { restUntil, reason, unreachable: true, loggedAt: 0 })
       return { failure: reason }
     }
     try {
@@ -117,9 +124,9 @@ export class RemoteResources {
       const bytes = Buffer.from(await res.arrayBuffer())
       if (bytes.length > MAX_BYTES) return { failure: `larger than ${MAX_BYTES / 2 ** 20} MiB` }
       const state = this.hosts.get(host)
-      if (state?.unreachable) {
+      if (state !== undefined && Date.now() - state.loggedAt >= this.restMs) {
         this.hosts.delete(host)
-        if (state.logged) this.log.info({ host }, 'a remote host of a style answers again')
+        if (state.loggedAt > 0) this.log.info({ host }, 'a remote host of a style answers again')
       }
       return { bytes }
     } catch (err) {
@@ -134,9 +141,9 @@ export class RemoteResources {
     this.failed.set(styleId, Date.now())
     const host = hostOf(url)
     let state = this.hosts.get(host)
-    if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, logged: false })
-    if (state.logged) return
-    state.logged = true
+    if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, loggedAt: 0 })
+    if (state.loggedAt > 0) return
+    state.loggedAt = Date.now()
     this.log.warn({ host, style: styleId, url: urlForLogs(url), reason }, 'a remote source of a style cannot be read: drawn empty, and its rendered tiles kept only briefly, until it can')
   }
 }
