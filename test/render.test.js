@@ -511,6 +511,32 @@ test('closing the app aborts remote fetches in flight: it closes at once, not af
   assert.ok(hungUp !== null && hungUp - closing < 1000, `the fetch aborted at close (its connection closed ${hungUp === null ? 'not within 2 s' : `${hungUp - closing} ms after`})`)
 })
 
+test('a remote tile refused (403 as beyond a provider\'s zooms or plan, 400, 401, 410) is no tile there: drawn empty, kept as usual, said once', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  // Every tile refused (MapLibre Native asks for the parent of a tile it did not get: a host serving lower zooms
+  // would have them drawn enlarged).
+  const port = await remoteHost(t, (req, res) => res.writeHead(Number(req.url.split('/')[1])).end('not in your plan'))
+  for (const status of [400, 401, 403, 410]) writeFileSync(join(styles, `refused${status}.json`), dotsOverRemote([`http://127.0.0.1:${port}/${status}/{z}/{x}/{y}.png?key=k3y`]))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, render: { incompleteTtlS: 2 } }, { logs })
+  for (const status of [400, 401, 403, 410]) {
+    for (const url of [`/styles/refused${status}/512/2/1/1.png`, `/styles/refused${status}/static/0,0,1/64x64.png`]) {
+      const res = await app.inject({ url })
+      assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 200)}`)
+      const px = await pixels(res.rawPayload)
+      const middle = Math.floor(px.info.width / 2)
+      assert.deepEqual(px.at(2, 2).slice(0, 3), [255, 0, 0], `${url}: the remote source drawn empty, the background under it`)
+      assert.deepEqual(px.at(middle, middle).slice(0, 3), [0, 0, 255], `${url}: the local set's dot`)
+      assert.equal(res.headers['cache-control'], app.config.cacheControl, `${url}: complete, kept as usual`)
+    }
+  }
+  assert.deepEqual(logs.filter((l) => /remote source/.test(l.msg)), [], 'no remote source said to fail')
+  const refused = logs.filter((l) => /refuses tiles/.test(l.msg))
+  assert.deepEqual(refused.map((l) => l.reason).sort(), ['HTTP 400', 'HTTP 401', 'HTTP 403', 'HTTP 410'], 'each refusal said once')
+  assert.ok(!JSON.stringify(refused).includes('k3y'))
+})
+
 test('a source naming a set of the other kind (vector over PNG tiles, raster over vector tiles) is drawn empty, the rest drawn; logged once naming it', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

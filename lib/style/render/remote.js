@@ -11,6 +11,12 @@ const PREFIX = 'tc://remote/'
 const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
 const EMPTY_DATA = Buffer.from('{"type":"FeatureCollection","features":[]}')
 const MAX_BYTES = 64 * 2 ** 20 // as a GeoJSON file of a style (lib/style/styles.js)
+// A tile server's answers that there is no tile there for us: none (404, 204), or one refused (beyond the zooms, area
+// or plan of a provider, a key it does not take), which asking again does not change. Drawn empty, as MapLibre GL JS
+// draws them, and the render is complete: only a host that cannot be reached, a timeout, a 5xx or a 429 is a failure
+// (one tile refused beyond a provider's zooms kept every tile of the style out of the caches).
+const NO_TILE = new Set([204, 404])
+const REFUSED_TILE = new Set([400, 401, 403, 410])
 
 /** The engine's URL of a remote resource of style `styleId`: `role` is `tile` (a tile URL), `tilejson` or `data`. */
 const remoteUrl = (styleId, role, url) => `${PREFIX}${encodeURIComponent(styleId)}/${role}/${url}`
@@ -47,6 +53,7 @@ export class RemoteResources {
     // Aborted when the app closes: fetches in flight end at once, not after their timeout (a shutdown waited for them).
     this.closing = new AbortController()
     this.failed = new Map() // style id → when a remote resource of it last failed
+    this.refusing = new Set() // `${host} ${status}`: a host refusing tiles, logged once (a key it no longer takes)
   }
 
   /** The app closes: fetches in flight are aborted, and none is made again. */
@@ -76,6 +83,7 @@ export class RemoteResources {
         got.failure = `not a TileJSON: ${err.message}`
       }
     }
+    if (got.refused !== undefined) this.refusedTile(styleId, url, got.refused)
     if (got.failure === undefined) return { status: 'empty' } // no such tile there: nothing to draw, nothing missing
     this.failure(styleId, url, got.failure)
     // Drawn empty: a tile, a TileJSON whose tiles are all empty, a GeoJSON without features.
@@ -96,8 +104,8 @@ export class RemoteResources {
   }
 
   /**
-   * { bytes } | { failure: why } | {} (404 or 204: a tile the server does not have). `tile`: a 404 is no tile there;
-   * a TileJSON or a GeoJSON file answering 404 is missing.
+   * { bytes } | { failure: why } | {} (404 or 204: a tile the server does not have) | { refused: status } (a tile it
+   * refuses: REFUSED_TILE). `tile`: those are no tile there; a TileJSON or a GeoJSON file answering them is missing.
    */
   async fetch (url, tile) {
     const host = hostOf(url)
@@ -118,7 +126,8 @@ export class RemoteResources {
       return { failure: reason }
     }
     try {
-      if (tile && (res.status === 404 || res.status === 204)) return {}
+      if (tile && NO_TILE.has(res.status)) return {}
+      if (tile && REFUSED_TILE.has(res.status)) return { refused: res.status }
       if (!res.ok) return { failure: `HTTP ${res.status}` }
       if (Number(res.headers.get('content-length')) > MAX_BYTES) return { failure: `larger than ${MAX_BYTES / 2 ** 20} MiB` }
       const bytes = Buffer.from(await res.arrayBuffer())
@@ -134,6 +143,14 @@ export class RemoteResources {
     } finally {
       res.body?.cancel().catch(() => {})
     }
+  }
+
+  /** A remote tile of `styleId` was refused (`status`): drawn empty, the render complete; logged once per host and status. */
+  refusedTile (styleId, url, status) {
+    const host = hostOf(url)
+    if (this.refusing.has(`${host} ${status}`)) return
+    this.refusing.add(`${host} ${status}`)
+    this.log.warn({ host, style: styleId, url: urlForLogs(url), reason: `HTTP ${status}` }, 'a remote tile server refuses tiles of a style: drawn empty, as tiles it does not have')
   }
 
   /** A remote resource of `styleId` failed: the style's renders are incomplete from now; logged once per host. */
