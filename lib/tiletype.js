@@ -22,6 +22,7 @@ const COMPRESSIBLE = new Set(['pbf', 'mlt', 'json', 'bin'])
 export const isCompressible = (format) => COMPRESSIBLE.has(format)
 export const isVector = (format) => format === 'pbf' || format === 'mlt'
 const IMAGES = new Set(['png', 'jpg', 'webp', 'gif', 'avif'])
+export const isImage = (format) => IMAGES.has(format)
 /** Tiles a map (MapLibre GL JS, the viewer) can draw: vector tiles and images. */
 export const isDrawable = (format) => isVector(format) || IMAGES.has(format)
 

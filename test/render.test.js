@@ -537,20 +537,23 @@ test('a remote tile refused (403 as beyond a provider\'s zooms or plan, 400, 401
   assert.ok(!JSON.stringify(refused).includes('k3y'))
 })
 
-test('a source naming a set of the other kind (vector over PNG tiles, raster over vector tiles) is drawn empty, the rest drawn; logged once naming it', async (t) => {
+test('a source naming a set of the other kind (vector over PNG or GIF tiles, raster over vector tiles) is drawn empty, the rest drawn; logged once naming it', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)
   const green = await sharp({ create: { width: 256, height: 256, channels: 3, background: { r: 0, g: 255, b: 0 } } }).png().toBuffer()
   writeMbtiles(join(tiles, 'relief.mbtiles'), { tiles: pyramid(0, 2, 4).map(([z, x, y]) => ({ z, x, y, data: green })), metadata: { format: 'png', minzoom: '0', maxzoom: '2' } })
+  const gif = await sharp(green).gif().toBuffer()
+  writeMbtiles(join(tiles, 'relief-gif.mbtiles'), { tiles: pyramid(0, 2, 4).map(([z, x, y]) => ({ z, x, y, data: gif })), metadata: { format: 'gif', minzoom: '0', maxzoom: '2' } })
   const withWrong = (source, layer) => {
     const style = dotsStyle()
     return JSON.stringify({ ...style, sources: { ...style.sources, wrong: source }, layers: [style.layers[0], { id: 'wrong', source: 'wrong', ...layer }, style.layers[1]] })
   }
   writeFileSync(join(styles, 'vector-png.json'), withWrong({ type: 'vector', url: 'mbtiles://relief' }, { type: 'line', 'source-layer': 'points', paint: { 'line-color': '#00ff00' } }))
+  writeFileSync(join(styles, 'vector-gif.json'), withWrong({ type: 'vector', url: 'mbtiles://relief-gif' }, { type: 'line', 'source-layer': 'points', paint: { 'line-color': '#00ff00' } }))
   writeFileSync(join(styles, 'raster-pbf.json'), withWrong({ type: 'raster', url: 'mbtiles://dots' }, { type: 'raster' }))
   const logs = []
   const app = await makeApp(t, { paths: [tiles], styles }, { logs })
-  for (const id of ['vector-png', 'raster-pbf']) {
+  for (const id of ['vector-png', 'vector-gif', 'raster-pbf']) {
     for (const url of [`/styles/${id}/512/2/1/1.png`, `/styles/${id}/512/2/2/1.png`]) {
       const res = await app.inject({ url })
       assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 200)}`)
@@ -561,7 +564,7 @@ test('a source naming a set of the other kind (vector over PNG tiles, raster ove
     const said = logs.filter((l) => l.level === 40 && l.style === id)
     assert.equal(said.length, 1, `${id}: logged once: ${JSON.stringify(said)}`)
     assert.equal(said[0].source, 'wrong')
-    assert.match(JSON.stringify(said[0]), id === 'vector-png' ? /relief.*png/ : /dots.*pbf/)
+    assert.match(JSON.stringify(said[0]), { 'vector-png': /relief.*png/, 'vector-gif': /relief-gif.*gif/, 'raster-pbf': /dots.*pbf/ }[id])
   }
 })
 

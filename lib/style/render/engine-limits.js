@@ -1,9 +1,8 @@
 // What a style asks that the engine cannot draw as asked, found before it is drawn: a source naming a set of the other
 // kind (failing every render of the style with "invalid tag exception", naming nothing), and expressions the bundled
 // MapLibre Native does not know (the layers using them vanish without a word).
-import { isVector } from '../../tiletype.js'
+import { isImage, isVector } from '../../tiletype.js'
 
-const IMAGES = new Set(['png', 'jpg', 'webp'])
 const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
 const SET_TILES = /^tc:\/\/tiles\/([^/]+)\//
 
@@ -31,7 +30,7 @@ export function sourcesOfOtherKind (rendered) {
       const m = SET_TILES.exec(url)
       const entry = m === null ? undefined : byId.get(decodeURIComponent(m[1]))
       const format = entry?.source?.format
-      const other = source.type === 'vector' ? IMAGES.has(format) : (source.type === 'raster' || source.type === 'raster-dem') && isVector(format)
+      const other = source.type === 'vector' ? isImage(format) : (source.type === 'raster' || source.type === 'raster-dem') && isVector(format)
       if (other) found.push({ source: name, set: entry.id, format, type: source.type })
       return !other
     })
