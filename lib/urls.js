@@ -163,6 +163,15 @@ export function withBasicAuth (url) {
   return { url: u.href, headers: { authorization: `Basic ${Buffer.from(credentials).toString('base64')}` } }
 }
 
+/** A URL's host as URL reads it: lower case, with its port unless the scheme's default; null when it cannot be read. */
+export function hostOf (url) {
+  try {
+    return new URL(url).host
+  } catch {
+    return null
+  }
+}
+
 /** `text` percent-decoded, or as it is when it cannot be (a lone %: part of a name); `fallback` for that case. */
 export function decodedOr (text, fallback = text) {
   try {

@@ -3,7 +3,7 @@
 // base (lib/urls.js), so proxies and path prefixes work as they do for TileJSON. Remote URLs are left as they are, but
 // for those naming this server itself (ownPath), which are made the client's as the relative forms are.
 import { posix } from 'node:path'
-import { decodedOr, withoutKey } from '../urls.js'
+import { decodedOr, hostOf, withoutKey } from '../urls.js'
 
 const SCHEMES = /^(mbtiles|pmtiles):\/\/(.*)$/i
 const REMOTE = /^[a-z][a-z0-9+.-]*:/i // any scheme: http(s), mapbox://, pmtiles://https://…, data:
@@ -61,13 +61,8 @@ export function setsOf (style, findSet) {
 // ever looked up among the sets, fonts, sprites and files the server serves anyway.
 const ABSOLUTE = /^(https?):\/\/([^/?#]*)(.*)$/i
 
-/** A URL's host (with its port unless the scheme's default), lower case; null with user info (never this server's links). */
-function hostOf (scheme, authority) {
-  if (authority.includes('@')) return null
-  const host = authority.toLowerCase()
-  const port = scheme.toLowerCase() === 'https' ? ':443' : ':80'
-  return host.endsWith(port) ? host.slice(0, -port.length) : host
-}
+/** The host of a scheme and authority (lib/urls.js hostOf); null with user info (never this server's links). */
+const hostIn = (scheme, authority) => (authority.includes('@') ? null : hostOf(`${scheme}://${authority}`))
 
 /**
  * The path (with its query) that `url` names on this server when it starts with one of `bases` (the scheme aside:
@@ -82,9 +77,9 @@ export function ownPath (url, bases) {
     // A protocol-relative URL (`//localhost:3000/roads.json`) has the scheme of the page that reads it: the base's.
     const m = ABSOLUTE.exec(url.startsWith('//') ? `${b[1]}:${url}` : url)
     if (m === null) return null
-    const host = hostOf(m[1], m[2])
+    const host = hostIn(m[1], m[2])
     if (host === null || host === '') return null
-    if (hostOf(b[1], b[2]) !== host) continue
+    if (hostIn(b[1], b[2]) !== host) continue
     const prefix = b[3].replace(/\/+$/, '')
     const rest = m[3]
     if (!rest.startsWith(prefix) || (rest.length > prefix.length && !'/?#'.includes(rest[prefix.length]))) continue

@@ -2,8 +2,8 @@
 // kind (failing every render of the style with "invalid tag exception", naming nothing), and expressions the bundled
 // MapLibre Native does not know (the layers using them vanish without a word).
 import { isImage, isVector } from '../../tiletype.js'
+import { EMPTY_TILES } from './style.js'
 
-const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
 const SET_TILES = /^tc:\/\/tiles\/([^/]+)\//
 
 /**

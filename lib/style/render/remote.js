@@ -4,11 +4,11 @@
 // be read is drawn empty, as MapLibre GL JS and tileserver-gl draw it, and the render is told it is incomplete
 // (lib/style/render/index.js keeps such tiles briefly, never shared or on disk).
 import { networkReason } from '../../remote/reader.js'
-import { urlForLogs, withBasicAuth } from '../../urls.js'
+import { hostOf, urlForLogs, withBasicAuth } from '../../urls.js'
+import { EMPTY_TILES } from './style.js'
 
 const REMOTE = /^https?:\/\//i
 const PREFIX = 'tc://remote/'
-const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
 const EMPTY_DATA = Buffer.from('{"type":"FeatureCollection","features":[]}')
 const MAX_BYTES = 64 * 2 ** 20 // as a GeoJSON file of a style (lib/style/styles.js)
 // A tile server's answers that there is no tile there for us: none (404, 204), or one refused (beyond the zooms, area
@@ -108,7 +108,7 @@ export class RemoteResources {
    * refuses: REFUSED_TILE). `tile`: those are no tile there; a TileJSON or a GeoJSON file answering them is missing.
    */
   async fetch (url, tile) {
-    const host = hostOf(url)
+    const host = hostOf(url) ?? ''
     const resting = this.hosts.get(host)
     if (resting?.unreachable && Date.now() < resting.restUntil) return { failure: resting.reason }
     let res
@@ -147,7 +147,7 @@ export class RemoteResources {
 
   /** A remote tile of `styleId` was refused (`status`): drawn empty, the render complete; logged once per host and status. */
   refusedTile (styleId, url, status) {
-    const host = hostOf(url)
+    const host = hostOf(url) ?? ''
     if (this.refusing.has(`${host} ${status}`)) return
     this.refusing.add(`${host} ${status}`)
     this.log.warn({ host, style: styleId, url: urlForLogs(url), reason: `HTTP ${status}` }, 'a remote tile server refuses tiles of a style: drawn empty, as tiles it does not have')
@@ -156,19 +156,11 @@ export class RemoteResources {
   /** A remote resource of `styleId` failed: the style's renders are incomplete from now; logged once per host. */
   failure (styleId, url, reason) {
     this.failed.set(styleId, Date.now())
-    const host = hostOf(url)
+    const host = hostOf(url) ?? ''
     let state = this.hosts.get(host)
     if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, loggedAt: 0 })
     if (state.loggedAt > 0) return
     state.loggedAt = Date.now()
     this.log.warn({ host, style: styleId, url: urlForLogs(url), reason }, 'a remote source of a style cannot be read: drawn empty, and its rendered tiles kept only briefly, until it can')
-  }
-}
-
-function hostOf (url) {
-  try {
-    return new URL(url).host
-  } catch {
-    return url
   }
 }

@@ -6,7 +6,8 @@ import { decodedOr } from '../../urls.js'
 // Sources and URLs the engine must never open itself: local files (`file:`, MapLibre Native's `asset:`, and
 // `mbtiles://` / `pmtiles://` paths naming no set here) are read only through the catalog, never around it.
 const LOCAL = /^(file|asset|mbtiles|pmtiles):/i
-const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}'] // a source with no tiles: every tile answers empty
+/** A source's tiles when it has none to draw: every tile answers empty (lib/style/render/index.js). */
+export const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
 const EMPTY_DATA = { type: 'FeatureCollection', features: [] }
 // A GeoJSON file of a style on this server named absolutely (`http://localhost:3000/styles/city/files/points.geojson`).
 const OWN_DATA = /^\/styles\/([^/?#]+)\/files\/([^?#]+)(?:\?.*)?$/
