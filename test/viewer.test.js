@@ -162,6 +162,21 @@ test('a PMTiles set of lines, drawn and clickable', async (t) => {
   await check()
 })
 
+test('sets whose minzoom is above the zoom that fits their bounds (z13 only, z6 only) open at their minzoom, drawn at once', async (t) => {
+  if (!needs(t, browser !== null, NO_CHROMIUM) || !needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  const { base } = await serve(t, { paths: [folderOf(t, ['mbtiles/jakartabuildings.mbtiles', 'mbtiles/zoomed_world_cities.mbtiles'])] })
+  // Fitted to their bounds, they opened at z11.3 and z0.6, where MapLibre asks for no tile of them: a blank map.
+  for (const [id, minzoom, colours, tinted] of [['jakartabuildings', 13, 50, 1000], ['zoomed_world_cities', 6, 10, 30]]) {
+    const { page, answers, check } = await open(t, base, `/viewer/${id}`)
+    const zoom = await page.evaluate(() => window.viewer.map.getZoom())
+    assert.ok(zoom >= minzoom, `${id} opens at its minzoom ${minzoom} or deeper: ${zoom}`)
+    assert.ok(answers.some((a) => a.url.startsWith(`/${id}/${minzoom}/`) && a.url.endsWith('.pbf') && a.status === 200), `${id}: tiles asked at open`)
+    const shown = await shoot(page, `minzoom-${id}`, MAP_AREA)
+    assert.ok(shown.colours > colours && shown.tinted > tinted, `${id} is drawn: ${shown.colours} colours, ${shown.tinted} tinted pixels`)
+    await check()
+  }
+})
+
 test('an MVT set drawn from its MLT variant (?encoding=mlt): MLT tiles asked and decoded, the map drawn and clickable', async (t) => {
   if (!needs(t, browser !== null, NO_CHROMIUM) || !needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
   const { base } = await serve(t, { paths: [folderOf(t, ['mbtiles/koh-samui_thailand.mbtiles'])] })

@@ -61,15 +61,27 @@ function newMap (container, style, extra = {}) {
   return map
 }
 
-/** Fit the map to TileJSON bounds unless the URL's hash already says where to look. */
-function fit (map, tj) {
+/**
+ * Fit the map to TileJSON bounds unless the URL's hash already says where to look. Never further out than the set's
+ * minzoom (in MapLibre's zoom, which counts 512 px tiles: one less for 256 px ones): MapLibre asks no tile of a source
+ * below it, and a set of z13 only, fitted to its bounds at z11, was a blank map. There the view is the TileJSON's
+ * center (on the data), else the bounds' middle, at that zoom.
+ */
+function fit (map, tj, tileSize = 512) {
   if (sharedView) return
   const b = tj.bounds
+  const least = Math.max(0, (tj.minzoom ?? 0) - Math.log2(512 / tileSize))
   // Clear of the panel where the window is wide enough to have it beside the data.
   const panel = document.getElementById('panel').offsetWidth
-  const left = window.innerWidth > 2.5 * panel ? panel + 30 : 20
-  if (Array.isArray(b) && b[2] - b[0] < 359) map.fitBounds([[b[0], b[1]], [b[2], b[3]]], { padding: { top: 20, bottom: 30, left, right: 20 }, animate: false, maxZoom: tj.maxzoom })
-  else if (Array.isArray(tj.center)) map.jumpTo({ center: [tj.center[0], tj.center[1]], zoom: Math.max(0, tj.center[2] - 1) })
+  const padding = { top: 20, bottom: 30, left: window.innerWidth > 2.5 * panel ? panel + 30 : 20, right: 20 }
+  const bounded = Array.isArray(b) && b[2] - b[0] < 359
+  if (bounded) map.fitBounds([[b[0], b[1]], [b[2], b[3]]], { padding, animate: false, maxZoom: tj.maxzoom })
+  else if (Array.isArray(tj.center)) map.jumpTo({ center: [tj.center[0], tj.center[1]], zoom: Math.max(least, tj.center[2] - 1) })
+  if (map.getZoom() >= least) return
+  const center = Array.isArray(tj.center) ? [tj.center[0], tj.center[1]] : bounded ? [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2] : map.getCenter()
+  map.jumpTo({ center, zoom: least })
+  // In the middle of what the panel leaves in view, as fitBounds puts the bounds.
+  if (bounded) map.panBy([(padding.right - padding.left) / 2, (padding.bottom - padding.top) / 2], { animate: false })
 }
 
 function watchIdle (map) {
@@ -149,7 +161,7 @@ function showRaster (tj) {
   const tileSize = tj.tileSize ?? 256
   const [tiles] = tj.tiles
   const map = viewer.map = newMap('map', { version: 8, sources: {}, layers: [{ id: 'background', type: 'background', paint: { 'background-color': '#f4f4f0' } }] }, { hash: true })
-  fit(map, tj)
+  fit(map, tj, tileSize)
   showStatus(map, tileSize, [tj.minzoom, tj.maxzoom], true)
   let opacity = 1
   const values = {}
