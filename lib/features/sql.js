@@ -3,7 +3,7 @@
 // the geometry), so Node never parses a feature. Identifiers and literals come from the catalog, quoted here; request
 // values are always bound parameters, in the order `valuesOf` gives them. One statement text per collection and
 // parameter shape, kept (and prepared under a name on each connection) for the first SHAPES shapes of a collection.
-import { drawableSql, drawableTypeSql, quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis/sql.js'
+import { UNDRAWABLE_ST, baseType, drawableSql, quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis/sql.js'
 
 // Past this many shapes a collection's statements run unnamed: a client inventing shapes (every subset of
 // properties) must not fill each connection with prepared statements.
@@ -34,6 +34,28 @@ function compared (column, i) {
   return `${col(column.name)}::text = $${i}::text`
 }
 
+// What a GeoJSON GeometryCollection holds: points, lines and polygons, single or multi. ST_AsGeoJSON raised "GeoJson:
+// geometry not supported" on a collection holding a collection, a TIN, a polyhedral surface, or a multicurve or
+// multisurface (which ST_CurveToLine leaves so inside one): that page was a 503, and so was the page before it, which
+// reads one row past its end. The stored members' types, as each is written once linearised.
+const IN_COLLECTION = ['ST_Point', 'ST_LineString', 'ST_Polygon', 'ST_MultiPoint', 'ST_MultiLineString', 'ST_MultiPolygon',
+  'ST_Triangle', 'ST_CircularString', 'ST_CompoundCurve', 'ST_CurvePolygon'].map(quoteLiteral).join(', ')
+const membersWritable = (g) =>
+  `NOT EXISTS (SELECT FROM generate_series(1, ST_NumGeometries(${g})) AS i WHERE ST_GeometryType(ST_GeometryN(${g}, i)) NOT IN (${IN_COLLECTION}))`
+
+/**
+ * The condition that a row's stored geometry `g` is output (else null), where its column may hold one that is not:
+ * a TIN, triangle or polyhedral surface tiles leave out (in a column of any type), a collection GeoJSON cannot hold
+ * (in one of any type or of collections). Only a collection's members are looked at, in its own rows: the CASE
+ * that tells the types apart costs the others nothing more. Null where no row can be one.
+ */
+function writableSql (g, geomType) {
+  const type = baseType(geomType)
+  if (type === 'GEOMETRYCOLLECTION') return membersWritable(g)
+  if (type !== 'GEOMETRY') return null
+  return `CASE ST_GeometryType(${g}) WHEN 'ST_GeometryCollection' THEN ${membersWritable(g)}${UNDRAWABLE_ST.map((st) => ` WHEN '${st}' THEN false`).join('')} ELSE true END`
+}
+
 /** The geometry as output: declared, linearised, transformed, axes flipped for a lat,lon CRS. */
 function geometryOut (d, crs) {
   const stored = d.geography ? `${col(d.geom)}::geometry` : col(d.geom)
@@ -43,9 +65,10 @@ function geometryOut (d, crs) {
   // A row with a NaN or Infinity coordinate makes ST_Transform raise (the whole page a 503): it is null instead.
   if (crs.srid !== d.srid) g = `CASE WHEN ${drawableSql(g, d.geomType)} THEN ST_Transform(${g}, ${crs.srid}) END`
   // So is a row tiles leave out for its type (a TIN in a `geometry` column): ST_AsGeoJSON cannot write a polyhedral
-  // surface (the whole page a 503). Told by the stored type: linearised, a TIN is a collection of polygons.
-  const drawable = drawableTypeSql(stored, d.geomType)
-  if (drawable !== null) g = `CASE WHEN ${drawable} THEN ${g} END`
+  // surface (the whole page a 503). Told by the stored type: linearised, a TIN is a collection of polygons. And so is
+  // a collection GeoJSON cannot hold (writableSql).
+  const writable = writableSql(stored, d.geomType)
+  if (writable !== null) g = `CASE WHEN ${writable} THEN ${g} END`
   return crs.latLon ? `ST_FlipCoordinates(${g})` : g
 }
 
@@ -119,11 +142,11 @@ function geographyBox (d, box, srid, i) {
 // ST_Intersects brings its own `&&` on the GiST index (PostGIS >= 3.0 adds it to the plan as the index condition);
 // writing `&&` beside it again would square the planner's estimate of the rows in the box, and with it its choices.
 // A row whose geometry is output null for its type (geometryOut) is in no box; GEOS raised on a polyhedral surface
-// (the whole page a 503): the exact test is skipped for it, behind the index's own `&&`.
+// (the whole page a 503), as on a collection holding one: the exact test is skipped for it, behind the index's own `&&`.
 // So is a row of another SRID than the one served (rowSrid), on which ST_Intersects raised "mixed SRID geometries".
 function intersects (d, box) {
   if (typeof box !== 'string') return `(${col(d.geom)} && ${box.index} AND ${box.exact})`
-  const served = [drawableTypeSql(col(d.geom), d.geomType), rowSridSql(d)].filter((c) => c !== null)
+  const served = [writableSql(col(d.geom), d.geomType), rowSridSql(d)].filter((c) => c !== null)
   if (served.length === 0) return `ST_Intersects(${col(d.geom)}, ${box})`
   return `(${col(d.geom)} && ${box} AND CASE WHEN ${served.join(' AND ')} THEN ST_Intersects(${col(d.geom)}, ${box}) END)`
 }

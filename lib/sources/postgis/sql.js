@@ -14,12 +14,13 @@ const NUMBER_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'oid']
 const NATIVE_TYPES = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'bool', 'text', 'varchar', 'bpchar', 'char', 'name', 'json', 'jsonb'])
 const CAST_TYPES = new Map([['oid', 'int8']])
 // Geometry types ST_AsMVT rejects ("'Triangle' geometry type not supported"): such a column is never served; such a
-// row of a column of any type (`geometry`, no typmod) is left out (drawableSql).
+// row of a column of any type (`geometry`, no typmod) is left out (drawableSql), and is a null geometry in features
+// (features/sql.js writableSql).
 const UNDRAWABLE = new Set(['TIN', 'TRIANGLE', 'POLYHEDRALSURFACE'])
-const UNDRAWABLE_ST = ['ST_Tin', 'ST_Triangle', 'ST_PolyhedralSurface']
+export const UNDRAWABLE_ST = ['ST_Tin', 'ST_Triangle', 'ST_PolyhedralSurface']
 // Column types that may hold curves, which ST_AsMVTGeom cannot encode: those go through ST_CurveToLine first.
 /** A geometry type without its dimensions: 'CircularStringM' → 'CIRCULARSTRING', 'POLYGONZM' → 'POLYGON'. */
-const baseType = (geomType) => String(geomType).toUpperCase().replace(/Z?M?$/, '')
+export const baseType = (geomType) => String(geomType).toUpperCase().replace(/Z?M?$/, '')
 const MAYBE_CURVED = new Set(['GEOMETRY', 'GEOMETRYCOLLECTION', 'CIRCULARSTRING', 'COMPOUNDCURVE', 'CURVEPOLYGON', 'MULTICURVE', 'MULTISURFACE'])
 
 /** Whether a column of this geometry type may hold curves (ST_CurveToLine first: MVT and GeoJSON have none). */
@@ -43,7 +44,10 @@ const ST_TYPES = { POINT: 'ST_Point', LINESTRING: 'ST_LineString', MULTILINESTRI
  * summed into lengths, through which NaN and Infinity carry: one pass over the points, no measurable cost on a tile.
  * Multipoints and collections are made a line of all their points first (ST_Points); dumping them point by point in
  * a subquery had doubled a multipoint tile's time. The types are told apart by the CASE that already chooses each
- * row's test: one TIN made every tile holding it a 503 ("'Triangle' geometry type not supported"), at no cost.
+ * row's test: one TIN made every tile holding it a 503 ("'Triangle' geometry type not supported"), at no cost. So
+ * is a collection holding a polyhedral surface, on which ST_AsMVTGeom raised ("lwgeom_get_basic_type: Invalid type
+ * (13)"): its members' types are looked at in collections' rows only (one level down: a collection of collections
+ * ST_AsMVTGeom flattens and draws).
  */
 export function drawableSql (g, geomType) {
   const test = (type) => {
@@ -51,21 +55,17 @@ export function drawableSql (g, geomType) {
     if (LINEAR.has(type)) return `ST_Length(${g}) < 'Infinity'`
     if (AREAL.has(type)) return `ST_Perimeter(${g}) < 'Infinity'`
     if (type === 'MULTIPOINT') return `ST_Length(ST_LineFromMultiPoint(${g})) < 'Infinity'`
-    return `ST_Length(ST_LineFromMultiPoint(ST_Points(${g}))) < 'Infinity'`
+    const points = `ST_Length(ST_LineFromMultiPoint(ST_Points(${g}))) < 'Infinity'`
+    if (type !== 'GEOMETRYCOLLECTION') return points
+    return `${points} AND NOT EXISTS (SELECT FROM generate_series(1, ST_NumGeometries(${g})) AS i WHERE ST_GeometryType(ST_GeometryN(${g}, i)) = 'ST_PolyhedralSurface')`
   }
   const type = baseType(geomType)
   if (type !== 'GEOMETRY') return test(type)
   // A column of any type: the test of each row's own.
-  const tests = [...Object.entries(ST_TYPES).map(([t, st]) => ` WHEN '${st}' THEN ${test(t)}`), ...UNDRAWABLE_ST.map((st) => ` WHEN '${st}' THEN false`)]
-  return `CASE ST_GeometryType(${g})${tests.join('')} ELSE ${test('GEOMETRYCOLLECTION')} END`
+  const tests = [...Object.entries(ST_TYPES).map(([t, st]) => ` WHEN '${st}' THEN ${test(t)}`), ...UNDRAWABLE_ST.map((st) => ` WHEN '${st}' THEN false`),
+    ` WHEN 'ST_GeometryCollection' THEN ${test('GEOMETRYCOLLECTION')}`]
+  return `CASE ST_GeometryType(${g})${tests.join('')} ELSE ${test('ANY')} END`
 }
-
-/**
- * Where a column of `geomType` may hold rows of a type ST_AsMVT cannot draw (a `geometry` column of any type), the
- * condition that `g` is not one; null where it cannot.
- */
-export const drawableTypeSql = (g, geomType) =>
-  baseType(geomType) === 'GEOMETRY' ? `ST_GeometryType(${g}) NOT IN (${UNDRAWABLE_ST.map(quoteLiteral).join(', ')})` : null
 
 /** Whether ST_AsMVTGeom can draw a column of this geometry_columns type ('TINZ', 'POINTM' …: the Z/M suffix aside). */
 export const undrawable = (geomType) => UNDRAWABLE.has(baseType(geomType))
