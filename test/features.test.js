@@ -1027,3 +1027,37 @@ test('the features page in a browser (Chromium): its table lists the page\'s fea
   assert.equal(await page.textContent('#status'), '2 features of 2')
   assert.deepEqual(errors, [])
 })
+
+/** A Chromium page (closed after the test) of `width` × 700 px and the page errors it throws; null, skipped, without Chromium. */
+async function browserPage (t, width = 1000) {
+  const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+  if (!needs(t, existsSync(chromiumPath), `Chromium is not installed at ${chromiumPath} (Debian: chromium)`)) return null
+  const { chromium } = await import('playwright-core')
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--headless', '--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--no-first-run'] })
+  t.after(() => browser.close())
+  const page = await browser.newPage({ viewport: { width, height: 700 } })
+  const errors = []
+  page.on('pageerror', (err) => errors.push(err.message))
+  return { page, errors }
+}
+
+test('a large features page (700 lines of 200 vertices) is drawn and framed: no page error', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE long_lines (id integer PRIMARY KEY, geom geometry(LineString, 4326));
+    INSERT INTO long_lines SELECT i, ST_SetSRID(ST_MakeLine(ARRAY(SELECT ST_MakePoint(8 + v / 200.0, 47 + i / 700.0 + sin(v) / 1000) FROM generate_series(1, 200) AS v)), 4326)
+      FROM generate_series(1, 700) AS i;`)
+  t.after(() => runSql(db.url, 'DROP TABLE long_lines'))
+  const browser = await browserPage(t)
+  if (browser === null) return
+  const { page, errors } = browser
+  const app = await appOf(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  // Math.min(...xs) over its 140,000 positions threw "Maximum call stack size exceeded": the map stayed on the world.
+  const answer = await page.goto(`http://127.0.0.1:${app.server.address().port}/ogc/collections/long_lines/items?limit=700&f=html`)
+  assert.equal(answer.status(), 200)
+  await page.waitForFunction(() => window.featuresMap !== undefined, null, { timeout: 30_000 }).catch(() => {})
+  assert.deepEqual(errors, [])
+  assert.equal(await page.textContent('#status'), '700 features of 700')
+  const [zoom, [[w, s], [e, n]]] = await page.evaluate(() => [window.featuresMap.getZoom(), window.featuresMap.getBounds().toArray()])
+  assert.ok(zoom > 5 && w < 8.01 && e > 8.99 && s < 47.01 && n > 47.99 && e - w < 6, `the map is framed on the lines (8..9, 47..48): zoom ${zoom}, ${[w, s, e, n]}`)
+})

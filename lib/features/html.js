@@ -64,14 +64,17 @@ if (fc !== null) {
   row(['id', ...keys], 'th')
   for (const f of features) row([f.id ?? '', ...keys.map((k) => f.properties?.[k])], 'td')
   if (maplibregl !== null && features.length > 0) {
-    const xs = [], ys = []
-    const walk = (c) => { if (typeof c[0] === 'number') { xs.push(c[0]); ys.push(c[1]) } else c.forEach(walk) }
+    // The box of every position, by a loop: Math.min(...xs) over a large page (700 lines of 200 vertices) threw
+    // "Maximum call stack size exceeded", and the map was neither drawn nor fitted.
+    let w = Infinity, s = Infinity, e = -Infinity, n = -Infinity
+    const walk = (c) => { if (typeof c[0] === 'number') { w = Math.min(w, c[0]); s = Math.min(s, c[1]); e = Math.max(e, c[0]); n = Math.max(n, c[1]) } else c.forEach(walk) }
     for (const f of features) if (f.geometry) walk(f.geometry.type === 'GeometryCollection' ? f.geometry.geometries.map((g) => g.coordinates) : f.geometry.coordinates)
     const map = new maplibregl.Map({ container: 'map', style: { version: 8, sources: { f: { type: 'geojson', data: { type: 'FeatureCollection', features } } }, layers: [
       { id: 'fill', type: 'fill', source: 'f', filter: ['==', ['geometry-type'], 'Polygon'], paint: { 'fill-color': '#06c', 'fill-opacity': 0.3 } },
       { id: 'line', type: 'line', source: 'f', paint: { 'line-color': '#06c', 'line-width': 2 } },
       { id: 'point', type: 'circle', source: 'f', filter: ['==', ['geometry-type'], 'Point'], paint: { 'circle-color': '#06c', 'circle-radius': 4 } }] } })
-    if (xs.length) map.fitBounds([[Math.min(...xs), Math.min(...ys)], [Math.max(...xs), Math.max(...ys)]], { padding: 30, maxZoom: 16, duration: 0 })
+    if (w <= e) map.fitBounds([[w, s], [e, n]], { padding: 30, maxZoom: 16, duration: 0 })
+    window.featuresMap = map // (for tests)
   }
 }`
 
