@@ -1061,3 +1061,36 @@ test('a large features page (700 lines of 200 vertices) is drawn and framed: no 
   const [zoom, [[w, s], [e, n]]] = await page.evaluate(() => [window.featuresMap.getZoom(), window.featuresMap.getBounds().toArray()])
   assert.ok(zoom > 5 && w < 8.01 && e > 8.99 && s < 47.01 && n > 47.99 && e - w < 6, `the map is framed on the lines (8..9, 47..48): zoom ${zoom}, ${[w, s, e, n]}`)
 })
+
+test('features pages never scroll sideways (375 px phone, 1000 px window): the properties table scrolls in its own box, long values wrap', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const columns = Array.from({ length: 14 }, (_, i) => `c${i} text`).join(', ')
+  await runSql(db.url, `CREATE TABLE wide_rows (id integer PRIMARY KEY, ${columns}, geom geometry(Point, 4326));
+    INSERT INTO wide_rows SELECT i, ${Array.from({ length: 14 }, (_, c) => c === 0 ? `'https://example.com/' || repeat('x', 300)` : `'value ' || i || ' of column ${c}'`).join(', ')},
+      ST_SetSRID(ST_MakePoint(8 + i / 10.0, 47), 4326) FROM generate_series(1, 5) AS i;`)
+  t.after(() => runSql(db.url, 'DROP TABLE wide_rows'))
+  const app = await appOf(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const base = `http://127.0.0.1:${app.server.address().port}/ogc/collections/wide_rows`
+  // The table was 5,000 px wide in the page itself: the heading, the links and the map scrolled away with it.
+  for (const width of [375, 1000]) {
+    const browser = await browserPage(t, width)
+    if (browser === null) return
+    const { page, errors } = browser
+    for (const path of ['/items?f=html', '/items/1?f=html', '?f=html']) {
+      assert.equal((await page.goto(base + path)).status(), 200)
+      await page.waitForFunction(() => document.getElementById('status')?.textContent !== 'loading…')
+      const { scrollWidth, innerWidth, table } = await page.evaluate(() => {
+        const box = document.querySelector('table')?.parentElement
+        return { scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth, table: box && { box: box.clientWidth, scrolls: box.scrollWidth, cell: Math.max(...[...document.querySelectorAll('td')].map((td) => td.offsetWidth)) } }
+      })
+      assert.ok(scrollWidth <= innerWidth, `${path} at ${width} px: the page is ${scrollWidth} px wide`)
+      if (path.includes('items')) {
+        assert.ok(table.box <= innerWidth, `${path} at ${width} px: the table's box fits (${table.box} px)`)
+        assert.ok(table.scrolls > table.box, `${path} at ${width} px: and the table scrolls in it (${table.scrolls} px)`)
+        assert.ok(table.cell < 500, `${path} at ${width} px: a 320-character value wraps (${table.cell} px)`)
+      }
+    }
+    assert.deepEqual(errors, [])
+  }
+})

@@ -4,9 +4,12 @@
 import { escapeHtml as escape } from '../../routes/http.js'
 
 const scriptJson = (value) => JSON.stringify(value).replace(/</g, '\\u003c')
-const STYLE = 'body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em;color:#222}a{color:#06c}table{border-collapse:collapse}' +
-  'td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}pre{background:#f6f6f6;padding:1em;overflow:auto}' +
-  '#map{height:60vh;margin:1em 0;border:1px solid #ccc}'
+// The page itself never scrolls sideways (a phone's 375 px too): a table scrolls in its own box (.scroll), a long
+// value wraps within its cell, a long name or link anywhere.
+const STYLE = 'body{font:14px/1.4 system-ui,sans-serif;margin:1em;color:#222;overflow-wrap:anywhere}a{color:#06c}table{border-collapse:collapse}' +
+  'td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}th{white-space:nowrap}td{max-width:30em}' +
+  '.scroll{overflow-x:auto;max-width:100%}pre{background:#f6f6f6;padding:1em;overflow:auto}' +
+  '#map{height:60vh;margin:1em 0;border:1px solid #ccc}@media (min-width:700px){body{margin:1em 2em}}'
 
 function page (title, body, head = '') {
   return `<!doctype html>
@@ -24,11 +27,11 @@ export function documentPage (title, doc) {
   let body = description ? `<p>${escape(description)}</p>` : ''
   body += linkList(links)
   if (Array.isArray(collections)) {
-    body += `<table><tr><th>collection</th><th>title</th><th>features</th></tr>${collections.map((c) => {
+    body += `<div class="scroll"><table><tr><th>collection</th><th>title</th><th>features</th></tr>${collections.map((c) => {
       const href = (rel, type) => c.links.find((l) => l.rel === rel && l.type === type)?.href ?? ''
       return `<tr><td><a href="${escape(href('self', 'application/json').replace('f=json', 'f=html'))}">${escape(c.id)}</a></td><td>${escape(c.title ?? '')}</td>` +
         `<td><a href="${escape(href('items', 'text/html'))}">map</a></td></tr>`
-    }).join('')}</table>`
+    }).join('')}</table></div>`
   } else if (Object.keys(rest).length > 0) {
     body += `<pre>${escape(JSON.stringify(rest, null, 2))}</pre>`
   }
@@ -87,7 +90,7 @@ export function featuresPage (title, json, assets, inline = null) {
   const head = assets === null ? '' : `<link rel="stylesheet" href="${escape(assets)}/maplibre-gl.css">`
   // In JSON a `<` is only ever inside a string, where \u003c says the same: no `</script>` can end the data early.
   const data = inline === null ? '' : `<script type="application/json" id="features">${inline.replace(/</g, '\\u003c')}</script>`
-  const body = `<p id="nav"></p><p id="status">loading…</p>${assets === null ? '' : '<div id="map"></div>'}<table id="table"></table>${data}
+  const body = `<p id="nav"></p><p id="status">loading…</p>${assets === null ? '' : '<div id="map"></div>'}<div class="scroll"><table id="table"></table></div>${data}
 <script type="application/json" id="view">${scriptJson({ json, assets })}</script>
 <script type="module">${FEATURES_SCRIPT}</script>`
   return page(title, body, head)
