@@ -235,6 +235,19 @@ test('a raster set with an opacity slider; a COG with its options as controls: c
   assert.match(await elev.page.textContent('#controls .note'), /colormap_name and encoding cannot be combined/)
 })
 
+test('a COG across the antimeridian is drawn either side of it, asking only for tiles of the raster (no 404 in the console)', async (t) => {
+  if (!needs(t, browser !== null, NO_CHROMIUM) || !needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  const { base } = await serve(t, { paths: [folderOf(t, ['cog/cog_dateline.tif'])] })
+  // Its TileJSON bounds are the world's width: MapLibre asked for 6/62/21, 6/1/20 … outside the raster, each a 404.
+  const { page, answers, check } = await open(t, base, '/viewer/cog_dateline')
+  const tiles = answers.filter((a) => /^\/cog_dateline\/\d+\/\d+\/\d+\.png$/.test(a.url))
+  const columns = new Set(tiles.map((a) => Number(a.url.split('/')[3])))
+  const [z] = tiles[0].url.split('/').slice(2).map(Number)
+  assert.ok(columns.has(0) && columns.has(2 ** z - 1), `tiles from both sides of the antimeridian: ${tiles.map((a) => a.url)}`)
+  assert.ok((await shoot(page, 'cog-antimeridian', MAP_AREA)).colours > 20, 'the raster is drawn')
+  await check()
+})
+
 test('a style, and beside it the same map rendered by the server', async (t) => {
   if (!needs(t, browser !== null, NO_CHROMIUM) || !needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
   if (!needs(t, RENDERER.backend !== null, RENDERER.why ?? '')) return

@@ -84,6 +84,8 @@ async function viewerPlugin (app, config) {
         format: format ?? null,
         tilejson: keyed(request, tileJsonUrl(base, entry.id) + (asMlt ? '?encoding=mlt' : '')),
         options: source.options ?? [],
+        // A set across the antimeridian: its own box (west above east), where TileJSON's is the world's width.
+        extent: source.extent ?? null,
         // The viewer's switch between a vector set's own tiles and their MLT variant.
         encodings: source.format === 'pbf' ? { mvt: keyed(request, `${base}/viewer/${encodeURIComponent(entry.id)}`), mlt: keyed(request, `${base}/viewer/${encodeURIComponent(entry.id)}?encoding=mlt`) } : null,
       }))

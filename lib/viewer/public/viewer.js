@@ -173,18 +173,28 @@ function showRaster (tj) {
     // The TileJSON's URL may have a query already (an API key, options): the controls' options are added to it.
     return query.size ? `${tiles}${tiles.includes('?') ? '&' : '?'}${query}` : tiles
   }
+  // The bounds of the set's source: a set across the antimeridian (its extent west above east) is two sources, one
+  // each side. Given TileJSON's bounds, the world's width, MapLibre asked for every tile along the set's latitudes,
+  // and those outside the raster answer 404 (a raster's absent tile): an error in the console for each.
+  const e = view.extent
+  const parts = Array.isArray(e) && e[0] > e[2] ? [[e[0], e[1], 180, e[3]], [-180, e[1], e[2], e[3]]] : [Array.isArray(tj.bounds) ? tj.bounds : undefined]
+  const ids = parts.map((_, i) => (i === 0 ? 'set' : `set-${i + 1}`))
   const draw = () => {
-    if (map.getLayer('set')) map.removeLayer('set')
-    if (map.getSource('set')) map.removeSource('set')
+    for (const id of ids) {
+      if (map.getLayer(id)) map.removeLayer(id)
+      if (map.getSource(id)) map.removeSource(id)
+    }
     const url = urlOf()
     const dem = demOption !== undefined && values[demOption.name]
-    const bounds = Array.isArray(tj.bounds) ? tj.bounds : undefined
-    if (dem) {
-      map.addSource('set', { type: 'raster-dem', tiles: [url], tileSize, minzoom: tj.minzoom, maxzoom: tj.maxzoom, bounds, encoding: values[demOption.name] })
-      map.addLayer({ id: 'set', type: 'hillshade', source: 'set' })
-    } else {
-      map.addSource('set', { type: 'raster', tiles: [url], tileSize, minzoom: tj.minzoom, maxzoom: tj.maxzoom, bounds })
-      map.addLayer({ id: 'set', type: 'raster', source: 'set', paint: { 'raster-opacity': opacity } })
+    for (const [i, id] of ids.entries()) {
+      const source = { tiles: [url], tileSize, minzoom: tj.minzoom, maxzoom: tj.maxzoom, bounds: parts[i] }
+      if (dem) {
+        map.addSource(id, { ...source, type: 'raster-dem', encoding: values[demOption.name] })
+        map.addLayer({ id, type: 'hillshade', source: id })
+      } else {
+        map.addSource(id, { ...source, type: 'raster' })
+        map.addLayer({ id, type: 'raster', source: id, paint: { 'raster-opacity': opacity } })
+      }
     }
     if (Object.values(values).some((v) => v !== '')) check(url)
     viewer.idle = false
@@ -204,7 +214,7 @@ function showRaster (tj) {
   const slider = el('input', { type: 'range', min: 0, max: 1, step: 0.05, value: 1 })
   slider.addEventListener('input', () => {
     opacity = Number(slider.value)
-    if (map.getLayer('set')?.type === 'raster') map.setPaintProperty('set', 'raster-opacity', opacity)
+    for (const id of ids) if (map.getLayer(id)?.type === 'raster') map.setPaintProperty(id, 'raster-opacity', opacity)
   })
   controls.append(el('label', { className: 'control' }, 'opacity ', slider))
   for (const option of view.options) {
