@@ -3,7 +3,7 @@
 // made to the server answered 200, 204 or 304, and draw a map that is not blank. Screenshots are kept in
 // test-artifacts/viewer/. Without Chromium these tests are skipped with the reason (a failure in CI).
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { text } from 'node:stream/consumers'
@@ -327,6 +327,32 @@ test('with API keys, pages opened with ?key= draw: the key rides on every reques
   const home = await open(t, base, '/?key=viewer-key', () => document.readyState === 'complete')
   const links = await home.page.$$eval('a[href^="http"]', (as) => as.map((a) => a.href))
   assert.ok(links.length > 5 && links.every((href) => href.includes('key=viewer-key')), 'the home page links carry the key')
+})
+
+test('a set removed while its viewer is open: the panel says so; reloaded, /viewer/<set> is a 404 page for a browser, JSON for others', async (t) => {
+  if (!needs(t, browser !== null, NO_CHROMIUM) || !needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  const dir = tempDir(t)
+  copyFileSync(join(FIXTURES, 'mbtiles/koh-samui_thailand.mbtiles'), join(dir, 'vanish.mbtiles'))
+  const { base } = await serve(t, { paths: [dir], watch: true, watchDebounceMs: 50 })
+  const { page } = await open(t, base, '/viewer/vanish')
+  rmSync(join(dir, 'vanish.mbtiles'))
+  for (let i = 0; i < 100 && (await fetch(`${base}/vanish.json`)).status !== 404; i++) await new Promise((resolve) => setTimeout(resolve, 100))
+  // Its tiles answer 404, which MapLibre draws as nothing and reports nowhere: the map went blank without a word.
+  await new Promise((resolve) => setTimeout(resolve, 5000))
+  await page.evaluate(() => window.viewer.map.zoomIn({ animate: false }))
+  await page.waitForFunction(() => window.viewer.errors.length > 0, null, { timeout: 10_000 })
+  assert.match(await page.textContent('#controls .error'), /this set cannot be shown now \(404: no tileset 'vanish'\)/)
+  const again = await page.goto(`${base}/viewer/vanish`)
+  assert.equal(again.status(), 404)
+  assert.match(again.headers()['content-type'], /^text\/html/)
+  assert.match(await page.textContent('body'), /no set 'vanish'/)
+  assert.equal(await page.getAttribute('a', 'href'), `${base}/`, 'and a link home')
+  const json = await fetch(`${base}/viewer/vanish`)
+  assert.equal(json.status, 404)
+  assert.equal((await json.json()).message, "no set 'vanish'")
+  const style = await fetch(`${base}/viewer/styles/nope`, { headers: { accept: 'text/html' } })
+  assert.equal(style.status, 404)
+  assert.match(await style.text(), /<h1>not found<\/h1>/)
 })
 
 test('the viewer behind a proxy with a path prefix; --no-viewer leaves it out', async (t) => {

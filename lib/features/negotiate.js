@@ -36,10 +36,16 @@ export function chooseFormat (request, allowed) {
     if (typeof f !== 'string' || !allowed.includes(f)) throw new BadRequest(`f is one of ${allowed.join(', ')}`)
     return f
   }
+  if (allowed.includes('html') && prefersHtml(request)) return 'html'
   const q = acceptQ(request.headers.accept)
-  if (allowed.includes('html') && q.html > 0 && q.html > Math.max(q.json, q.geojson)) return 'html'
   if (allowed[0] === 'geojson' && q.json > q.geojson) return 'json'
   return allowed[0]
+}
+
+/** Whether a client asks for HTML above every JSON type (a browser), by its Accept header. */
+export function prefersHtml (request) {
+  const q = acceptQ(request.headers.accept)
+  return q.html > 0 && q.html > Math.max(q.json, q.geojson)
 }
 
 /** The content coding of a compressible answer: gzip when taken (at the levels of lib/features/items.js, cheaper on JSON), else brotli, else none. */

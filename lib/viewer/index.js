@@ -15,6 +15,7 @@ import { tileJsonFormat } from '../resolve.js'
 import { setsOf } from '../style/rewrite.js'
 import { unionBounds } from '../tilemath.js'
 import { GET_HEAD, escapeHtml as escape } from '../../routes/http.js'
+import { prefersHtml } from '../features/negotiate.js'
 
 const PUBLIC = join(dirname(fileURLToPath(import.meta.url)), 'public')
 const MAPLIBRE = join(dirname(createRequire(import.meta.url).resolve('maplibre-gl/package.json')), 'dist')
@@ -63,10 +64,27 @@ async function viewerPlugin (app, config) {
     return text
   }
 
+  // What is not there (no such set or style, one that cannot be served or drawn) is a 404 page for a browser, saying
+  // why with a link home; JSON (as every other 404) for other clients.
+  const orNotFoundPage = (handler) => async (request, reply) => {
+    try {
+      return await handler(request, reply)
+    } catch (err) {
+      if (!(err instanceof NotFound) || !prefersHtml(request)) throw err
+      const home = keyed(request, `${links(request, reply)}/`)
+      reply.code(404)
+      return html(reply, `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>not found · tile-cannon</title><link rel="icon" href="data:,"></head>
+<body style="font:15px/1.45 system-ui,sans-serif;margin:1em"><h1>not found</h1><p>${escape(err.message)}</p>
+<p><a href="${escape(home)}">all sets and styles</a></p></body></html>`)
+    }
+  }
+
   app.route({
     method: GET_HEAD,
     url: '/viewer/:set',
-    handler: async (request, reply) => {
+    handler: orNotFoundPage(async (request, reply) => {
       const entry = catalog.get(request.params.set)
       if (entry === undefined) throw new NotFound(`no set '${request.params.set}'`)
       if (entry.source === null) throw new NotFound(`set '${entry.id}' cannot be served: ${entry.reason}`)
@@ -89,7 +107,7 @@ async function viewerPlugin (app, config) {
         // The viewer's switch between a vector set's own tiles and their MLT variant.
         encodings: source.format === 'pbf' ? { mvt: keyed(request, `${base}/viewer/${encodeURIComponent(entry.id)}`), mlt: keyed(request, `${base}/viewer/${encodeURIComponent(entry.id)}?encoding=mlt`) } : null,
       }))
-    },
+    }),
   })
 
   /** The bounds of the sets a style draws (TileJSON's, merged), or null. */
@@ -101,7 +119,7 @@ async function viewerPlugin (app, config) {
   app.route({
     method: GET_HEAD,
     url: '/viewer/styles/:id',
-    handler: async (request, reply) => {
+    handler: orNotFoundPage(async (request, reply) => {
       const style = styles.served(request.params.id)
       const base = links(request, reply)
       const id = encodeURIComponent(style.id)
@@ -115,7 +133,7 @@ async function viewerPlugin (app, config) {
         // A style that says where to look is shown there; else where its sets have data.
         fit: Array.isArray(style.json.center) && Number.isFinite(style.json.zoom) ? null : setsBounds(style),
       }))
-    },
+    }),
   })
 }
 

@@ -84,6 +84,32 @@ function fit (map, tj, tileSize = 512) {
   if (bounded) map.panBy([(padding.right - padding.left) / 2, (padding.bottom - padding.top) / 2], { animate: false })
 }
 
+/**
+ * The set going away while the page is open (its file removed, its database down): its tiles answer 404 or 503, which
+ * MapLibre draws as nothing (a vector tile's 404 is no error to it), a blank map. So as the map moves (at most every
+ * 5 s) and after its errors (every second), the TileJSON is asked again (a 304 while nothing changed); a failure is
+ * said in the panel, and the note goes once it answers again.
+ */
+function watchSet (map) {
+  const note = el('p', { className: 'error', hidden: true })
+  controls.prepend(note)
+  let last = Date.now() // (the TileJSON was just read)
+  const ask = async (gap) => {
+    if (Date.now() - last < gap) return
+    last = Date.now()
+    let problem = null
+    try {
+      const res = await fetch(view.tilejson, { cache: 'no-cache' })
+      if (!res.ok) problem = `${res.status}: ${(await res.json().catch(() => null))?.message ?? res.statusText}`
+    } catch { problem = 'the server does not answer' }
+    note.hidden = problem === null
+    note.textContent = problem === null ? '' : `this set cannot be shown now (${problem}); its tiles fail`
+    if (problem !== null) viewer.errors.push(note.textContent)
+  }
+  map.on('moveend', () => ask(5000))
+  map.on('error', () => ask(1000)) // (a sparse raster's absent tiles are errors too: not a request each)
+}
+
 function watchIdle (map) {
   map.once('idle', () => { viewer.idle = true })
 }
@@ -126,6 +152,7 @@ function showVector (tj) {
   const map = viewer.map = newMap('map', style, { hash: true })
   fit(map, tj)
   watchIdle(map)
+  watchSet(map)
   showStatus(map, 512, [tj.minzoom, tj.maxzoom])
   if (view.encodings) encodingSwitch()
   if (byLayer.size === 0) say('this set lists no vector_layers in its TileJSON: there is nothing to draw by layer')
@@ -162,6 +189,7 @@ function showRaster (tj) {
   const [tiles] = tj.tiles
   const map = viewer.map = newMap('map', { version: 8, sources: {}, layers: [{ id: 'background', type: 'background', paint: { 'background-color': '#f4f4f0' } }] }, { hash: true })
   fit(map, tj, tileSize)
+  watchSet(map)
   showStatus(map, tileSize, [tj.minzoom, tj.maxzoom], true)
   let opacity = 1
   const values = {}
