@@ -402,7 +402,7 @@ Options:
       --no-metrics        no /metrics (env TILE_CANNON_METRICS=false)
       --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads; env
                           TILE_CANNON_WATCH=false)
-      --no-demo           serve nothing rather than the demo when no tilesets are found (env TILE_CANNON_DEMO=false)
+      --no-demo           serve nothing rather than the demo when no path is given (env TILE_CANNON_DEMO=false)
       --no-viewer         no map viewer (/viewer/…, the home page's previews): a server of tiles only (env
                           TILE_CANNON_VIEWER=false)
       --styles DIR        MapLibre styles, NAME/style.json or NAME.json (default ./styles if it exists; env

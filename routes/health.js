@@ -71,6 +71,11 @@ async function backendStates ({ catalog, renderer, sharedCache }) {
       () => ({ name, kind: entry.kind, state: 'up' }),
       (err) => ({ name, kind: entry.kind, state: 'down', reason: err.message })))
   }
+  // A bucket prefix that cannot be listed: what it holds is not known (a reload keeps its sets as they were). Named by
+  // its place in `paths`, never the bucket.
+  for (const index of catalog.unlistedPaths()) {
+    states.push({ name: `bucket prefix paths[${index}]`, kind: 'remote', state: 'down', reason: 'cannot be listed' })
+  }
   if (renderer?.available) {
     const { children, restarts } = renderer.stats
     states.push({ name: 'renderer', kind: 'renderer', state: children > 0 ? 'up' : 'down', children, restarts })

@@ -378,3 +378,39 @@ test('a replaced object is re-opened: its new tiles and TileJSON, never old byte
   const reopened = logs.filter((l) => l.includes('remote object changed: re-opening the set')).map((l) => JSON.parse(l).set)
   assert.deepEqual(reopened, ['gen', 'ortho'], 'each set re-opened once, and said so')
 })
+
+test('a bucket prefix that cannot be listed: never the demo in its place, /ready 503 naming it, and a reload keeps its sets', async (t) => {
+  if (!needs(t, existsSync(MOTO), NO_MOTO)) return
+  const dir = tempDir(t)
+  const store = await moto(t)
+  const upload = async () => {
+    await store.bucket('tiles')
+    await store.put('tiles', 'maps/gen.pmtiles', versionedPmtiles(join(dir, 'gen.pmtiles'), 1))
+  }
+  await upload()
+  const options = { paths: ['s3://tiles/maps/'], demo: true, remote: { retryMs: 200 } } // the demo as by default
+  const app = await s3App(t, store, options)
+  assert.deepEqual((await app.inject('/list')).json(), ['gen'])
+
+  await store.stop()
+  await app.catalog.reload() // SIGHUP while the prefix cannot be listed
+  assert.deepEqual((await app.inject('/list')).json(), ['gen'], 'its set kept, and no demo beside it')
+  const ready = await app.inject('/ready')
+  assert.equal(ready.statusCode, 503)
+  assert.deepEqual(ready.json().backends.find((b) => b.kind === 'remote'), { name: 'bucket prefix paths[0]', kind: 'remote', state: 'down', reason: 'cannot be listed' })
+  // A server started meanwhile serves nothing, and says it is not ready.
+  const late = await s3App(t, store, options)
+  assert.deepEqual((await late.inject('/list')).json(), [])
+  assert.equal((await late.inject('/ready')).statusCode, 503)
+
+  await store.start()
+  await upload()
+  const deadline = Date.now() + 15_000
+  for (const server of [app, late]) {
+    while ((await server.inject('/ready')).statusCode !== 200) {
+      assert.ok(Date.now() < deadline, 'ready again within 15 s')
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    assert.deepEqual((await server.inject('/list')).json(), ['gen'], 'the bucket\'s sets, and never the demo')
+  }
+})

@@ -57,7 +57,15 @@ export async function prefixSpecs (prefix, config) {
 }
 
 /**
- * Every spec the configured paths, sets and group URLs (a database) hold now; the demo when there is none. Prefixes
+ * Does the configuration name anything to serve: a path or URL, a set of its own, a database? The demo is for when it
+ * names nothing: never in place of what was named and is missing, empty or cannot be listed now.
+ */
+export const namesSomething = (config) => config.paths.length > 0 ||
+  Object.values(config.sets).some((s) => s.path || s.url) ||
+  GROUP_KINDS.some((kind) => (kind.configuredUrls?.(config) ?? []).length > 0)
+
+/**
+ * Every spec the configured paths, sets and group URLs (a database) hold now; the demo when nothing is named. Prefixes
  * that could not be listed are added to `unlisted` (the catalog tries them again, and keeps the sets found there).
  */
 export async function discoverSpecs (config, log, unlisted = []) {
@@ -104,6 +112,6 @@ export async function discoverSpecs (config, log, unlisted = []) {
   for (const kind of GROUP_KINDS) {
     for (const url of kind.configuredUrls?.(config) ?? []) if (!has({ url })) specs.push({ url, kind })
   }
-  if (specs.length === 0 && config.demo && FALLBACK) specs.push({ id: 'countries', kind: FALLBACK })
+  if (!namesSomething(config) && config.demo && FALLBACK) specs.push({ id: 'countries', kind: FALLBACK })
   return specs
 }

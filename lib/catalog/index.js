@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { contractProblems } from '../sources/contract.js'
 import { Registry } from './registry.js'
-import { dataFolders, discoverSpecs, pathSpec } from './discover.js'
+import { dataFolders, discoverSpecs, isPrefixUrl, pathSpec, prefixOf } from './discover.js'
 import { FileWatcher, companionStamp, isWriting } from './watch.js'
 import { Groups } from './groups.js'
 import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
@@ -43,6 +43,10 @@ export class Catalog {
   compositeProblem (name) { return this.registry.compositeProblem(name) }
   available () { return this.registry.available() }
   unavailable () { return this.registry.unavailable() }
+  /** The places in `paths` of bucket prefixes that could not be listed (at start-up or the last reload) and still cannot. */
+  unlistedPaths () {
+    return this.remote.unlisted.map((prefix) => this.config.paths.findIndex((item) => isPrefixUrl(item) && prefixOf(item) === prefix))
+  }
   /** An entry outside the catalog (a rendered style): the pipeline serves it like a set; /list never shows it. */
   detachedEntry (spec, source) { return this.registry.makeEntry(spec, source) }
 
