@@ -369,8 +369,8 @@ export const USAGE = `Usage: tile-cannon [options] [path|url ...]
 
 Serves every ${fileKindsText()} file in the given folders, the given files, and URLs:
 ${urlForms().map((u) => `  ${u}`).join('\n')}
-With no path: ./tiles if it exists, else a built-in demo set. Paths also from env TILE_CANNON_PATHS (comma-separated);
-a PostGIS database also from env DATABASE_URL.
+With no path: ./tiles if it exists, else a built-in demo set (paths given that do not exist: logged; all: exit 2).
+Paths also from env TILE_CANNON_PATHS (comma-separated); a PostGIS database also from env DATABASE_URL.
 Object storage (s3://): env AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL), AWS_REGION, AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; TILE_CANNON_S3_FORCE_PATH_STYLE=true for MinIO-like servers.
 

@@ -93,6 +93,28 @@ test('with no path: ./tiles when it exists, otherwise the built-in demo', async 
   assert.equal((await once(local.child, 'exit'))[0], 0)
 })
 
+test('a path given that does not exist: logged once and the rest served, never the demo; none existing is one line and exit 2', { timeout: 30_000 }, async (t) => {
+  const dir = tempDir(t)
+  mkdirSync(join(dir, 'folder'))
+  writeMbtiles(join(dir, 'folder', 'one.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const port = await freePort()
+  const some = run(['--port', String(port), '--host', '127.0.0.1', '--log-format', 'json', join(dir, 'tilez'), join(dir, 'folder')])
+  t.after(() => some.child.kill('SIGKILL'))
+  await waitForHealth(port)
+  assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/list`)).json(), ['one'])
+  assert.equal((await fetch(`http://127.0.0.1:${port}/ready`)).status, 200)
+  const said = some.output().split('\n').filter((l) => l.includes('path not found'))
+  assert.equal(said.length, 1)
+  assert.equal(JSON.parse(said[0]).path, join(dir, 'tilez'))
+
+  for (const args of [[join(dir, 'tilez')], ['--no-demo', join(dir, 'tilez'), join(dir, 'other.pmtiles')]]) {
+    const none = run(['--port', String(port + 1), '--host', '127.0.0.1', ...args])
+    t.after(() => none.child.kill('SIGKILL'))
+    assert.equal((await once(none.child, 'exit'))[0], 2)
+    assert.match(none.output(), /^tile-cannon: (the path given does not exist|none of the paths given exists): .*tilez(, .*other\.pmtiles)?\n$/)
+  }
+})
+
 test('--help prints usage; a bad flag or config is a clear message and exit 2, no stack', async () => {
   const help = run(['--help'])
   assert.equal((await once(help.child, 'exit'))[0], 0)

@@ -8,6 +8,8 @@ import { FALLBACK, GROUP_KINDS, KINDS, fileKindsText, kindForFile, kindForUrl } 
 import { isS3Url } from '../remote/s3.js'
 import { listRemotePrefix } from '../remote/reader.js'
 
+const exists = (path) => stat(path).then(() => true, () => false)
+
 export const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s)
 
 /** The spec of one URL or file path (its kind undefined when none serves it). */
@@ -64,16 +66,26 @@ export const namesSomething = (config) => config.paths.length > 0 ||
   Object.values(config.sets).some((s) => s.path || s.url) ||
   GROUP_KINDS.some((kind) => (kind.configuredUrls?.(config) ?? []).length > 0)
 
+/** How many places the configuration names: paths and URLs, sets of their own, databases. */
+export const namedCount = (config) => config.paths.length + Object.values(config.sets).filter((s) => s.path || s.url).length +
+  GROUP_KINDS.reduce((n, kind) => n + (kind.configuredUrls?.(config) ?? []).filter((url) => !config.paths.includes(url)).length, 0)
+
 /**
  * Every spec the configured paths, sets and group URLs (a database) hold now; the demo when nothing is named. Prefixes
- * that could not be listed are added to `unlisted` (the catalog tries them again, and keeps the sets found there).
+ * that could not be listed are added to `unlisted` (the catalog tries them again, and keeps the sets found there);
+ * local paths that do not exist to `missing` (as given, or `sets.<id>.path`), for the caller to say.
  */
-export async function discoverSpecs (config, log, unlisted = []) {
+export async function discoverSpecs (config, log, unlisted = [], missing = []) {
   const specs = []
   const has = (spec) => specs.some((s) => (spec.path ? s.path === spec.path : s.url === spec.url))
   for (const [id, options] of Object.entries(config.sets)) {
     if (options.url) specs.push({ ...specOf(options.url), id })
-    else if (options.path) specs.push({ ...pathSpec(config, resolve(options.path), id), id })
+    else if (options.path) {
+      const path = resolve(options.path)
+      // Still a spec: the catalog opens nothing for it now, and the watcher serves the file once it appears.
+      if (!(await exists(path))) missing.push(`${options.path} (sets.${id}.path)`)
+      specs.push({ ...pathSpec(config, path, id), id })
+    }
   }
   for (const [index, item] of config.paths.entries()) {
     if (isPrefixUrl(item)) {
@@ -95,7 +107,7 @@ export async function discoverSpecs (config, log, unlisted = []) {
     try {
       info = await stat(path)
     } catch {
-      log.error({ path: item }, 'path not found: nothing served from it')
+      missing.push(item)
       continue
     }
     if (info.isDirectory()) {

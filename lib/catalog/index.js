@@ -6,8 +6,9 @@
 import { stat } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { contractProblems } from '../sources/contract.js'
+import { ConfigError } from '../config.js'
 import { Registry } from './registry.js'
-import { dataFolders, discoverSpecs, isPrefixUrl, pathSpec, prefixOf } from './discover.js'
+import { dataFolders, discoverSpecs, isPrefixUrl, namedCount, pathSpec, prefixOf } from './discover.js'
 import { FileWatcher, companionStamp, isWriting } from './watch.js'
 import { Groups } from './groups.js'
 import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
@@ -85,10 +86,23 @@ export class Catalog {
 
   async load () {
     const unlisted = []
-    for (const spec of await discoverSpecs(this.config, this.log, unlisted)) await this.openSpec(spec)
+    const missing = []
+    const specs = await discoverSpecs(this.config, this.log, unlisted, missing)
+    // Nothing named exists: a typo, a volume not mounted. Said as a bad flag is (one line, exit 2), never served as an
+    // empty (or demo) catalog that calls itself ready.
+    if (missing.length > 0 && missing.length === namedCount(this.config)) {
+      throw new ConfigError(`${missing.length === 1 ? 'the path given does not exist' : 'none of the paths given exists'}: ${missing.join(', ')}`)
+    }
+    this.sayMissing(missing)
+    for (const spec of specs) await this.openSpec(spec)
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
     this.loaded = true
+  }
+
+  /** Paths given that do not exist: each logged at start-up and at each reload, while the rest is served. */
+  sayMissing (missing) {
+    for (const path of missing) this.log.error({ path }, 'path not found: nothing served from it')
   }
 
   /**
@@ -175,7 +189,10 @@ export class Catalog {
     const { registry } = this
     const seen = new Set()
     const unlisted = []
-    for (const spec of await discoverSpecs(this.config, this.log, unlisted)) {
+    const missing = []
+    const specs = await discoverSpecs(this.config, this.log, unlisted, missing)
+    this.sayMissing(missing)
+    for (const spec of specs) {
       if (spec.path) {
         seen.add(spec.path)
         if (registry.byPath.has(spec.path)) await this.files.refresh(spec.path, { force: true })
