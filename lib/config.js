@@ -5,6 +5,7 @@ import { availableParallelism, tmpdir, totalmem } from 'node:os'
 import { dirname, extname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import Ajv from 'ajv'
+import proxyAddr from '@fastify/proxy-addr'
 import YAML from 'yaml'
 import { fileKindsText, urlForms } from './sources/index.js'
 import { LIMIT_DEFAULTS } from './limits.js'
@@ -561,6 +562,14 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   }
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors) // "false" may arrive via coercion
   if (typeof merged.publicUrl === 'string') merged.publicUrl = merged.publicUrl.replace(/\/+$/, '')
+  // Each proxy as proxy-addr reads it, here: a bad one was a TypeError's stack when the app was built.
+  for (const proxy of Array.isArray(merged.trustProxy) ? merged.trustProxy : []) {
+    try {
+      proxyAddr.compile([proxy])
+    } catch (err) {
+      throw new ConfigError(`invalid configuration: trustProxy ${JSON.stringify(proxy)} is not an address, a CIDR, loopback, linklocal or uniquelocal (${err.message})`)
+    }
+  }
   if (Boolean(merged.s3.accessKeyId) !== Boolean(merged.s3.secretAccessKey)) {
     throw new ConfigError('invalid configuration: s3 credentials need both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY')
   }

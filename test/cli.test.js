@@ -126,6 +126,13 @@ test('--help prints usage; a bad flag or config is a clear message and exit 2, n
   const port = run(['--port', 'eighty'])
   assert.equal((await once(port.child, 'exit'))[0], 2)
   assert.match(port.output(), /port must be integer/)
+  // A proxy that is no address, CIDR or name: a TypeError's stack (exit 1) when the app was built.
+  for (const [args, env] of [[['--trust-proxy', '10.0.0.0/99']], [[], { TILE_CANNON_TRUST_PROXY: 'loopback, garbage/99' }]]) {
+    const proxy = run(['--no-demo', ...args], { env })
+    assert.equal((await once(proxy.child, 'exit'))[0], 2)
+    assert.match(proxy.output(), /^tile-cannon: invalid configuration: trustProxy "(10\.0\.0\.0\/99|garbage\/99)" is not an address, a CIDR, loopback, linklocal or uniquelocal/)
+    assert.doesNotMatch(proxy.output(), /TypeError|at .*\.js:\d+/)
+  }
 })
 
 test('the port in use is a clear message and exit 1', async (t) => {
