@@ -1,6 +1,6 @@
 // Optional access control, off by default: API keys (config `apiKeys`, env TILE_CANNON_API_KEYS). With keys set, a
-// request must carry one, as an `X-API-Key` header or `?key=`; otherwise 401 in the errors' JSON shape, logged once,
-// the key never echoed. Open whatever the keys: the probes (/health, /ready, /metrics), CORS preflights (browsers
+// request must carry one, as an `X-API-Key` header or `?key=`; otherwise 401 in the errors' JSON shape, the key never
+// echoed, and a warning once a minute per address and reason (missing, not accepted) with how many went unlogged. Open whatever the keys: the probes (/health, /ready, /metrics), CORS preflights (browsers
 // send no custom header in them) and the viewer's static code (/viewer/assets/: MapLibre GL JS loads its worker from
 // there without a key; it holds no data).
 //
@@ -18,6 +18,9 @@ const OPEN = new Set(['/health', '/ready', '/metrics', '/health/', '/ready/', '/
 const ASSETS = '/viewer/assets/'
 // A 401 is about this request only: no shared cache may keep it for a URL that others ask with a key in a header.
 const REFUSED_HEADERS = { 'www-authenticate': 'X-API-Key', 'cache-control': 'no-store' }
+// A client without its key (a scanner, a misconfigured app) repeats at its request rate: one line a minute for it.
+export const REFUSAL_LOG_EVERY_MS = 60_000
+const REFUSALS_KEPT = 10_000 // addresses and reasons remembered; past it the one logged longest ago is forgotten
 
 /** config.apiKeys → Map key → its query parameter (`key=…`, made once), or null when access is open. */
 export function keyMap (apiKeys) {
@@ -39,6 +42,23 @@ async function accessPlugin (app, config) {
   app.decorateRequest('linkKey', '')
   if (keys === null) return
 
+  const refusals = new Map() // `${reason} ${address}` → { at: when last logged, repeats: refusals since, not logged }
+  const logRefusal = (request, path, reason) => {
+    const key = `${reason} ${request.ip}`
+    const now = Date.now()
+    const last = refusals.get(key)
+    if (last !== undefined && now - last.at < REFUSAL_LOG_EVERY_MS) {
+      last.repeats++
+      return
+    }
+    refusals.delete(key) // set again below: the Map's first key is then the one logged longest ago
+    if (refusals.size >= REFUSALS_KEPT) refusals.delete(refusals.keys().next().value)
+    refusals.set(key, { at: now, repeats: 0 })
+    const repeats = last?.repeats ? { repeats: last.repeats } : {}
+    // The path (not the query: it may hold the key), never the key itself.
+    request.log.warn({ method: request.method, path: path.slice(0, 200), ip: request.ip, ...repeats }, reason)
+  }
+
   app.addHook('onRequest', (request, reply, done) => {
     const url = request.url
     const q = url.indexOf('?')
@@ -57,8 +77,7 @@ async function accessPlugin (app, config) {
       return done()
     }
     const given = header !== undefined || inQuery !== undefined
-    // The path (not the query: it may hold the key), never the key itself.
-    request.log.warn({ method: request.method, path: path.slice(0, 200), ip: request.ip }, given ? 'API key not accepted' : 'API key missing')
+    logRefusal(request, path, given ? 'API key not accepted' : 'API key missing')
     addVary(reply, 'X-API-Key') // after CORS's Origin, when it varies on it
     done(refused(given
       ? 'this API key is not accepted'

@@ -87,7 +87,7 @@ test('off by default: nothing is asked for, and `key` is a query parameter like 
   assert.equal(tj.headers.vary, 'Host')
 })
 
-test('with keys: a missing or wrong key is a 401 in the errors\' shape, logged once, the key never echoed', async (t) => {
+test('with keys: a missing or wrong key is a 401 in the errors\' shape, logged once per address and reason, the key never echoed', async (t) => {
   const { app, lines, port } = await keyedApp(t)
   const cases = [
     // [how, path, headers, message]
@@ -100,8 +100,8 @@ test('with keys: a missing or wrong key is a 401 in the errors\' shape, logged o
     ['no key, the home page', '/', {}, /^an API key is required/],
     ['no key, an unknown route', '/no/such/thing', {}, /^an API key is required/],
   ]
+  const from = lines.length
   for (const [how, path, headers, message] of cases) {
-    const from = lines.length
     const res = await get(port, path, headers)
     assert.equal(res.status, 401, how)
     assert.equal(res.headers['content-type'], 'application/json; charset=utf-8', how)
@@ -114,13 +114,29 @@ test('with keys: a missing or wrong key is a 401 in the errors\' shape, logged o
     assert.equal(res.headers['cache-control'], 'no-store', `${how}: no cache keeps a refusal`)
     assert.match(res.headers.vary, /X-API-Key/, how)
     assert.equal(res.headers['access-control-allow-origin'], '*', `${how}: a browser may read why`)
-    const logged = lines.slice(from)
-    assert.equal(logged.length, 1, `${how}: one line`)
-    assert.equal(logged[0].level, 40, `${how}: a warning`)
-    assert.match(logged[0].msg, /^API key (missing|not accepted)$/)
-    assert.equal(logged[0].path, path.split('?')[0], how)
-    assert.doesNotMatch(JSON.stringify(logged[0]) + res.body, /wrong-secret|k3y|K3Y/, `${how}: no key in the log or the answer`)
+    assert.doesNotMatch(JSON.stringify(lines.slice(from)) + res.body, /wrong-secret|k3y|K3Y/, `${how}: no key in the log or the answer`)
   }
+  // From one address: a warning for the first refusal of each reason, with its path.
+  const logged = lines.slice(from).map((l) => [l.level, l.msg, l.path, l.ip])
+  assert.deepEqual(logged, [[40, 'API key missing', '/roads.json', '127.0.0.1'], [40, 'API key not accepted', '/roads/0/0/0.pbf', '127.0.0.1']])
+})
+
+test('with keys: a client refused again and again is logged once a minute per reason, then with how many were not', async (t) => {
+  t.mock.timers.enable({ apis: ['Date'], now: Date.now() })
+  const { lines, port } = await keyedApp(t)
+  const from = lines.length
+  for (let i = 0; i < 6; i++) {
+    assert.equal((await get(port, '/roads/0/0/0.pbf')).status, 401)
+    assert.equal((await get(port, `/roads/0/0/${i}.pbf`, { 'x-api-key': 'bad' })).status, 401)
+  }
+  assert.deepEqual(lines.slice(from).map((l) => l.msg), ['API key missing', 'API key not accepted'], '12 refusals, 2 lines')
+  t.mock.timers.tick(61_000)
+  assert.equal((await get(port, '/roads.json')).status, 401)
+  assert.equal((await get(port, '/roads.json')).status, 401)
+  const later = lines.slice(from + 2)
+  assert.equal(later.length, 1)
+  assert.equal(later[0].msg, 'API key missing')
+  assert.equal(later[0].repeats, 5, 'the refusals of the minute before that were not logged')
 })
 
 test('keys never reach the logs: the access log of --log-requests and a 500\'s line show URLs without them', async (t) => {
@@ -179,7 +195,8 @@ test('the tile front checks the key too: a good header is answered before Fastif
   for (const headers of [{}, { 'x-api-key': 'wrong' }, { 'x-api-key': `${KEY}, ${KEY}` }]) {
     assert.equal((await get(port, '/roads/1/0/0.pbf', headers)).status, 401, JSON.stringify(headers))
   }
-  assert.equal(lines.slice(from).filter((l) => /^API key/.test(l.msg)).length, 3, 'left to Fastify, whose hook refused them')
+  // Left to Fastify, whose hook refused them: logged there, once per reason (the third is the second not accepted).
+  assert.deepEqual(lines.slice(from).filter((l) => /^API key/.test(l.msg)).map((l) => l.msg), ['API key missing', 'API key not accepted'])
   const queried = await get(port, `/roads/1/0/0.pbf?key=${ENC}`, { 'accept-encoding': 'gzip' })
   assert.equal(queried.status, 200)
   assert.deepEqual(queried.body, fast.body)
