@@ -97,11 +97,11 @@ export async function buildApp (config, { loggerInstance } = {}) {
     reply.code(404).send({ statusCode: 404, error: 'Not Found', message: 'no such route' })
   })
 
+  if (config.logRequests) await app.register(accessLogPlugin) // first: every answer is logged, refused ones too
   registerCors(app, cors) // lib/cors.js
   await app.register(sheddingPlugin, config) // first: a refused request costs nothing more
   await app.register(limitsPlugin, config) // 414 past the URL and query limits (lib/limits.js)
   await app.register(accessPlugin, config) // API keys, when configured; links carry them (lib/access.js)
-  if (config.logRequests) await app.register(accessLogPlugin)
   await app.register(sharedCachePlugin, config) // Redis, when configured: replicas share made tiles
   await app.register(healthRoutes)
   if (config.metrics.enabled !== false) await app.register(metricsPlugin, config)

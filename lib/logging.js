@@ -19,7 +19,20 @@ export function makeLogger (config, stream = process.stdout) {
   return pino({ level: config.logLevel }, pretty({ destination: stream, sync: true, colorize: stream.isTTY === true, translateTime: 'HH:MM:ss', ignore: 'pid,hostname' }))
 }
 
-/** One line per request (config `logRequests`), after it is answered. */
+// Routes whose `set` is a TileJSON's name: `/roads.json` is the set roads (lib/resolve.js resolveTileJson).
+const TILEJSON_ROUTES = new Set(['/:set', '/data/:set'])
+
+/** The id of the set a request names (its name as given when there is no such set). */
+function setOf (catalog, request) {
+  let name = request.params.set
+  if (TILEJSON_ROUTES.has(request.routeOptions.url) && name.endsWith('.json') && catalog.get(name) === undefined) name = name.slice(0, -5)
+  return catalog.get(name)?.id ?? name
+}
+
+/**
+ * One line per request (config `logRequests`), after it is answered. Registered before every other plugin: its
+ * onRequest hook runs even for a request another one refuses (a 401, a 503 under pressure), whose bytes count too.
+ */
 async function accessLog (app) {
   app.decorateRequest('tileLookup', null) // 'hit' | 'joined' | 'miss', set by the tile route (lib/pipeline.js lastLookup)
   app.addHook('onRequest', (request, reply, done) => {
@@ -28,13 +41,15 @@ async function accessLog (app) {
   })
   app.addHook('onResponse', (request, reply, done) => {
     const { params } = request
-    const line = { reqId: request.id, method: request.method, url: loggedUrl(request), status: reply.statusCode }
+    // (reqId: bound to request.log by Fastify already; twice, it was a JSON key twice in the line)
+    const line = { method: request.method, url: loggedUrl(request), status: reply.statusCode }
     if (params?.set !== undefined) {
-      line.set = app.catalog.get(params.set)?.id ?? params.set
+      line.set = setOf(app.catalog, request)
       if (params.z !== undefined) Object.assign(line, { z: Number(params.z), x: Number(params.x), y: Number.parseInt(params.y, 10) })
     }
     // Bytes sent on the connection for this answer, headers included (as nginx's $bytes_sent).
-    line.bytes = (request.raw.socket?.bytesWritten ?? 0) - request.raw.bytesBefore
+    const written = request.raw.socket?.bytesWritten ?? 0
+    line.bytes = written - (request.raw.bytesBefore ?? written)
     line.ms = Math.round(reply.elapsedTime * 100) / 100
     if (request.tileLookup !== null) line.cache = request.tileLookup
     request.log.info(line, 'request')

@@ -148,23 +148,35 @@ test('under pressure, requests get 503 with Retry-After at once, the tile front\
 })
 
 test('--log-requests writes one JSON line per request: id, set, z/x/y, status, bytes, ms and cache hit', async (t) => {
-  const lines = []
-  const sink = new Writable({ write (chunk, _, done) { lines.push(...String(chunk).trim().split('\n').map((l) => JSON.parse(l))); done() } })
-  const { config } = loadConfig({ overrides: { paths: [tileset(t)], watch: false, demo: false, logRequests: true } })
-  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, sink) })
-  t.after(() => app.close())
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  const base = `http://127.0.0.1:${app.server.address().port}`
+  const start = async (overrides = {}) => {
+    const raw = []
+    const sink = new Writable({ write (chunk, _, done) { raw.push(...String(chunk).trim().split('\n')); done() } })
+    const { config } = loadConfig({ overrides: { paths: [tileset(t)], watch: false, demo: false, logRequests: true, ...overrides } })
+    const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, sink) })
+    t.after(() => app.close())
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    return { base: `http://127.0.0.1:${app.server.address().port}`, raw, requests: () => raw.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request') }
+  }
+  const { base, raw, requests } = await start()
   for (let i = 0; i < 2; i++) await (await fetch(`${base}/roads/2/1/1.pbf`)).arrayBuffer()
   await (await fetch(`${base}/roads/2/3/3`)).arrayBuffer() // absent: 204
-  const requests = lines.filter((l) => l.msg === 'request')
-  assert.equal(requests.length, 3)
-  const [first, second, absent] = requests
+  await (await fetch(`${base}/roads.json`)).arrayBuffer()
+  assert.equal(requests().length, 4)
+  const [first, second, absent, tilejson] = requests()
   assert.deepEqual({ set: first.set, z: first.z, x: first.x, y: first.y, status: first.status, cache: first.cache }, { set: 'roads', z: 2, x: 1, y: 1, status: 200, cache: 'miss' })
   assert.equal(second.cache, 'hit')
   assert.equal(absent.status, 204)
   assert.ok(first.bytes > 100 && typeof first.ms === 'number' && first.reqId !== undefined)
-  assert.ok(!lines.some((l) => l.msg === 'incoming request'), 'one line a request, not two')
+  assert.deepEqual([tilejson.set, tilejson.status], ['roads', 200], 'the set a TileJSON URL names, not roads.json')
+  assert.ok(!raw.some((l) => JSON.parse(l).msg === 'incoming request'), 'one line a request, not two')
+  for (const line of raw.filter((l) => l.includes('"msg":"request"'))) assert.equal(line.match(/"reqId":/g).length, 1, `each key once: ${line}`)
+
+  // A request refused before its route (no API key): the bytes sent all the same.
+  const keyed = await start({ apiKeys: ['k3y'] })
+  assert.equal((await fetch(`${keyed.base}/roads/2/1/1.pbf`)).status, 401)
+  const [refused] = keyed.requests()
+  assert.equal(refused.status, 401)
+  assert.ok(refused.bytes > 100, `bytes: ${refused.bytes}`)
 })
 
 test('on a terminal the log is for people; with --log-format json (or piped) it is JSON lines', async (t) => {
