@@ -585,6 +585,26 @@ test('fonts: listed; a stack merged glyph by glyph; unknown fonts fall back; a m
   assert.equal(cached.headers['cache-control'], 'public, max-age=3600', 'glyphs last as long as tiles')
 })
 
+test('unknown fonts: the first ten names logged, then one line for the rest; with no font at all, the line says none stands in', async (t) => {
+  const { styles, fonts } = setUp(t)
+  const logs = []
+  const app = await makeApp(t, { styles, fonts }, { logs })
+  for (let i = 0; i < 25; i++) assert.equal((await app.inject({ url: `/fonts/Made%20Up%20${i % 15}/0-255.pbf` })).statusCode, 200)
+  const said = logs.filter((l) => /unknown font/.test(l.msg))
+  assert.equal(said.length, 11, 'a client choosing names cannot fill the log')
+  assert.deepEqual(said.slice(0, 10).map((l) => [l.font, l.fallback, l.msg]), [...Array(10).keys()].map((i) => [`Made Up ${i}`, 'Sans Regular', 'unknown font; serving its fallback']))
+  assert.equal(said[10].msg, 'more unknown fonts asked for: served as the first ones were, and not logged')
+
+  const noFonts = []
+  const bare = await makeApp(t, { styles, fonts: null }, { logs: noFonts })
+  const res = await bare.inject({ url: '/fonts/Sans%20Regular/0-255.pbf' })
+  assert.equal(res.statusCode, 200)
+  assert.equal(readGlyphs(res.rawPayload).glyphs.size, 0)
+  const line = noFonts.find((l) => /unknown font/.test(l.msg))
+  assert.equal(line.msg, 'unknown font, and no font to stand in for it (no fonts folder, or none in it): its glyph ranges are empty')
+  assert.equal(line.fallback, undefined)
+})
+
 test('fonts: a range a font here lacks, and a folder without ranges, are served by the fallback font as an unknown font is', async (t) => {
   const { styles, fonts } = setUp(t)
   mkdirSync(join(fonts, 'Partial'))

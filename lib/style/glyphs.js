@@ -10,6 +10,9 @@ import { OUTSIDE, realFileIn } from '../real-path.js'
 
 const RANGE = /^(\d{1,5})-(\d{1,5})$/
 const RANGE_FILE = /^\d{1,5}-\d{1,5}\.pbf$/
+// Unknown font names logged one by one (a style naming a font the folder lacks), then one line for the rest: any
+// client can ask for names of its choosing, and each was a warning (1,000 a process).
+const UNKNOWN_FONTS_LOGGED = 10
 
 /** A glyph range name ('0-255') if it is one MapLibre asks for: a multiple of 256 and the 255 after it. */
 export function parseRange (range) {
@@ -88,6 +91,8 @@ export class FontCatalog {
     this.names = []
     this.cache = new LRUCache({ maxSize: maxBytes, sizeCalculation: (b) => Math.max(1, b.length) })
     this.warned = new Set()
+    this.unknownLogged = new Set() // unknown font names logged, UNKNOWN_FONTS_LOGGED at most
+    this.moreUnknownLogged = false
     this.realDir = null // the fonts folder's real path, as of the latest load
   }
 
@@ -133,9 +138,15 @@ export class FontCatalog {
   resolve (name) {
     if (this.names.includes(name)) return name
     const fallback = this.fallback()
-    if (!this.warned.has(name) && this.warned.size < 1000) {
-      this.warned.add(name)
-      this.log.warn({ font: name, fallback }, 'unknown font; serving its fallback')
+    if (this.unknownLogged.has(name)) return fallback
+    if (this.unknownLogged.size < UNKNOWN_FONTS_LOGGED) {
+      this.unknownLogged.add(name)
+      const font = name.slice(0, 100)
+      if (fallback === null) this.log.warn({ font }, 'unknown font, and no font to stand in for it (no fonts folder, or none in it): its glyph ranges are empty')
+      else this.log.warn({ font, fallback }, 'unknown font; serving its fallback')
+    } else if (!this.moreUnknownLogged) {
+      this.moreUnknownLogged = true
+      this.log.warn({ logged: UNKNOWN_FONTS_LOGGED }, 'more unknown fonts asked for: served as the first ones were, and not logged')
     }
     return fallback
   }
@@ -168,7 +179,7 @@ export class FontCatalog {
   async read (font, range) {
     const found = await realFileIn(join(this.dir, font, `${range}.pbf`), this.realDir === null ? [] : [this.realDir])
     if (found === OUTSIDE) {
-      const key = `\0${font}\0${range}` // beside the unknown font names, which never hold a NUL
+      const key = `${font}\0${range}` // font names never hold a NUL
       if (!this.warned.has(key) && this.warned.size < 1000) {
         this.warned.add(key)
         this.log.warn({ font, range }, 'a glyph file is a link leading out of the fonts folder: not served')
