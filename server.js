@@ -4,7 +4,7 @@
 import './lib/v8-flags.js' // first: process-wide V8 settings
 import { buildApp } from './lib/app.js'
 import { ConfigError, USAGE, loadConfig } from './lib/config.js'
-import { humanLogs } from './lib/logging.js'
+import { UNSAID, humanLogs } from './lib/logging.js'
 
 // Commands beside serving: `tile-cannon export …` (lib/export) and `tile-cannon nginx …` (lib/tile-dir).
 const COMMANDS = { export: './lib/export/cli.js', nginx: './lib/tile-dir/cli.js' }
@@ -22,7 +22,7 @@ async function serve () {
     loaded = loadConfig({ argv: process.argv.slice(2), env: process.env })
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    console.error(`tile-cannon: ${err.message}\n\n${USAGE}`)
+    console.error(`tile-cannon: ${err.message} (see --help)`) // one line: the usage is 40
     process.exit(2)
   }
   if (loaded.help) {
@@ -40,7 +40,7 @@ async function serve () {
     process.exit(2)
   }
   try {
-    await app.listen({ port: config.port, host: config.host })
+    await app.listen({ port: config.port, host: config.host, listenTextResolver: () => UNSAID }) // said below, once
   } catch (err) {
     app.log.fatal({ code: err.code }, `cannot listen on ${config.host}:${config.port}: ${err.code === 'EADDRINUSE' ? 'the port is in use' : err.message}`)
     await app.close()

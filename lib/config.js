@@ -557,7 +557,11 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   if (typeof merged.trustProxy === 'string') merged.trustProxy = normalizeTrustProxy(merged.trustProxy)
   for (const key of ['allowedHosts', 'apiKeys']) if (typeof merged[key] === 'string') merged[key] = merged[key].split(',').map((s) => s.trim()).filter(Boolean)
   if (!validate(merged)) {
-    const problems = validate.errors.map((e) => `${e.instancePath.slice(1) || 'config'} ${e.message}`)
+    // An unknown key is named (ajv says only "must NOT have additional properties"): a typo is found at once.
+    const problems = validate.errors.map((e) => {
+      const where = e.instancePath.slice(1).replaceAll('/', '.') || 'config'
+      return e.keyword === 'additionalProperties' ? `${where} has no setting ${JSON.stringify(e.params.additionalProperty)}` : `${where} ${e.message}`
+    })
     throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)
   }
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors) // "false" may arrive via coercion

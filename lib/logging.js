@@ -12,11 +12,18 @@ export function humanLogs (config, stream = process.stdout) {
   return format === 'pretty' || (format === 'auto' && stream.isTTY === true)
 }
 
+/**
+ * What server.js has Fastify's "Server listening at …" lines be (listenTextResolver), so that the logger drops them:
+ * one a network interface (three on a machine with two), beside tile-cannon's own line that says it once, with the sets.
+ */
+export const UNSAID = Symbol('not logged')
+const hooks = { logMethod (args, method) { if (args[0] !== UNSAID) method.apply(this, args) } }
+
 /** The app's logger for `config` (logLevel, logFormat: 'auto' | 'pretty' | 'json'). */
 export function makeLogger (config, stream = process.stdout) {
-  if (!humanLogs(config, stream)) return pino({ level: config.logLevel }, stream)
+  if (!humanLogs(config, stream)) return pino({ level: config.logLevel, hooks }, stream)
   // Synchronous and in this thread (no transport worker): start-up and warnings are few; access logs belong in JSON.
-  return pino({ level: config.logLevel }, pretty({ destination: stream, sync: true, colorize: stream.isTTY === true, translateTime: 'HH:MM:ss', ignore: 'pid,hostname' }))
+  return pino({ level: config.logLevel, hooks }, pretty({ destination: stream, sync: true, colorize: stream.isTTY === true, translateTime: 'HH:MM:ss', ignore: 'pid,hostname' }))
 }
 
 // Routes whose `set` is a TileJSON's name: `/roads.json` is the set roads (lib/resolve.js resolveTileJson).
