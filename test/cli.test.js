@@ -114,6 +114,9 @@ test('a path given that does not exist: logged once and the rest served, never t
     assert.equal((await once(none.child, 'exit'))[0], 2)
     assert.match(none.output(), /^tile-cannon: (the path given does not exist|none of the paths given exists): .*tilez(, .*other\.pmtiles)?\n$/)
   }
+  const nginx = run(['nginx', join(dir, 'tilez'), '--tile-dir', join(dir, 'made')])
+  assert.equal((await once(nginx.child, 'exit'))[0], 2)
+  assert.match(nginx.output(), /^tile-cannon nginx: the path given does not exist: .*tilez\n$/)
 })
 
 test('--help prints usage; a bad flag or config is a clear message and exit 2, no stack', async (t) => {

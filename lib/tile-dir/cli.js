@@ -43,7 +43,14 @@ export async function main (argv) {
   }
   // Its sets, not its folder; warnings (a set that does not open) on stderr: stdout is the configuration, often
   // redirected into nginx's conf.d.
-  const app = await buildApp({ ...config, tileDir: { ...config.tileDir, dir: null } }, { loggerInstance: makeLogger(config, process.stderr) })
+  let app
+  try {
+    app = await buildApp({ ...config, tileDir: { ...config.tileDir, dir: null } }, { loggerInstance: makeLogger(config, process.stderr) })
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    console.error(`tile-cannon nginx: ${err.message}`) // nothing given exists (lib/catalog): one line, as when serving
+    return 2
+  }
   try {
     const places = []
     const entries = [...app.catalog.available()]
