@@ -736,7 +736,7 @@ test('the raster worker pool: sized by raster.threads and raster.blockCacheMB (e
   assert.ok(Number.isInteger(defaults.threads) && defaults.threads >= 1 && defaults.blockCacheMB >= 64, JSON.stringify(defaults))
   for (const bad of [{ TILE_CANNON_RASTER_THREADS: '0' }, { TILE_CANNON_RASTER_THREADS: 'many' }, { TILE_CANNON_RASTER_THREADS: '1.5' },
     { TILE_CANNON_COG_BLOCK_CACHE_MB: '0' }, { TILE_CANNON_COG_BLOCK_CACHE_MB: 'lots' }]) {
-    assert.throws(() => loadConfig({ env: bad }), (err) => err instanceof ConfigError && /raster\/(threads|blockCacheMB)/.test(err.message), JSON.stringify(bad))
+    assert.throws(() => loadConfig({ env: bad }), (err) => err instanceof ConfigError && /raster\.(threads|blockCacheMB)/.test(err.message), JSON.stringify(bad))
   }
 
   // Held by each COG set from open to close: started by the first, stopped with the last.
