@@ -864,6 +864,21 @@ test('a `geometry` column holding several SRIDs serves its rows in the first one
   assert.equal(warned[0].srid, 4326)
 })
 
+test('properties named in postgres.tables that the table does not serve (a typo, a bytea column) are logged once, the others served', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  await runSql(db.url, `CREATE TABLE named_props (id integer PRIMARY KEY, label text, blob bytea, geom geometry(Point, 4326));
+    INSERT INTO named_props VALUES (1, 'one', '\\x00', 'SRID=4326;POINT(8.5 47.4)')`)
+  t.after(() => runSql(db.url, 'DROP TABLE named_props'))
+  const logs = []
+  const app = await makeApp(t, { paths: [db.url], cacheMB: 0, postgres: { tables: { named_props: { table: 'named_props', properties: ['label', 'lable', 'blob'] } } } }, { logs })
+  await app.catalog.reload() // a re-discovery says nothing new
+  const said = logs.filter((l) => l.set === 'named_props' && /does not serve/.test(l.msg))
+  assert.deepEqual(said.map((l) => l.properties), [['lable', 'blob']])
+  const [x, y] = lonLatToTile(8.5, 47.4, 8)
+  const layer = decode((await app.inject({ url: `/named_props/8/${x}/${y}` })).rawPayload).layers.named_props
+  assert.deepEqual({ ...layer.feature(0).properties }, { label: 'one' })
+})
+
 test('a `geometry` column without a declared SRID, empty at discovery (its SRID in the config), serves the rows inserted later', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, 'CREATE TABLE later_rows (id integer PRIMARY KEY, label text, geom geometry)')

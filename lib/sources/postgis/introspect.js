@@ -195,6 +195,8 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
   }
   const all = columns.filter((c) => !skippedType(c.type) && c.name !== GEOM_ALIAS)
   const wanted = Array.isArray(opts.properties) ? all.filter((c) => opts.properties.includes(c.name)) : all
+  // Named in the config but not served: no such column (a typo, one dropped or renamed), or of a type left out (bytea).
+  const unserved = Array.isArray(opts.properties) ? opts.properties.filter((name) => !wanted.some((c) => c.name === name)) : []
   const pk = columns.find((c) => c.pk && ['int2', 'int4', 'int8'].includes(c.type))
   return {
     schema: row.schema,
@@ -206,6 +208,7 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
     storedSrid: storedSrid === srid ? srid : storedSrid,
     rowSrid,
     otherSrid,
+    unserved,
     comment: row.comment,
     columns: wanted,
     idColumn: pk && wanted.includes(pk) ? pk.name : null,

@@ -50,7 +50,7 @@ export function createProvider (url, options = {}, { log } = {}) {
   // One discovery at a time (start-up retry, SIGHUP and the interval may overlap).
   let discovering = Promise.resolve()
   let warmed = false
-  const warnedSrids = new Set() // sets whose mixed SRIDs were logged: once, not at each discovery
+  const warnedOnce = new Set() // what was logged of a set (its mixed SRIDs, properties not served): once, not at each discovery
   function discover () {
     const run = discovering.then(discoverNow, discoverNow)
     discovering = run.catch(() => {})
@@ -94,9 +94,14 @@ export function createProvider (url, options = {}, { log } = {}) {
     async function openTable (id, row, opts) {
       const t = await describeTable(pool, row, columnsOf.get(row.oid) ?? [], opts, options, geomCount.get(row.oid) > 1)
       if (typeof t === 'string') return t
-      if (t.otherSrid !== null && !warnedSrids.has(id)) {
-        warnedSrids.add(id)
+      if (t.otherSrid !== null && !warnedOnce.has(id)) {
+        warnedOnce.add(id)
         log?.warn({ set: id, srid: t.rowSrid, other: t.otherSrid }, `postgres table holds geometries of several SRIDs: only its rows in SRID ${t.rowSrid} are served`)
+      }
+      const unserved = `${id}\0${t.unserved.join('\0')}`
+      if (t.unserved.length > 0 && !warnedOnce.has(unserved)) {
+        warnedOnce.add(unserved)
+        log?.warn({ set: id, properties: t.unserved }, 'postgres.tables names properties the table does not serve (no such column, or of a type left out): they are not in its tiles or features')
       }
       const timeoutMs = options.boundsTimeoutMs ?? 2000
       const bounds = await tableBounds(pool, t, timeoutMs)
