@@ -117,6 +117,9 @@ test('a path given that does not exist: logged once and the rest served, never t
   const nginx = run(['nginx', join(dir, 'tilez'), '--tile-dir', join(dir, 'made')])
   assert.equal((await once(nginx.child, 'exit'))[0], 2)
   assert.match(nginx.output(), /^tile-cannon nginx: the path given does not exist: .*tilez\n$/)
+  const bad = run(['nginx', '--cache-mb=-1', '--tile-dir', join(dir, 'made')])
+  assert.equal((await once(bad.child, 'exit'))[0], 2)
+  assert.match(bad.output(), /^tile-cannon nginx: .*cacheMB.* \(see tile-cannon nginx --help\)\n$/, 'one line, not the usage after it')
 })
 
 test('--help prints usage; a bad flag or config is a clear message and exit 2, no stack', async (t) => {

@@ -380,7 +380,12 @@ test('bad input: an unknown set lists those there are; bad --zooms, --bbox, --fo
   runs.forEach((run, i) => {
     assert.equal(run.code, 2, `${cases[i][0].join(' ')}: ${run.stderr}`)
     assert.match(run.stderr, cases[i][1])
+    assert.doesNotMatch(run.stderr, /Usage:/, 'the reason, not the usage after it')
   })
+  // A path that does not exist is a usage mistake too, as when serving: one line, exit 2.
+  const missing = await exportCli([join(dir, 'nowhere.mbtiles'), '--set', 'nowhere', '--zooms', '0', '--out', out])
+  assert.equal(missing.code, 2, missing.stderr)
+  assert.match(missing.stderr, /^tile-cannon export: the path given does not exist: .*nowhere\.mbtiles\n$/)
   assert.equal(unavailable.code, 1, unavailable.stderr)
   assert.match(unavailable.stderr, /tileset 'broken' is unavailable: not an SQLite database/)
   assert.ok(!existsSync(out), 'nothing written')

@@ -67,7 +67,7 @@ export async function main (argv) {
     options = parseExportOptions(loaded.extra)
   } catch (err) {
     if (!(err instanceof ConfigError) && !(err instanceof UsageError)) throw err
-    say(`${err.message}\n\n${EXPORT_USAGE}`)
+    say(`${err.message} (see tile-cannon export --help)`) // one line, as the server's: the usage is 30
     return 2
   }
 
@@ -75,8 +75,9 @@ export async function main (argv) {
   try {
     app = await buildApp(config, { loggerInstance: makeLogger(config, process.stderr) }) // as its progress: stdout stays clean
   } catch (err) {
-    say(`cannot start: ${err.message}`)
-    return 1
+    // A setting that cannot be used as it is (no path given exists) is a usage mistake, as when serving.
+    say(err instanceof ConfigError ? err.message : `cannot start: ${err.message}`)
+    return err instanceof ConfigError ? 2 : 1
   }
   try {
     return await exportTiles(app, options, say)

@@ -24,7 +24,7 @@ export async function main (argv) {
     })
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    console.error(`tile-cannon nginx: ${err.message}\n\n${USAGE}`)
+    console.error(`tile-cannon nginx: ${err.message} (see tile-cannon nginx --help)`) // one line, as the server's
     return 2
   }
   if (loaded.help) {
