@@ -16,7 +16,7 @@ import { chooseBackend } from '../lib/style/render/index.js'
 import { decodePolyline } from '../lib/style/static.js'
 import { lonLatToTile } from '../lib/tilemath.js'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
-import { makeMvt, pyramid, tempDir, writeMbtiles } from './helpers/data.js'
+import { makeMvt, pyramid, tempDir, writeMbtiles, writePmtiles } from './helpers/data.js'
 import { writeLiberty } from './helpers/styles.js'
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), 'golden')
@@ -201,7 +201,7 @@ test('static images: a centre and zoom, a bbox, auto; a path and a marker drawn 
   }
 })
 
-test('a sprite that cannot be read fails the render (503, not cached); once it can, the icons are drawn', async (t) => {
+test('a sprite file that cannot be read fails the render (503, not cached); a remote sprite down is drawn without its icons, kept briefly; once it can, the icons are drawn', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)
   const sheet = await sharp({ create: { width: 16, height: 16, channels: 4, background: { r: 255, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
@@ -215,13 +215,20 @@ test('a sprite that cannot be read fails the render (503, not cached); once it c
   writeFileSync(join(styles, 'remote.json'), style(`http://127.0.0.1:${port}/s/sheet?key=abc`))
   mkdirSync(join(styles, 'local'))
   writeFileSync(join(styles, 'local', 'style.json'), style('sprite'))
-  const app = await makeApp(t, { paths: [tiles], styles })
+  const app = await makeApp(t, { paths: [tiles], styles, render: { incompleteTtlS: 1 } })
   const yellow = ([r, g, b]) => r > 200 && g > 200 && b < 60
 
-  for (const url of ['/styles/remote/1/0/0.png', '/styles/local/1/0/0.png', '/styles/local/static/0,0,1/64x64.png']) {
+  for (const url of ['/styles/local/1/0/0.png', '/styles/local/static/0,0,1/64x64.png']) {
     const down = await app.inject({ url })
     assert.equal(down.statusCode, 503, `${url}: ${down.body}`)
     assert.equal(down.headers['retry-after'] !== undefined, true, 'Retry-After')
+  }
+  // A remote sprite is read by the server, as a remote source is: its server down, drawn without its icons, kept briefly.
+  for (const url of ['/styles/remote/1/0/0.png', '/styles/remote/static/0,0,1/64x64.png']) {
+    const down = await app.inject({ url })
+    assert.equal(down.statusCode, 200, `${url}: ${down.body}`)
+    assert.deepEqual((await pixels(down.rawPayload)).at(20, 20).slice(0, 3), [0, 0, 255], `${url}: the background, no pattern`)
+    assert.equal(down.headers['cache-control'], 'public, max-age=1', `${url}: incomplete, kept briefly`)
   }
   assert.match((await app.inject({ url: '/styles/local/1/0/0.png' })).json().message, /sprite/)
 
@@ -240,7 +247,8 @@ test('a sprite that cannot be read fails the render (503, not cached); once it c
   await new Promise((resolve) => setTimeout(resolve, 1100))
   for (const url of ['/styles/remote/1/0/0.png', '/styles/local/1/0/0.png', '/styles/local/static/0,0,1/64x64.png']) {
     let up = await app.inject({ url })
-    for (let tries = 1; up.statusCode === 503 && tries < 3; tries++) { // a registration that failed before, once
+    // A registration that failed before, once; a remote sprite drawn without its icons, until its style is registered afresh.
+    for (let tries = 1; (up.statusCode === 503 || up.headers['cache-control'] === 'public, max-age=1') && tries < 3; tries++) {
       await new Promise((resolve) => setTimeout(resolve, 1100))
       up = await app.inject({ url })
     }
@@ -535,6 +543,62 @@ test('a remote tile refused (403 as beyond a provider\'s zooms or plan, 400, 401
   const refused = logs.filter((l) => /refuses tiles/.test(l.msg))
   assert.deepEqual(refused.map((l) => l.reason).sort(), ['HTTP 400', 'HTTP 401', 'HTTP 403', 'HTTP 410'], 'each refusal said once')
   assert.ok(!JSON.stringify(refused).includes('k3y'))
+})
+
+test('a remote image, sprite or pmtiles://https://… archive that fails is drawn without it, as remote tiles are: kept briefly, logged once per host; drawn once it answers', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { dir, tiles, styles } = setUp(t)
+  const colour = (r, g, b) => sharp({ create: { width: 256, height: 256, channels: 4, background: { r, g, b, alpha: 1 } } }).png().toBuffer()
+  const green = await colour(0, 255, 0)
+  const yellow = await colour(255, 255, 0)
+  writePmtiles(join(dir, 'far.pmtiles'), { tiles: pyramid(0, 2, 4).map(([z, x, y]) => ({ z, x, y, data: green })), tileType: 'png', tileCompression: 'none' })
+  const archive = readFileSync(join(dir, 'far.pmtiles'))
+  const files = { '/img.png': green, '/s/sheet.json': Buffer.from(JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: 1 } })), '/s/sheet.png': yellow }
+  let down = true
+  const port = await remoteHost(t, (req, res) => {
+    if (down) return res.writeHead(500).end()
+    if (req.url === '/far.pmtiles') { // read by ranges
+      const [, from, to] = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '') ?? []
+      if (from === undefined) return res.end(archive)
+      return res.writeHead(206, { 'content-range': `bytes ${from}-${Math.min(Number(to), archive.length - 1)}/${archive.length}` }).end(archive.subarray(Number(from), Number(to) + 1))
+    }
+    const file = files[req.url.replace(/\?.*$/, '')]
+    return file === undefined ? res.writeHead(404).end() : res.end(file)
+  })
+  const origin = `http://127.0.0.1:${port}`
+  const under = (id, source) => {
+    const style = dotsStyle()
+    writeFileSync(join(styles, `${id}.json`), JSON.stringify({ ...style, sources: { ...style.sources, far: source }, layers: [style.layers[0], { id: 'far', type: 'raster', source: 'far' }, style.layers[1]] }))
+  }
+  under('remimage', { type: 'image', url: `${origin}/img.png`, coordinates: [[-180, 85], [180, 85], [180, -85], [-180, -85]] })
+  under('rempm', { type: 'raster', url: `pmtiles://${origin}/far.pmtiles`, tileSize: 256 })
+  writeFileSync(join(styles, 'remsprite.json'), JSON.stringify({ ...dotsStyle(), sprite: `${origin}/s/sheet?key=k3y`, layers: [dotsStyle().layers[0], { id: 'pattern', type: 'background', paint: { 'background-pattern': 'own' } }, dotsStyle().layers[1]] }))
+  const logs = []
+  const app = await makeApp(t, { paths: [tiles], styles, render: { incompleteTtlS: 1 } }, { logs })
+  const urls = ['/styles/remimage/512/2/1/1.png', '/styles/rempm/512/2/1/1.png', '/styles/remsprite/512/2/1/1.png', '/styles/remsprite/static/0,0,1/64x64.png']
+  const draw = async (url) => {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 200)}`)
+    const px = await pixels(res.rawPayload)
+    const middle = Math.floor(px.info.width / 2)
+    assert.deepEqual(px.at(middle, middle).slice(0, 3), [0, 0, 255], `${url}: the local set's dot, drawn`)
+    return { corner: px.at(2, 2).slice(0, 3), incomplete: res.headers['cache-control'] === 'public, max-age=1' }
+  }
+  for (const url of urls) assert.deepEqual(await draw(url), { corner: [255, 0, 0], incomplete: true }, `${url}: the origin down, drawn without it, kept briefly`)
+  const warned = logs.filter((l) => /remote source/.test(l.msg))
+  assert.deepEqual(warned.map((l) => l.host), [`127.0.0.1:${port}`], 'logged once for the host')
+  assert.ok(!JSON.stringify(logs).includes('k3y'), 'no key in the log')
+
+  down = false
+  for (const [i, url] of urls.entries()) {
+    let got
+    for (let tries = 0; tries < 6; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 400))
+      got = await draw(url.replace('/1/1.png', `/${tries}/2.png`))
+      if (!got.incomplete) break
+    }
+    assert.deepEqual(got, { corner: i < 2 ? [0, 255, 0] : [255, 255, 0], incomplete: false }, `${url}: the origin up, drawn with it, kept as usual`)
+  }
 })
 
 test('a source naming a set of the other kind (vector over PNG or GIF tiles, raster over vector tiles) is drawn empty, the rest drawn; logged once naming it', async (t) => {

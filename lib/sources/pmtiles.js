@@ -29,8 +29,8 @@ const gunzip = promisify(zlib.gunzip)
 const brotliDecompress = promisify(zlib.brotliDecompress)
 const zstdDecompress = zlib.zstdDecompress ? promisify(zlib.zstdDecompress) : null
 
-/** Directory and metadata decompression for the pmtiles library, on Node's zlib (thread pool). */
-async function decompressInternal (buf, compression) {
+/** Directory and metadata decompression for the pmtiles library, on Node's zlib (thread pool); also for a style's remote archive (lib/style/render/remote.js). */
+export async function decompressInternal (buf, compression) {
   const data = Buffer.from(buf)
   let out
   if (compression === Compression.None || compression === Compression.Unknown) return buf

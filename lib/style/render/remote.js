@@ -1,16 +1,26 @@
-// A style's remote sources (`tiles` and TileJSON `url`s on another server, a GeoJSON `data` URL) as the engine draws
-// them: asked of this server (`tc://remote/…`), which fetches them, rather than fetched by the engine, which fails the
-// whole render on any error (one unreachable host made every tile of the style a 503). A remote resource that cannot
-// be read is drawn empty, as MapLibre GL JS and tileserver-gl draw it, and the render is told it is incomplete
-// (lib/style/render/index.js keeps such tiles briefly, never shared or on disk).
+// A style's remote resources (`tiles` and TileJSON `url`s on another server, a GeoJSON `data` URL, an image source's
+// `url`, a `pmtiles://https://…` archive, a sprite) as the engine draws them: asked of this server (`tc://remote/…`),
+// which fetches them, rather than fetched by the engine, which fails the whole render on any error (one unreachable
+// host made every tile of the style a 503). A remote resource that cannot be read is drawn empty, as MapLibre GL JS and
+// tileserver-gl draw it, and the render is told it is incomplete (lib/style/render/index.js keeps such tiles briefly,
+// never shared or on disk).
+import { PMTiles, ResolvedValueCache } from 'pmtiles'
 import { networkReason } from '../../remote/reader.js'
+import { decompressInternal } from '../../sources/pmtiles.js'
 import { hostOf, urlForLogs, withBasicAuth } from '../../urls.js'
 import { EMPTY_TILES } from './style.js'
 
 const REMOTE = /^https?:\/\//i
+const REMOTE_PMTILES = /^pmtiles:\/\/(https?:\/\/.*)$/i // the pmtiles protocol's form of a remote archive
+const PMTILE = /^(\d+)\/(\d+)\/(\d+)\/(.*)$/ // a tile of a remote archive: z/x/y/<the archive's URL>
 const PREFIX = 'tc://remote/'
 const EMPTY_DATA = Buffer.from('{"type":"FeatureCollection","features":[]}')
 const MAX_BYTES = 64 * 2 ** 20 // as a GeoJSON file of a style (lib/style/styles.js)
+// An image or a sprite sheet that cannot be read is drawn as this (a 1×1 transparent PNG), and a sprite's JSON as no
+// icons: the engine fails a render on an empty image or sprite, not on one showing nothing.
+const CLEAR_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVQImWNgYGBgAAAABQABh6FO1AAAAABJRU5ErkJggg==', 'base64')
+const NO_ICONS = Buffer.from('{}')
+const ARCHIVES_KEPT = 64 // remote PMTiles archives whose header and directories are kept (one per source drawn)
 // A tile server's answers that there is no tile there for us: none (404, 204), or one refused (beyond the zooms, area
 // or plan of a provider, a key it does not take), which asking again does not change. Drawn empty, as MapLibre GL JS
 // draws them, and the render is complete: only a host that cannot be reached, a timeout, a 5xx or a 429 is a failure
@@ -18,20 +28,31 @@ const MAX_BYTES = 64 * 2 ** 20 // as a GeoJSON file of a style (lib/style/styles
 const NO_TILE = new Set([204, 404])
 const REFUSED_TILE = new Set([400, 401, 403, 410])
 
-/** The engine's URL of a remote resource of style `styleId`: `role` is `tile` (a tile URL), `tilejson` or `data`. */
+/**
+ * The engine's URL of a remote resource of style `styleId`: `role` is `tile` (a tile URL), `tilejson`, `data` (GeoJSON),
+ * `image`, `sprite` (the engine adds `@2x.json`… before its query, as for any sprite URL), `pmtiles` (an archive, whose
+ * TileJSON this server makes) or `pmtile` (a tile of one: `{z}/{x}/{y}/` and the archive's URL).
+ */
 const remoteUrl = (styleId, role, url) => `${PREFIX}${encodeURIComponent(styleId)}/${role}/${url}`
 
 /**
- * Points the remote URLs of the sources of `json` (a style as the engine draws it, lib/style/render/style.js) at this
- * server, in place. Sprites stay the engine's to fetch: one that cannot be read fails the render (see README).
+ * Points the remote URLs of the sources and sprites of `json` (a style as the engine draws it,
+ * lib/style/render/style.js) at this server, in place. (A video source's `urls` are not: MapLibre Native draws no
+ * video, and never asks for them.)
  */
 export function remoteThroughServer (json, styleId) {
   for (const source of Object.values(json.sources ?? {})) {
     if (source === null || typeof source !== 'object') continue
     if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && REMOTE.test(t) ? remoteUrl(styleId, 'tile', t) : t))
-    if (typeof source.url === 'string' && REMOTE.test(source.url) && source.type !== 'image' && source.type !== 'video') source.url = remoteUrl(styleId, 'tilejson', source.url)
+    if (typeof source.url === 'string' && source.type !== 'video') {
+      const archive = REMOTE_PMTILES.exec(source.url)
+      if (archive !== null) source.url = remoteUrl(styleId, 'pmtiles', archive[1])
+      else if (REMOTE.test(source.url)) source.url = remoteUrl(styleId, source.type === 'image' ? 'image' : 'tilejson', source.url)
+    }
     if (source.type === 'geojson' && typeof source.data === 'string' && REMOTE.test(source.data)) source.data = remoteUrl(styleId, 'data', source.data)
   }
+  if (typeof json.sprite === 'string' && REMOTE.test(json.sprite)) json.sprite = remoteUrl(styleId, 'sprite', json.sprite)
+  else if (Array.isArray(json.sprite)) json.sprite = json.sprite.map((s) => (typeof s?.url === 'string' && REMOTE.test(s.url) ? { ...s, url: remoteUrl(styleId, 'sprite', s.url) } : s))
   return json
 }
 
@@ -54,6 +75,7 @@ export class RemoteResources {
     this.closing = new AbortController()
     this.failed = new Map() // style id → when a remote resource of it last failed
     this.refusing = new Set() // `${host} ${status}`: a host refusing tiles, logged once (a key it no longer takes)
+    this.archives = new Map() // a remote PMTiles archive's URL → its reader (PMTiles), read again at each TileJSON
   }
 
   /** The app closes: fetches in flight are aborted, and none is made again. */
@@ -72,9 +94,17 @@ export class RemoteResources {
     const second = rest.indexOf('/', first + 1)
     const styleId = decodeURIComponent(rest.slice(0, first))
     const role = rest.slice(first + 1, second)
-    const url = rest.slice(second + 1)
-    const got = await this.fetch(url, role === 'tile')
+    let url = rest.slice(second + 1)
+    let got
+    if (role === 'pmtiles' || role === 'pmtile') {
+      const tile = role === 'pmtile' ? PMTILE.exec(url) : null
+      if (tile !== null) url = tile[4]
+      got = await this.fromArchive(url, tile?.slice(1, 4).map(Number))
+    } else {
+      got = await this.fetch(url, role === 'tile')
+    }
     if (this.closing.signal.aborted) return { status: 'empty' } // the app closes: no render is waited for
+    if (got.tileJson !== undefined) return { status: 'ok', body: Buffer.from(JSON.stringify({ ...got.tileJson, tiles: [remoteUrl(styleId, 'pmtile', `{z}/{x}/{y}/${url}`)] })) }
     if (got.bytes !== undefined) {
       if (role !== 'tilejson') return { status: 'ok', body: got.bytes }
       try {
@@ -86,10 +116,49 @@ export class RemoteResources {
     if (got.refused !== undefined) this.refusedTile(styleId, url, got.refused)
     if (got.failure === undefined) return { status: 'empty' } // no such tile there: nothing to draw, nothing missing
     this.failure(styleId, url, got.failure)
-    // Drawn empty: a tile, a TileJSON whose tiles are all empty, a GeoJSON without features.
-    if (role === 'tilejson') return { status: 'ok', body: Buffer.from(JSON.stringify({ tilejson: '3.0.0', tiles: EMPTY_TILES })) }
+    // Drawn empty: a tile, a TileJSON whose tiles are all empty, a GeoJSON without features, an image showing nothing,
+    // a sprite without icons.
+    if (role === 'tilejson' || role === 'pmtiles') return { status: 'ok', body: Buffer.from(JSON.stringify({ tilejson: '3.0.0', tiles: EMPTY_TILES })) }
     if (role === 'data') return { status: 'ok', body: EMPTY_DATA }
+    if (role === 'image') return { status: 'ok', body: CLEAR_PNG }
+    if (role === 'sprite') return { status: 'ok', body: /\.json$/i.test(url.replace(/[?#].*$/, '')) ? NO_ICONS : CLEAR_PNG }
     return { status: 'empty' }
+  }
+
+  /**
+   * A remote PMTiles archive, read by ranges through `fetch` (so as every remote resource: Basic auth, resting hosts,
+   * aborted on close): its TileJSON ({ tileJson }) without `zxy`, else the tile's bytes, decompressed ({ bytes }, or
+   * {} where it has none); { failure } when it cannot be read. The header and directories are kept per archive
+   * (pmtiles' cache keeps no failure) and read afresh at each TileJSON, that is each registration of the style.
+   */
+  async fromArchive (url, zxy) {
+    let archive = this.archives.get(url)
+    if (archive === undefined || zxy === undefined) {
+      const source = {
+        getKey: () => url,
+        getBytes: async (offset, length) => {
+          const got = await this.fetch(url, false, [offset, length])
+          if (got.bytes === undefined) throw Object.assign(new Error(got.failure), { failure: got.failure })
+          return { data: got.bytes.buffer.slice(got.bytes.byteOffset, got.bytes.byteOffset + got.bytes.length) }
+        },
+      }
+      archive = new PMTiles(source, new ResolvedValueCache(64, false, decompressInternal), decompressInternal)
+      this.archives.delete(url)
+      this.archives.set(url, archive)
+      if (this.archives.size > ARCHIVES_KEPT) this.archives.delete(this.archives.keys().next().value)
+    }
+    try {
+      if (zxy === undefined) {
+        const h = await archive.getHeader()
+        const bounds = h.minLon < h.maxLon && h.minLat < h.maxLat ? [h.minLon, h.minLat, h.maxLon, h.maxLat] : undefined
+        return { tileJson: { tilejson: '3.0.0', minzoom: h.minZoom, maxzoom: h.maxZoom, bounds } }
+      }
+      const tile = await archive.getZxy(...zxy)
+      return tile === undefined ? {} : { bytes: Buffer.from(tile.data) }
+    } catch (err) {
+      // Said in a few words: a network or HTTP failure as fetch says it, else what is wrong with the archive.
+      return { failure: err.failure ?? `not a PMTiles archive it can read (${String(err.message).slice(0, 100)})` }
+    }
   }
 
   /** A remote TileJSON with its tiles asked of this server too (relative tile URLs read against its own URL). */
@@ -106,14 +175,16 @@ export class RemoteResources {
   /**
    * { bytes } | { failure: why } | {} (404 or 204: a tile the server does not have) | { refused: status } (a tile it
    * refuses: REFUSED_TILE). `tile`: those are no tile there; a TileJSON or a GeoJSON file answering them is missing.
+   * `range`: [offset, length], the bytes asked for (an archive's; a server sending the whole file is read so too).
    */
-  async fetch (url, tile) {
+  async fetch (url, tile, range) {
     const host = hostOf(url) ?? ''
     const resting = this.hosts.get(host)
     if (resting?.unreachable && Date.now() < resting.restUntil) return { failure: resting.reason }
     let res
     try {
       const { url: bare, headers } = withBasicAuth(url) // `user:pass@` sent as a browser sends it
+      if (range !== undefined) headers.range = `bytes=${range[0]}-${range[0] + range[1] - 1}`
       res = await fetch(bare, { headers, signal: AbortSignal.any([this.closing.signal, AbortSignal.timeout(this.timeoutMs)]) })
     } catch (err) {
       // The host cannot be reached (a name that does not resolve, a refused connection, a timeout): rested. Said in
@@ -130,8 +201,9 @@ export class RemoteResources {
       if (tile && REFUSED_TILE.has(res.status)) return { refused: res.status }
       if (!res.ok) return { failure: `HTTP ${res.status}` }
       if (Number(res.headers.get('content-length')) > MAX_BYTES) return { failure: `larger than ${MAX_BYTES / 2 ** 20} MiB` }
-      const bytes = Buffer.from(await res.arrayBuffer())
+      let bytes = Buffer.from(await res.arrayBuffer())
       if (bytes.length > MAX_BYTES) return { failure: `larger than ${MAX_BYTES / 2 ** 20} MiB` }
+      if (range !== undefined && res.status !== 206) bytes = bytes.subarray(range[0], range[0] + range[1]) // the whole file
       const state = this.hosts.get(host)
       if (state !== undefined && Date.now() - state.loggedAt >= this.restMs) {
         this.hosts.delete(host)

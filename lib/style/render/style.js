@@ -4,8 +4,9 @@ import { dataPathOf, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePath
 import { decodedOr } from '../../urls.js'
 
 // Sources and URLs the engine must never open itself: local files (`file:`, MapLibre Native's `asset:`, and
-// `mbtiles://` / `pmtiles://` paths naming no set here) are read only through the catalog, never around it.
-const LOCAL = /^(file|asset|mbtiles|pmtiles):/i
+// `mbtiles://` / `pmtiles://` paths naming no set here) are read only through the catalog, never around it. A remote
+// archive (`pmtiles://https://…`) is not one: the server reads it for the engine (remote.js).
+const LOCAL = /^(file|asset|mbtiles|pmtiles):(?!\/\/https?:\/\/)/i
 /** A source's tiles when it has none to draw: every tile answers empty (lib/style/render/index.js). */
 export const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
 const EMPTY_DATA = { type: 'FeatureCollection', features: [] }
