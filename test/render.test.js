@@ -310,6 +310,76 @@ test('a sprite file replaced is drawn at once: new tiles and tiles drawn before,
   assert.ok(isYellow(await colour('/styles/listed/1/0/0.png')), 'the 1x sheet of the list form did not change')
 })
 
+test('a font range replaced while serving (watched) is drawn anew: rendered tiles and static images use its new glyphs', { skip: !HAVE_FIXTURES && 'needs ../shared/fixtures' }, async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { dir, tiles, styles } = setUp(t)
+  const fonts = join(dir, 'fonts')
+  mkdirSync(join(fonts, 'Label'), { recursive: true })
+  const range = (font) => readFileSync(join(FIXTURES, 'styles', 'glyphs', font, '0-255.pbf'))
+  writeFileSync(join(fonts, 'Label', '0-255.pbf'), range('Roboto Regular'))
+  mkdirSync(join(styles, 'text'))
+  writeFileSync(join(styles, 'text', 'point.geojson'), JSON.stringify({ type: 'Feature', properties: {}, geometry: { type: 'Point', coordinates: [-45, 40.979898] } }))
+  writeFileSync(join(styles, 'text', 'style.json'), JSON.stringify({
+    version: 8,
+    glyphs: '{fontstack}/{range}.pbf',
+    sources: { pt: { type: 'geojson', data: 'point.geojson' } },
+    layers: [
+      { id: 'bg', type: 'background', paint: { 'background-color': '#ffffff' } },
+      { id: 'label', type: 'symbol', source: 'pt', layout: { 'text-field': 'Hamburgefonstiv', 'text-font': ['Label'], 'text-size': 32 }, paint: { 'text-color': '#000000' } },
+    ],
+  }))
+  const app = await makeApp(t, { paths: [tiles], styles, fonts, watch: true, watchDebounceMs: 50 })
+  const urls = ['/styles/text/512/2/1/1.png', '/styles/text/static/-45,40.98,2/256x128.png']
+  const drawn = async () => Promise.all(urls.map(async (url) => {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    return res.rawPayload
+  }))
+  const before = await drawn()
+  for (const png of before) assert.ok((await pixels(png)).data.some((v, i) => i % 4 === 0 && v < 100), 'the label is drawn')
+
+  writeFileSync(join(fonts, 'Label', '0-255.pbf'), range('Noto Sans Bold')) // another font's glyphs, in its place
+  let after
+  for (let tries = 0; tries < 20; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    after = await drawn()
+    if (after.every((png, i) => !png.equals(before[i]))) break
+  }
+  for (const [i, url] of urls.entries()) assert.ok(!after[i].equals(before[i]), `${url}: drawn with the new glyphs`)
+})
+
+test('a style naming another style\'s sprite or GeoJSON file by this server\'s URL is drawn anew when they change', async (t) => {
+  if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
+  const { tiles, styles } = setUp(t)
+  const sheet = (background) => sharp({ create: { width: 16, height: 16, channels: 4, background } }).png().toBuffer()
+  const point = (lon) => JSON.stringify({ type: 'Feature', properties: {}, geometry: { type: 'Point', coordinates: [lon, 40.979898] } })
+  mkdirSync(join(styles, 'owner'))
+  writeFileSync(join(styles, 'owner', 'style.json'), JSON.stringify({ version: 8, sprite: 'sprite', sources: { pt: { type: 'geojson', data: 'point.geojson' } }, layers: [{ id: 'pt', type: 'circle', source: 'pt' }] }))
+  writeFileSync(join(styles, 'owner', 'sprite.json'), JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: 1 } }))
+  writeFileSync(join(styles, 'owner', 'sprite.png'), await sheet({ r: 255, g: 255, b: 0, alpha: 1 }))
+  writeFileSync(join(styles, 'owner', 'point.geojson'), point(-45))
+  const base = 'https://maps.example.org'
+  writeFileSync(join(styles, 'borrower.json'), JSON.stringify({
+    version: 8,
+    sprite: `${base}/styles/owner/sprite`,
+    sources: { pt: { type: 'geojson', data: `${base}/styles/owner/files/point.geojson` } },
+    layers: [{ id: 'pattern', type: 'background', paint: { 'background-pattern': 'own' } }, { id: 'pt', type: 'circle', source: 'pt', paint: { 'circle-color': '#00ff00', 'circle-radius': 10 } }],
+  }))
+  const app = await makeApp(t, { paths: [tiles], styles, publicUrl: base })
+  const draw = async () => {
+    const res = await app.inject({ url: '/styles/borrower/512/2/1/1.png' })
+    assert.equal(res.statusCode, 200, res.body)
+    const { at } = await pixels(res.rawPayload)
+    return { corner: at(20, 20).slice(0, 3), middle: at(256, 256).slice(0, 3) }
+  }
+  assert.deepEqual(await draw(), { corner: [255, 255, 0], middle: [0, 255, 0] }, 'the other style\'s sprite and point')
+
+  writeFileSync(join(styles, 'owner', 'sprite.png'), await sheet({ r: 255, g: 0, b: 255, alpha: 1 }))
+  writeFileSync(join(styles, 'owner', 'point.geojson'), point(-30))
+  await app.reloadStyles()
+  assert.deepEqual(await draw(), { corner: [255, 0, 255], middle: [255, 0, 255] }, 'its new sprite, and its point moved away')
+})
+
 test('styles named in any script or with a # render, their sprites and GeoJSON files drawn', async (t) => {
   if (!needs(t, choice.backend !== null, RENDERER_MISSING)) return
   const { tiles, styles } = setUp(t)

@@ -2,7 +2,8 @@
 // glyph. The format (glyphs → fontstack {name, range, glyphs}) is three fields deep, so merging needs only each glyph's
 // id and its bytes as they are: pbf (already the project's protobuf library) reads and writes them. The package made
 // for this (@mapbox/glyph-pbf-composite) has had no release since 2016 and brings a second protobuf compiler.
-import { readdir, readFile, realpath } from 'node:fs/promises'
+import { createHash } from 'node:crypto'
+import { readdir, readFile, realpath, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import { PbfReader, PbfWriter } from 'pbf'
@@ -94,11 +95,15 @@ export class FontCatalog {
     this.unknownLogged = new Set() // unknown font names logged, UNKNOWN_FONTS_LOGGED at most
     this.moreUnknownLogged = false
     this.realDir = null // the fonts folder's real path, as of the latest load
+    // The state of every range file (its name, size and time), hashed, as of the latest load: what labels are drawn
+    // from. The renderer names its glyphs URL with it, so a font changed is drawn anew, not from the engine's glyphs.
+    this.revision = 'none'
   }
 
   async load () {
     let names = []
     let realDir = null
+    const state = createHash('sha1')
     if (this.dir !== null) {
       try {
         realDir = await realpath(this.dir)
@@ -107,10 +112,13 @@ export class FontCatalog {
         // A folder without a single range file is no font (an empty one was listed, and served no glyph, not even
         // ASCII): not listed, a stack naming it gets the fallback's glyphs, as for a font not here.
         const fonts = await Promise.all(folders.map(async (name) => {
-          const files = await readdir(join(this.dir, name)).catch(() => [])
-          return files.some((f) => RANGE_FILE.test(f)) ? name : null
+          const files = (await readdir(join(this.dir, name)).catch(() => [])).filter((f) => RANGE_FILE.test(f)).sort()
+          const stamps = await Promise.all(files.map((f) => stat(join(this.dir, name, f)).then((i) => `${i.size}-${Math.round(i.mtimeMs)}`, () => 'gone')))
+          return files.length > 0 ? { name, state: files.map((f, i) => `${f}\0${stamps[i]}`).join('\0') } : null
         }))
-        names = fonts.filter((name) => name !== null).sort()
+        const found = fonts.filter((font) => font !== null).sort((a, b) => (a.name < b.name ? -1 : 1))
+        for (const font of found) state.update(`${font.name}\0${font.state}\0`)
+        names = found.map((font) => font.name)
       } catch (err) {
         this.log.warn({ err: err.code ?? err.message }, 'fonts folder unreadable')
       }
@@ -118,6 +126,7 @@ export class FontCatalog {
     // Swapped in at once: a request during the reload sees the old list or the new one, never none.
     this.names = names
     this.realDir = realDir
+    this.revision = state.update(this.defaultFont ?? '').digest('base64url').slice(0, 12)
     this.cache.clear()
     if (this.dir === null) return
     if (this.defaultFont !== null && !this.names.includes(this.defaultFont)) {

@@ -16,7 +16,8 @@ async function stylePlugin (app, config) {
   app.decorate('styles', styles)
   app.decorate('fonts', fonts)
   app.decorate('sprites', new SpriteFiles(styles)) // one read per sprite file and revision, for routes and renderer
-  app.decorate('reloadStyles', () => Promise.all([styles.load(), fonts.load()]))
+  // The fonts first: the styles' loading tells what was drawn from both (lib/tile-dir checks rendered tiles then).
+  app.decorate('reloadStyles', () => fonts.load().then(() => styles.load()))
 
   const watchers = []
   if (config.watch) {
@@ -27,7 +28,9 @@ async function stylePlugin (app, config) {
         // Recursive: a style's folder (NAME/style.json, its sprites) changes inside the styles folder.
         const watcher = watch(dir, { recursive: true }, () => {
           clearTimeout(timer)
-          timer = setTimeout(() => target.load().catch((err) => app.log.warn({ err: err.message }, 'reload failed')), config.watchDebounceMs)
+          // A font changed: rendered tiles drawn with it are checked again too, as after a style's change.
+          const reload = target === fonts ? () => fonts.load().then(() => styles.onLoad?.()) : () => target.load()
+          timer = setTimeout(() => reload().catch((err) => app.log.warn({ err: err.message }, 'reload failed')), config.watchDebounceMs)
         })
         watcher.on('error', () => {}) // a removed folder: SIGHUP reloads
         watchers.push({ watcher, stop: () => clearTimeout(timer) })

@@ -150,18 +150,20 @@ async function renderPlugin (app, config) {
   function tileEntry (style, size) {
     const key = `${style.id}\n${size}`
     const known = entries.get(key)
-    const { sets, ttlS, expiredAt } = drawnStyle(style)
-    if (known !== undefined && known.revision === style.revision && known.sets === sets) return known.entry
+    const { sets, shared, ttlS, expiredAt } = drawnStyle(style)
+    // `shared` names all it is drawn from: the style, its files' and sprites' revisions (another style's too), the fonts'.
+    if (known !== undefined && known.shared === shared && known.sets === sets) return known.entry
     const source = renderedTiles(style, size)
     const entry = catalog.detachedEntry({ id: style.id, kind: 'render', ttlS: options.cacheTtlS ?? ttlS }, source)
     entry.expiredAt = expiredAt // a set it draws was told its data changed then: shared tiles made before are stale
     entry.place = size === 512 ? `styles/${style.id}/512` : `styles/${style.id}` // its tiles' URL path (lib/tile-dir)
-    entries.set(key, { revision: style.revision, sets, entry })
+    entries.set(key, { shared, sets, entry })
     return entry
   }
 
-  // The style as the engine draws it ({ name, json }), made once per revision of the style and of the catalog (a set
-  // a source names may come or go); `name` changes with the JSON and the sprite files, so a child never draws an
+  // The style as the engine draws it ({ name, json }), made once per revision of the style, of the catalog (a set a
+  // source names may come or go), of the styles folder (another style's sprite or file it names) and of the fonts;
+  // `name` changes with the JSON (which names each file's revision) and the sprite files, so a child never draws an
   // older registration.
   const drawn = new Map() // style id → { revision, generation, name, json }
   let warnedFonts = false
@@ -170,12 +172,12 @@ async function renderPlugin (app, config) {
     const generation = catalog.registry.generation
     const own = ownBases()
     const known = drawn.get(style.id)
-    if (known !== undefined && known.revision === style.revision && known.generation === generation && known.own === own) return known
+    if (known !== undefined && known.revision === style.revision && known.generation === generation && known.own === own && known.loads === styles.loads && known.fonts === fonts.revision) return known
     if (fonts.dir === null && !warnedFonts) {
       warnedFonts = true
       log.warn('no fonts folder: labels need the glyphs the styles name (--fonts)')
     }
-    const rendered = renderStyle(style, (name) => catalog.get(name), fonts.dir !== null, own)
+    const rendered = renderStyle(style, (name) => catalog.get(name), { fonts: fonts.dir === null ? null : fonts.revision, own, findStyle: (id) => styles.get(id) })
     remoteThroughServer(rendered.json, style.id)
     withinEngineLimits(style, rendered)
     const json = JSON.stringify(rendered.json)
@@ -193,7 +195,7 @@ async function renderPlugin (app, config) {
     const shared = createHash('sha1').update(portable).update(sprite).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
-    const made = { revision: style.revision, generation, own, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
+    const made = { revision: style.revision, generation, own, loads: styles.loads, fonts: fonts.revision, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
   }

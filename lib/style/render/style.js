@@ -23,13 +23,16 @@ const OWN_SPRITE = /^\/styles\/([^/?#]+)\/sprite(?:\/([^/?#]+))?(?:\?.*)?$/
 const tilesOf = (entry, search) => `tc://tiles/${encodeURIComponent(entry.id)}/${encodeURIComponent(entry.key)}/{z}/{x}/{y}${search}`
 
 /**
- * `findSet(name)` → the entry a source name means (or undefined); `hasFonts`: glyphs come from the fonts folder (a
- * remote `glyphs` too, as tileserver-gl does: a renderer offline or behind a firewall still draws labels); `own`: the
- * bases this server is known by (lib/urls.js ownBases), whose URLs are drawn from here as the relative forms are, not
- * fetched by the engine over loopback HTTP (which API keys would refuse, and which costs a request and a socket).
+ * `findSet(name)` → the entry a source name means (or undefined); `fonts`: the fonts folder's revision (FontCatalog),
+ * null without one; with one, glyphs come from it (a remote `glyphs` too, as tileserver-gl does: a renderer offline or
+ * behind a firewall still draws labels); `own`: the bases this server is known by (lib/urls.js ownBases), whose URLs
+ * are drawn from here as the relative forms are, not fetched by the engine over loopback HTTP (which API keys would
+ * refuse, and which costs a request and a socket); `findStyle(id)`: a style of the catalog, whose sprite or files
+ * another style may name by this server's URL. Every file drawn from here is named with its revision (the fonts', a
+ * sprite's, a GeoJSON file's): the engine keeps what it loaded by URL, and a changed file must be a new style to draw.
  * Returns { json, used }: the style to draw, and the entries of the sets it draws (their tiles make its tiles).
  */
-export function renderStyle (style, findSet, hasFonts, own = []) {
+export function renderStyle (style, findSet, { fonts = null, own = [], findStyle = () => undefined } = {}) {
   const json = structuredClone(style.json)
   const used = []
   const here = (url) => ownPath(url, own)
@@ -47,9 +50,9 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
       })
       if (source.tiles.length === 0) source.tiles = EMPTY_TILES
     }
-    if (source.type === 'geojson' && typeof source.data === 'string') source.data = geoJsonData(style, source.data, here)
+    if (source.type === 'geojson' && typeof source.data === 'string') source.data = geoJsonData(style, source.data, here, findStyle)
     if (source.type === 'image' && typeof source.url === 'string') {
-      source.url = geoJsonData(style, source.url, here, 'image')
+      source.url = geoJsonData(style, source.url, here, findStyle, 'image')
       // Drawn as nothing: the engine fails a render on an empty image, not on an empty raster tile.
       if (source.url === null) Object.assign(source, { type: 'raster', url: undefined, coordinates: undefined, tiles: EMPTY_TILES, tileSize: 256 })
     }
@@ -76,17 +79,19 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
     if (source.type === 'raster' || source.type === 'raster-dem') source.tileSize ??= 256
   }
   const ownFonts = here(json.glyphs)?.startsWith('/fonts/') === true
-  if (hasFonts || ownFonts || (typeof json.glyphs === 'string' && (LOCAL.test(json.glyphs) || !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs)))) json.glyphs = 'tc://fonts/{fontstack}/{range}.pbf'
+  if (fonts !== null || ownFonts || (typeof json.glyphs === 'string' && (LOCAL.test(json.glyphs) || !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs)))) json.glyphs = `tc://fonts/{fontstack}/{range}.pbf?r=${fonts ?? 'none'}`
   // The one sprite is `_`; a sprite of a list is its id after `~` (an id may be `_` too). A sprite route of this server
   // named absolutely is that style's sprite (fetchResource finds the style, or draws without it).
+  // Its files' state in its query (the engine puts `@2x.json` before it; the parent reads no query of a sprite URL).
+  const spriteOf = (styleId, name) => `tc://sprites/${encodeURIComponent(styleId)}/${name}?r=${(styleId === style.id ? style : findStyle(styleId))?.spriteRevision ?? 'missing'}`
   const ownSprite = (url) => {
     const m = OWN_SPRITE.exec(here(url) ?? '')
-    return m === null ? null : `tc://sprites/${encodeURIComponent(decodedOr(m[1]))}/${m[2] === undefined ? '_' : `~${encodeURIComponent(decodedOr(m[2]))}`}`
+    return m === null ? null : spriteOf(decodedOr(m[1]), m[2] === undefined ? '_' : `~${encodeURIComponent(decodedOr(m[2]))}`)
   }
-  if (spritePathOf(style) !== null) json.sprite = `tc://sprites/${encodeURIComponent(style.id)}/_`
+  if (spritePathOf(style) !== null) json.sprite = spriteOf(style.id, '_')
   else if (typeof json.sprite === 'string') json.sprite = ownSprite(json.sprite) ?? json.sprite
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: `tc://sprites/${encodeURIComponent(style.id)}/~${encodeURIComponent(s.id)}` } : s && ownSprite(s.url) !== null ? { ...s, url: ownSprite(s.url) } : s))
+    json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: spriteOf(style.id, `~${encodeURIComponent(s.id)}`) } : s && ownSprite(s.url) !== null ? { ...s, url: ownSprite(s.url) } : s))
       .filter((s) => !LOCAL.test(s?.url)) // a local file named around the styles folder: drawn without its icons
   }
   if (typeof json.sprite === 'string' && LOCAL.test(json.sprite)) delete json.sprite
@@ -101,7 +106,7 @@ export function renderStyle (style, findSet, hasFonts, own = []) {
  * the style's folder, or a local file named around the catalog (`file:`), is drawn as empty (an image: null, which
  * renderStyle makes an empty raster source). A remote URL stays the engine's to fetch.
  */
-function geoJsonData (style, data, here, type = 'geojson') {
+function geoJsonData (style, data, here, findStyle, type = 'geojson') {
   const empty = type === 'geojson' ? EMPTY_DATA : null // an image drawn as nothing (see renderStyle)
   let styleId = style.id
   let path = dataPathOf(data, type)
@@ -111,8 +116,9 @@ function geoJsonData (style, data, here, type = 'geojson') {
     path = dataPathOf(own[2], type)
   }
   if (path === null) return LOCAL.test(data) || (own === null && !/^[a-z][a-z0-9+.-]*:/i.test(data)) ? empty : data
-  // Another style's file: its revision is that style's to know; the parent reads it as that style names it.
-  const revision = styleId === style.id ? style.dataFiles?.get(path)?.revision ?? 'missing' : 'other'
+  // Another style's file (named by this server's URL of it): that style knows its revision, and the parent reads it as
+  // that style names it.
+  const revision = (styleId === style.id ? style : findStyle(styleId))?.dataFiles?.get(path)?.revision ?? 'missing'
   if (revision === 'outside') return empty // a link leading out of the folders: drawn as a path leaving them is
   return `tc://data/${encodeURIComponent(styleId)}/${revision}/${encodeURIComponent(path)}`
 }
