@@ -605,7 +605,7 @@ test('unknown fonts: the first ten names logged, then one line for the rest; wit
   assert.equal(line.fallback, undefined)
 })
 
-test('fonts: a range a font here lacks, and a folder without ranges, are served by the fallback font as an unknown font is', async (t) => {
+test('fonts: a range a font here lacks, glyphs its range file lacks, and a folder without ranges, are served by the fallback font as an unknown font is', async (t) => {
   const { styles, fonts } = setUp(t)
   mkdirSync(join(fonts, 'Partial'))
   writeFileSync(join(fonts, 'Partial', '0-255.pbf'), glyphPbf('Partial', '0-255', [65], 30))
@@ -615,7 +615,7 @@ test('fonts: a range a font here lacks, and a folder without ranges, are served 
   const glyphs = async (url) => [...readGlyphs((await app.inject({ url })).rawPayload).glyphs]
   assert.deepEqual(await glyphs('/fonts/Partial/256-511.pbf'), [[300, 20]], 'the range Partial lacks, from the fallback')
   assert.deepEqual(await glyphs('/fonts/Unknown/256-511.pbf'), [[300, 20]], 'as an unknown font gets it')
-  assert.deepEqual(await glyphs('/fonts/Partial/0-255.pbf'), [[65, 30]], 'a range it has is its own')
+  assert.deepEqual(await glyphs('/fonts/Partial/0-255.pbf'), [[65, 30], [66, 20], [67, 20], [68, 20], [69, 20]], 'a range it has is its own, the glyphs it lacks from the fallback')
   assert.deepEqual(await glyphs('/fonts/Empty%20Font/0-255.pbf'), [[66, 20], [67, 20], [68, 20], [69, 20]], 'an empty folder: the fallback, ASCII included')
   assert.deepEqual(await glyphs('/fonts/Sans%20Regular,Partial/256-511.pbf'), [[300, 20]])
 })

@@ -81,7 +81,7 @@ export function mergeGlyphs (parts, stackName, range) {
 /**
  * The fonts of a folder (its subfolders holding a glyph range file): `fonts()` lists them, `glyphs(stack, range)` answers
  * a range of a comma-separated stack, merged (fonts unknown here are replaced by `defaultFont`, or the first font
- * listed, once, after the stack's fonts that are here; so is a font here that lacks the range's file). Files are read on
+ * listed, once, after the stack's fonts that are here; and it fills in, last, any glyph the stack's fonts lack). Files are read on
  * demand and the merged answers kept (an LRU of `maxBytes`).
  */
 export class FontCatalog {
@@ -172,10 +172,11 @@ export class FontCatalog {
     const fallbacks = wanted.filter((name) => !this.names.includes(name)).map((name) => this.resolve(name))
     const fonts = [...new Set([...present, ...fallbacks].filter((f) => f !== null))]
     const parts = await Promise.all(fonts.map((font) => this.read(font, range)))
-    // A font here without this range's file (a folder of some ranges only) has the fallback stand in for it too, last:
-    // its Cyrillic labels drew nothing where an unknown font's drew in the fallback.
+    // The fallback fills in last, glyph by glyph, what the stack's fonts lack: a range file a font here lacks (a folder
+    // of some ranges only), and glyphs its range file lacks (a font subset to a few letters, a range it covers in
+    // part): those labels drew nothing where an unknown font's drew in the fallback.
     const fallback = this.fallback()
-    if (fallback !== null && !fonts.includes(fallback) && parts.some((part) => part === null)) parts.push(await this.read(fallback, range))
+    if (fallback !== null && !fonts.includes(fallback)) parts.push(await this.read(fallback, range))
     const merged = mergeGlyphs(parts, wanted.join(','), range)
     this.cache.set(key, merged)
     return merged
