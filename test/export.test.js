@@ -5,6 +5,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { once } from 'node:events'
+import { createServer } from 'node:http'
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
@@ -15,11 +16,13 @@ import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
 import { POSTGIS_MISSING, loadZurichPoints, runSql, startPostgis } from './helpers/postgres.js'
 import { makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 import { flipY, tileRange } from '../lib/tilemath.js'
+import { chooseBackend } from '../lib/style/render/index.js'
 
 const SERVER = join(ROOT, 'server.js')
 // The official TileJSON schema (../shared/schemas) is there in CI; elsewhere tiles.json is checked without it.
 const SCHEMA_CHECK = HAVE_SCHEMA || process.env.CI === 'true'
 const HAVE_GDAL = spawnSync('gdal_translate', ['--version']).status === 0
+const RENDERER = chooseBackend({})
 // The Zurich points lie in 8.24-8.84 E, 47.17-47.57 N; this box has empty tiles round them.
 const ZURICH = [8.1, 47.0, 9.0, 47.7]
 const ZURICH_POINTS = [8.24, 47.17, 8.84, 47.57]
@@ -508,4 +511,79 @@ test('an output that cannot be written: exit 1 with the reason, what was committ
   assert.equal(run.code, 1, run.stderr)
   assert.match(run.stderr, /writing .*out failed: .*(ENOTDIR|EEXIST)/)
   assert.equal(JSON.parse(readFileSync(recordFile, 'utf8')).done, 5, 'the record still says where to continue')
+})
+
+/** `handler` listening on 127.0.0.1 (any port), closed after the test: its port. */
+async function originServer (t, handler) {
+  const server = createServer(handler).listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => { server.closeAllConnections(); server.close() })
+  return server.address().port
+}
+
+test('a style whose remote source cannot be read: its incomplete tiles are not written, read again, then left out with a summary naming the host and exit 1; a re-run fills them; a source back within the retries is written', async (t) => {
+  if (!needs(t, RENDERER.backend !== null, RENDERER.why ?? '')) return
+  const dir = tempDir(t)
+  const solid = (r, g, b) => sharp({ create: { width: 256, height: 256, channels: 4, background: { r, g, b, alpha: 1 } } }).png().toBuffer()
+  const [green, blue] = await Promise.all([solid(0, 255, 0), solid(0, 0, 255)])
+  // Two remote raster sources: one always answers (green, the left half of the map), one answers 500 while `down`
+  // (blue, the right half).
+  let down = true
+  let onDown = null
+  const good = await originServer(t, (req, res) => res.writeHead(200, { 'content-type': 'image/png' }).end(green))
+  const flaky = await originServer(t, (req, res) => {
+    if (!down) return res.writeHead(200, { 'content-type': 'image/png' }).end(blue)
+    res.writeHead(500).end()
+    onDown?.()
+  })
+  const styles = join(dir, 'styles')
+  mkdirSync(styles)
+  const raster = (port, bounds) => ({ type: 'raster', tiles: [`http://u:s3cret@127.0.0.1:${port}/{z}/{x}/{y}.png?key=k3y`], tileSize: 256, bounds })
+  writeFileSync(join(styles, 'remote.json'), JSON.stringify({
+    version: 8,
+    sources: { good: raster(good, [-180, -85, 0, 85]), flaky: raster(flaky, [0, -85, 180, 85]) },
+    layers: [
+      { id: 'bg', type: 'background', paint: { 'background-color': '#ff0000' } },
+      { id: 'good', type: 'raster', source: 'good' },
+      { id: 'flaky', type: 'raster', source: 'flaky' },
+    ],
+  }))
+  // Retries a second apart (the pause is the time a host that could not be reached is rested: incompleteTtlS, at most 10 s).
+  const config = join(dir, 'config.json')
+  writeFileSync(config, JSON.stringify({ render: { incompleteTtlS: 1 } }))
+  const out = join(dir, 'remote.mbtiles')
+  const args = ['--styles', styles, '--config', config, '--set', 'remote', '--zooms', '0-1', '--out', out]
+
+  const failing = await exportCli(args)
+  assert.equal(failing.code, 1, failing.stderr)
+  assert.match(failing.stderr, /0 tiles written, 0 absent, 0 failed, 5 left out incomplete/)
+  assert.match(failing.stderr, new RegExp(`5 tiles left out: drawn without remote source 127\\.0\\.0\\.1:${flaky} \\(HTTP 500\\), which could not be read \\(read again 3 times\\); run the same command again to fill them`))
+  assert.ok(!failing.stderr.includes(`127.0.0.1:${good} (`), 'the source that works is not named')
+  for (const secret of ['s3cret', 'k3y']) assert.ok(!failing.stderr.includes(secret), `no ${secret} in what export says`)
+  assert.equal(countTiles(out), 0, 'no incomplete tile in the archive')
+  assert.equal(JSON.parse(readMetadata(out)['tile-cannon:export']).complete, false)
+
+  // The source back: the same command fills what was left out.
+  down = false
+  const again = await exportCli(args)
+  assert.equal(again.code, 0, again.stderr)
+  assert.match(again.stderr, /resuming/)
+  assert.match(again.stderr, /5 tiles written, 0 absent, 0 failed/)
+  assert.equal(countTiles(out), 5)
+  const z1 = new Database(out, { readonly: true }).prepare('SELECT tile_column, tile_data FROM tiles WHERE zoom_level = 1 AND tile_row = 1').all()
+  const colour = async (png) => Array.from((await sharp(png).raw().toBuffer()).subarray(0, 3))
+  assert.deepEqual(await Promise.all(z1.sort((a, b) => a.tile_column - b.tile_column).map((r) => colour(r.tile_data))), [[0, 255, 0], [0, 0, 255]], 'both sources drawn')
+
+  // Down for a moment: the tiles drawn meanwhile are read again after the others, and written.
+  down = true
+  onDown = () => {
+    onDown = null
+    setTimeout(() => { down = false }, 300)
+  }
+  const folder = join(dir, 'remote')
+  const brief = await exportCli([...args.slice(0, -1), folder])
+  assert.equal(brief.code, 0, brief.stderr)
+  assert.match(brief.stderr, /reading the \d+ incomplete tiles again \(1 of 3\)/)
+  assert.match(brief.stderr, /export complete: 5 tiles written, 0 absent, 0 failed in/)
+  assert.deepEqual(readdirSync(join(folder, '1')).flatMap((x) => readdirSync(join(folder, '1', x))).length, 4)
 })

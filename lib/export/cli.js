@@ -2,8 +2,9 @@
 // MBTiles file or a folder of z/x/y files. The app is built as for serving (every path, flag and config file works)
 // and each tile is read through the routes' own path (read.js), so an export holds exactly what the server answers.
 // Exit codes: 0 done (some tiles may have failed: they are counted and retried by the next run), 1 no tile written and
-// some failed (every read of a tile the set has failed) or the output could not be written, 2 a usage mistake or an
-// output that is another job's, 130 interrupted.
+// some failed (every read of a tile the set has failed), or tiles left out incomplete (a style's remote source could
+// not be read: the next run fills them), or the output could not be written, 2 a usage mistake or an output that is
+// another job's, 130 interrupted.
 import { setTimeout as delay } from 'node:timers/promises'
 import { buildApp } from '../app.js'
 import { makeLogger } from '../logging.js'
@@ -17,7 +18,7 @@ import { tileReader } from './read.js'
 import { describeExport } from './metadata.js'
 import { MbtilesOutput, isMbtilesPath, recordedJob as recordedMbtilesJob } from './mbtiles-output.js'
 import { FolderOutput, recordedJob as recordedFolderJob } from './folder-output.js'
-import { ExportRun } from './run.js'
+import { ExportRun, RETRIES } from './run.js'
 import { ProgressReport, summaryLine } from './progress.js'
 
 export const EXPORT_USAGE = `Usage: tile-cannon export [path|url ...] [serving options] --set ID --zooms Z[-Z] --out FILE.mbtiles|DIR [options]
@@ -135,6 +136,7 @@ async function exportTiles (app, options, say) {
   }
 
   let failuresShown = 0
+  let incompleteShown = false
   const run = new ExportRun({
     grid,
     read: tileReader(app, target, job),
@@ -145,6 +147,16 @@ async function exportTiles (app, options, say) {
       if (failuresShown < SHOWN_FAILURES) progress.note(`tile ${z}/${x}/${y} failed: ${reasonOf(err)}`)
       else if (failuresShown === SHOWN_FAILURES) progress.note('(further failures are counted, not shown)')
       failuresShown++
+    },
+    onIncomplete (z, x, y, err) {
+      if (incompleteShown) return // (the progress line counts them)
+      incompleteShown = true
+      progress.note(`tile ${z}/${x}/${y} ${err.message}: not written; such tiles are read again at the end`)
+    },
+    retryPauseMs: target.retryPauseMs,
+    askAgain () {
+      progress.note(`reading the ${run.incomplete.size} incomplete tiles again (${run.retries} of ${RETRIES})`)
+      target.askAgain?.()
     },
   })
   const progress = new ProgressReport(run, { label: target.id })
@@ -193,6 +205,7 @@ async function exportTiles (app, options, say) {
   const outcome = run.fatal !== null ? 'failed' : done >= grid.total ? 'complete' : signalled !== null ? 'interrupted' : 'incomplete'
   say(summaryLine(run, { outcome, out }) + (held === undefined ? '' : `; ${out} holds ${held} tiles`))
   if (run.stats.failed > 0) say(`${run.stats.failed} tiles failed: run the same command again to retry them`)
+  if (run.stats.incomplete > 0) say(incompleteLine(run))
   if (run.fatal !== null) {
     say(`writing ${out} failed: ${reasonOf(run.fatal)}; what was committed before stays, and a run of the same command continues from there`)
     return 1
@@ -201,9 +214,20 @@ async function exportTiles (app, options, say) {
     say(`stopped at tile ${done} of ${grid.total}: run the same command again to continue`)
     return 130
   }
+  // Tiles left out incomplete: the archive lacks what a re-run can fill, which a script must be told.
+  if (run.stats.incomplete > 0) return 1
   // Absent tiles are no reads that worked: a set whose every stored tile fails (zstd tiles on a Node without zstd) has
   // empty tiles round them in almost any box, and exited 0 with nothing written.
   return run.stats.written === 0 && run.stats.failed > 0 ? 1 : 0
+}
+
+/** What the tiles left out incomplete lack (each remote host once, as the log names it: no user, password or query). */
+function incompleteLine (run) {
+  const missing = new Set()
+  for (const lacks of run.incomplete.values()) if (lacks !== null) missing.add(`${lacks.host} (${lacks.reason})`)
+  const what = missing.size === 0 ? 'a remote source that could not be read' : `remote source ${[...missing].join(', ')}, which could not be read`
+  const tries = run.retries === 0 ? '' : ` (read again ${run.retries} times)`
+  return `${run.stats.incomplete} tiles left out: drawn without ${what}${tries}; run the same command again to fill them`
 }
 
 /**

@@ -55,7 +55,8 @@ export class ProgressReport {
     const left = run.total - done
     const eta = rate > 0 ? duration(left / rate) : '?'
     const percent = run.total === 0 ? 100 : (100 * done) / run.total
-    return `${this.label}: ${done}/${run.total} tiles ${percent.toFixed(1)}% · ${Math.round(rate)} tiles/s · eta ${eta} · ${run.stats.failed} failed`
+    const incomplete = run.stats.incomplete > 0 ? ` · ${run.stats.incomplete} incomplete` : ''
+    return `${this.label}: ${done}/${run.total} tiles ${percent.toFixed(1)}% · ${Math.round(rate)} tiles/s · eta ${eta} · ${run.stats.failed} failed${incomplete}`
   }
 }
 
@@ -65,6 +66,7 @@ export function summaryLine (run, { outcome, out }) {
   const seconds = (performance.now() - run.startedAt) / 1000
   const rate = run.processed / Math.max(seconds, 1e-3)
   const parts = [`${s.written} tiles written`, `${s.absent} absent`, `${s.failed} failed`]
+  if (s.incomplete > 0) parts.push(`${s.incomplete} left out incomplete`)
   if (s.present > 0) parts.push(`${s.present} already there`)
   return `export ${outcome}: ${parts.join(', ')} in ${seconds.toFixed(1)} s (${Math.round(rate)} tiles/s) → ${out}`
 }

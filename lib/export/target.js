@@ -8,7 +8,7 @@ import { NotFound } from '../errors.js'
 const MAKING_KINDS = new Set(['postgis', 'cog', 'mosaic', 'render'])
 
 /**
- * `id` → { id, kind, source, lookup, makes }: `lookup.get()` is what resolveTile asks for the entry (a set's entry by
+ * `id` → { id, kind, source, lookup, makes } (a style's also missingFrom, askAgain, retryPauseMs): `lookup.get()` is what resolveTile asks for the entry (a set's entry by
  * name, so a set re-opened meanwhile is followed; a style's rendered entry at its current revision), `source` the
  * source now (its TileJSON, formats and zooms). A set is looked for first, as URLs find them; then a style.
  */
@@ -28,7 +28,19 @@ export function exportTarget (app, id) {
     const style = app.styles.served(id)
     if (!app.renderer.available) throw new ExportError(`style '${id}' cannot be rendered: ${app.renderer.reason}`)
     const entry = app.renderer.tileEntry(style, 256)
-    return { id: style.id, kind: 'render', source: entry.source, lookup: { get: () => app.renderer.tileEntry(style, 256) }, makes: true }
+    const { renderer } = app
+    return {
+      id: style.id,
+      kind: 'render',
+      source: entry.source,
+      lookup: { get: () => renderer.tileEntry(style, 256) },
+      makes: true,
+      // A tile drawn while a remote source of the style could not be read (lib/style/render/remote.js): what it lacks,
+      // and how its retries ask for it again (at once, a host that could not be reached after its rest).
+      missingFrom: () => renderer.remoteFailure(style),
+      askAgain: () => renderer.askAgain(style),
+      retryPauseMs: renderer.remoteRestMs,
+    }
   }
   throw unknown(app, id)
 }

@@ -297,6 +297,20 @@ async function renderPlugin (app, config) {
     markers,
     renderStyleJson: (style) => drawnStyle(style).json,
     setsDrawn: (style) => drawnStyle(style).ids,
+    /** The host and reason of the latest remote failure of a style's (what its incomplete tiles lack), or null. */
+    remoteFailure: (style) => remote.lastFailureOf(style.id),
+    /**
+     * The style's next render registers it afresh when a remote source of it failed since its registration was first
+     * drawn, so what failed is asked for again at once rather than after `incompleteTtlS` (an export's retries).
+     */
+    askAgain (style) {
+      const known = drawnStyle(style)
+      const name = known.retries === 0 ? known.name : `${known.name}~${known.retries}`
+      const failedAt = remote.lastFailure(style.id)
+      if (failedAt > 0 && failedAt >= (firstDrawn.get(name) ?? 0)) known.retries++
+    },
+    /** How long a remote host that could not be reached is not asked again (an export's pause between retries). */
+    remoteRestMs: remote.restMs,
   })
   app.addHook('onClose', () => {
     remote.close()

@@ -73,7 +73,7 @@ export class RemoteResources {
     this.hosts = new Map()
     // Aborted when the app closes: fetches in flight end at once, not after their timeout (a shutdown waited for them).
     this.closing = new AbortController()
-    this.failed = new Map() // style id → when a remote resource of it last failed
+    this.failed = new Map() // style id → { at, host, reason }: when a remote resource of it last failed, where and why
     this.refusing = new Set() // `${host} ${status}`: a host refusing tiles, logged once (a key it no longer takes)
     this.archives = new Map() // a remote PMTiles archive's URL → its reader (PMTiles), read again at each TileJSON
   }
@@ -85,7 +85,13 @@ export class RemoteResources {
   static owns (url) { return url.startsWith(PREFIX) }
 
   /** When a remote resource of style `styleId` last failed (Date.now()), or 0. */
-  lastFailure (styleId) { return this.failed.get(styleId) ?? 0 }
+  lastFailure (styleId) { return this.failed.get(styleId)?.at ?? 0 }
+
+  /** The host (no user or password) and reason of the latest failure of a remote resource of `styleId`, or null. */
+  lastFailureOf (styleId) {
+    const failed = this.failed.get(styleId)
+    return failed === undefined ? null : { host: failed.host, reason: failed.reason }
+  }
 
   /** The answer to the child (pool.js fetchResource) for a `tc://remote/…` URL: never a failure of the render. */
   async answer (tcUrl) {
@@ -227,8 +233,8 @@ export class RemoteResources {
 
   /** A remote resource of `styleId` failed: the style's renders are incomplete from now; logged once per host. */
   failure (styleId, url, reason) {
-    this.failed.set(styleId, Date.now())
     const host = hostOf(url) ?? ''
+    this.failed.set(styleId, { at: Date.now(), host, reason })
     let state = this.hosts.get(host)
     if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, loggedAt: 0 })
     if (state.loggedAt > 0) return
