@@ -435,6 +435,7 @@ test('a box across the antimeridian: bounds the world\'s width in the metadata, 
   assert.match(toFile.stderr, new RegExp(`holds ${expected.size} tiles`), 'as many tiles written as counted')
   const world180 = [-180, -50, 180, 10]
   assert.equal(readMetadata(file).bounds, world180.join(','))
+  assert.match(readMetadata(file).center, /^-?180,-20,0$/, 'no centre of the set\'s in the box: the box\'s middle, on the antimeridian')
   const tilejson = JSON.parse(readFileSync(join(folder, 'tiles.json'), 'utf8'))
   assert.deepEqual(tilejson.bounds, world180)
   assert.ok(tilejson.center[0] === -180 || tilejson.center[0] === 180, `centre on the antimeridian: ${tilejson.center}`)
@@ -445,12 +446,15 @@ test('a box across the antimeridian: bounds the world\'s width in the metadata, 
   // An MBTiles of another tool whose bounds wrap (176..-178, Fiji): its TileJSON says the world's width, and an
   // export given no --bbox covers its own box, not every column of the world.
   const fiji = join(dir, 'fiji.mbtiles')
-  writeMbtiles(fiji, { tiles: vectorTiles(pyramid(0, 3, 8)), metadata: { format: 'pbf', bounds: '176,-21,-178,-12' } })
+  writeMbtiles(fiji, { tiles: vectorTiles(pyramid(0, 3, 8)), metadata: { format: 'pbf', bounds: '176,-21,-178,-12', center: '-179,-15,3' } })
   const served = await makeApp(t, { paths: [fiji] })
   assert.deepEqual((await served.inject('/fiji.json')).json().bounds, [-180, -21, 180, -12])
   const again = await exportCli([fiji, '--set', 'fiji', '--zooms', '3', '--out', join(dir, 'fiji-out.mbtiles')])
   assert.equal(again.code, 0, again.stderr)
   assert.match(again.stderr, /2 tiles \(z3: 2\)/, 'the first and the last column of z3')
+  const fijiOut = readMetadata(join(dir, 'fiji-out.mbtiles'))
+  assert.equal(fijiOut.bounds, '-180,-21,180,-12')
+  assert.equal(fijiOut.center, '-179,-15,3', 'the set\'s centre, east of 180° in a box starting west of it, kept')
 })
 
 test('a source failing for some tiles: failures counted and shown, the rest exported (exit 0); failing for all: exit 1', async (t) => {
