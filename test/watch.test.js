@@ -2,7 +2,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { makeApp, needs } from './helpers/app.js'
@@ -230,4 +230,37 @@ test('a set configured by path is watched too', async (t) => {
   writeMbtiles(join(dir, 'next.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
   renameSync(join(dir, 'next.tmp'), join(dir, 'one.mbtiles'))
   await eventually(async () => (await app.inject({ url: '/named/0/0/0' })).headers['content-type'] === 'application/x-protobuf', 'the replaced file')
+})
+
+test('a folder and a configured file missing at start-up are served once they appear (a volume mounted late), the file under its configured id', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'here.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const late = join(dir, 'late', 'tiles') // two levels not there yet: the watch moves down as each appears
+  const named = join(dir, 'elsewhere', 'file-name.pmtiles')
+  const logs = []
+  const app = await makeApp(t, { paths: [dir + '/here.mbtiles', late], sets: { configured: { path: named } }, watch: true, watchDebounceMs: 50 }, { logs })
+  assert.deepEqual(await list(app), ['here'])
+  assert.equal(logs.filter((l) => l.msg === 'path not found: nothing served from it').length, 2)
+  assert.equal((await app.inject({ url: '/ready' })).statusCode, 200, 'what is there is served: missing paths do not hold readiness back')
+
+  mkdirSync(late, { recursive: true })
+  writeMbtiles(join(late, 'roads.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
+  renameSync(join(late, 'roads.tmp'), join(late, 'roads.mbtiles'))
+  mkdirSync(join(dir, 'elsewhere'))
+  writePmtiles(join(dir, 'elsewhere', 'p.tmp'), { tiles: [{ z: 0, x: 0, y: 0, data: PNG }], tileType: 'png', tileCompression: 'none' })
+  renameSync(join(dir, 'elsewhere', 'p.tmp'), named)
+  await eventually(async () => (await list(app)).length === 3, 'the late folder and file to be served')
+  assert.deepEqual(await list(app), ['configured', 'here', 'roads'])
+  assert.equal((await app.inject({ url: '/roads/0/0/0' })).statusCode, 200)
+  assert.equal((await app.inject({ url: '/configured/0/0/0' })).headers['content-type'], 'image/png')
+  assert.equal((await app.inject({ url: '/ready' })).statusCode, 200)
+
+  // Now watched as any served folder and file: a file added to the folder, the configured file replaced.
+  writePmtiles(join(late, 'more.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
+  renameSync(join(late, 'more.tmp'), join(late, 'more.pmtiles'))
+  writePmtiles(join(dir, 'elsewhere', 'p.tmp'), { tiles: vectorTiles([[0, 0, 0]]) })
+  renameSync(join(dir, 'elsewhere', 'p.tmp'), named)
+  await eventually(async () => (await list(app)).includes('more'), 'a file added to the late folder')
+  await eventually(async () => (await app.inject({ url: '/configured/0/0/0' })).headers['content-type'] === 'application/x-protobuf', 'the configured file replaced')
+  assert.deepEqual(await list(app), ['configured', 'here', 'more', 'roads'])
 })

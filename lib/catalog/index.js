@@ -32,7 +32,7 @@ export class Catalog {
     }
     this.registry = new Registry({ config, log, cache })
     this.groups = new Groups({ config, log, registry: this.registry, context: this.context })
-    this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id) => this.openSpec(pathSpec(config, path, id), id) })
+    this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id, configuredId) => this.openSpec({ ...pathSpec(config, path, id ?? configuredId), id: configuredId }, id) })
     this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id), reopenFile: (path) => this.files.refresh(path, { force: true }) })
     this.loaded = false
     this.closed = false

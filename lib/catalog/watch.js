@@ -3,7 +3,7 @@
 // and a source that can go faster once its file has stopped changing (`settle`) is told when that is. A folder served
 // as one set (`mosaic: true`) is re-opened when a file in it changes.
 import { statSync, watch } from 'node:fs'
-import { stat } from 'node:fs/promises'
+import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { KINDS, kindForFile } from '../sources/index.js'
 import { claimed, isUrl, specOf } from './discover.js'
@@ -23,13 +23,20 @@ const tilesetName = (name) => {
 }
 
 export class FileWatcher {
-  /** `open(path, id)`: (re-)opens a file as the set `id` (the catalog's openSpec). */
+  /**
+   * `open(path, id, configuredId)`: (re-)opens a file as the set `id` (the catalog's openSpec); a file new to it as
+   * the set it is configured as (`sets.<id>.path`), if it is one, else under its file name.
+   */
   constructor ({ config, log, registry, open }) {
     this.config = config
     this.log = log
     this.registry = registry
     this.open = open
     this.watchers = []
+    this.folders = new Map() // folder watched → what in it is served (watchFolder)
+    this.pending = new Map() // path given, not there yet → its watch (awaitPath)
+    this.configuredIds = new Map() // sets.<id>.path → id: the set's id whenever its file appears
+    this.mosaics = new Set() // folders configured as one set (`mosaic: true`)
     this.timers = new Map()
     this.closed = false
   }
@@ -75,7 +82,7 @@ export class FileWatcher {
         return
       }
     }
-    await this.open(path, known?.id)
+    await this.open(path, known?.id, this.configuredIds.get(path))
   }
 
   /**
@@ -98,39 +105,96 @@ export class FileWatcher {
     entry.settleTimer.unref()
   }
 
-  /** Watches the served folders (and the folders of served files, and folders served as one set) for changes. */
+  /**
+   * Watches the served folders (and the folders of served files, and folders served as one set) for changes, and a
+   * path given that is not there yet (a volume mounted late, a file still to be copied) for it to appear.
+   */
   watch () {
-    const folders = new Map() // folder → names to watch (null: every tileset file)
-    const sets = Object.values(this.config.sets).filter((s) => s.path)
-    const mosaics = new Set(sets.filter((s) => s.mosaic && isFolder(resolve(s.path))).map((s) => resolve(s.path)))
-    const configured = sets.map((s) => s.path).filter((p) => !mosaics.has(resolve(p)))
-    for (const item of [...this.config.paths, ...configured]) {
-      if (isUrl(item)) continue
-      const path = resolve(item)
-      if (isFolder(path)) folders.set(path, null)
-      else if (folders.get(dirname(path)) !== null) {
-        const names = folders.get(dirname(path)) ?? new Set()
-        names.add(basename(path))
-        folders.set(dirname(path), names)
-      }
+    const sets = Object.entries(this.config.sets).filter(([, s]) => s.path)
+    this.configuredIds = new Map(sets.map(([id, s]) => [resolve(s.path), id]))
+    this.mosaics = new Set(sets.filter(([, s]) => s.mosaic).map(([, s]) => resolve(s.path)))
+    for (const item of [...this.config.paths, ...sets.map(([, s]) => s.path)]) {
+      if (!isUrl(item)) this.follow(resolve(item))
     }
-    for (const folder of new Set([...folders.keys(), ...mosaics])) {
-      const names = folders.get(folder) // undefined: only a folder served as one set
-      try {
-        const watcher = watch(folder, { persistent: false }, (event, filename) => {
-          if (!filename) return
-          const target = tilesetName(filename)
-          if (!kindForFile(target)) return
-          if (mosaics.has(folder)) this.schedule(folder)
-          if (names === undefined || (names && !names.has(target))) return
-          this.schedule(join(folder, target))
-        })
-        watcher.on('error', (err) => this.log.warn({ err: err.message }, 'watching a folder failed'))
-        this.watchers.push(watcher)
-      } catch (err) {
-        this.log.warn({ err: err.message }, 'cannot watch a folder: changes need SIGHUP')
-      }
+  }
+
+  /** Watches what a path given is now: a folder's files, a file in its folder, a folder served as one set; or for it to be. */
+  follow (path) {
+    let info = null
+    try { info = statSync(path) } catch {}
+    if (info === null) return this.awaitPath(path)
+    if (info.isDirectory() && this.mosaics.has(path)) this.watchFolder(path).mosaic = true
+    else if (info.isDirectory()) this.watchFolder(path).names = null
+    else this.watchFolder(dirname(path)).names?.add(basename(path))
+  }
+
+  /** The watch of a folder (made once): `names` null for every tileset file in it, `mosaic` to re-open the folder itself. */
+  watchFolder (folder) {
+    const known = this.folders.get(folder)
+    if (known !== undefined) return known
+    const watched = { names: new Set(), mosaic: false }
+    this.folders.set(folder, watched)
+    try {
+      const watcher = watch(folder, { persistent: false }, (event, filename) => {
+        if (!filename) return
+        const target = tilesetName(filename)
+        if (!kindForFile(target)) return
+        if (watched.mosaic) this.schedule(folder)
+        if (watched.names === null || watched.names.has(target)) this.schedule(join(folder, target))
+      })
+      watcher.on('error', (err) => this.log.warn({ err: err.message }, 'watching a folder failed'))
+      this.watchers.push(watcher)
+    } catch (err) {
+      this.log.warn({ err: err.message }, 'cannot watch a folder: changes need SIGHUP')
     }
+    return watched
+  }
+
+  /**
+   * Waits for a path given that does not exist: one watch of the nearest folder above it that does, for the one name
+   * in it on the way to the path (nothing else there is looked at), moved down as folders on the way appear, and ended
+   * once the path is there. A burst of events (a copy) is one look, `watchDebounceMs` after the last.
+   */
+  awaitPath (path) {
+    let above = dirname(path)
+    let next = basename(path)
+    while (!isFolder(above) && dirname(above) !== above) {
+      next = basename(above)
+      above = dirname(above)
+    }
+    const waiting = { watcher: null, timer: null }
+    const look = () => {
+      clearTimeout(waiting.timer)
+      waiting.timer = setTimeout(() => this.arrived(path).catch((err) => this.log.error({ err: err.message }, 'serving a path that appeared failed')), this.config.watchDebounceMs).unref()
+    }
+    try {
+      waiting.watcher = watch(above, { persistent: false }, (event, filename) => { if (!filename || filename === next) look() })
+      waiting.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'watching for a missing path failed: it needs SIGHUP once there'))
+    } catch (err) {
+      this.log.warn({ err: err.message }, 'cannot watch for a missing path: it needs SIGHUP once there')
+      return
+    }
+    this.pending.set(path, waiting)
+    // It may have appeared between the look that found it missing and the watch.
+    if (isPresent(join(above, next))) look()
+  }
+
+  /** A path waited for may be there: watched and served as if there at start-up, or waited for from nearer. */
+  async arrived (path) {
+    const waiting = this.pending.get(path)
+    if (waiting === undefined || this.closed) return
+    waiting.watcher.close()
+    this.pending.delete(path)
+    if (!isPresent(path)) return this.awaitPath(path) // a folder on the way to it, or gone again
+    this.log.info({ path }, 'path found: serving it')
+    this.follow(path)
+    const id = this.configuredIds.get(path)
+    if (this.mosaics.has(path) && isFolder(path)) return this.open(path, undefined, id)
+    if (id === undefined && isFolder(path)) { // a served folder: each tileset file in it, as the watch sees new ones
+      for (const name of (await readdir(path)).sort()) if (kindForFile(name)) this.schedule(join(path, name), 0)
+      return
+    }
+    await this.refresh(path)
   }
 
   /** Debounces bursts of events (a copy in progress fires many) into one re-check per file. */
@@ -147,7 +211,18 @@ export class FileWatcher {
     this.closed = true
     for (const w of this.watchers) w.close()
     for (const t of this.timers.values()) clearTimeout(t)
+    for (const { watcher, timer } of this.pending.values()) { watcher.close(); clearTimeout(timer) }
     this.watchers = []
+    this.pending.clear()
+  }
+}
+
+function isPresent (path) {
+  try {
+    statSync(path)
+    return true
+  } catch {
+    return false
   }
 }
 
