@@ -9,7 +9,7 @@ import { describeTile } from '../lib/tiletype.js'
 import { BR, GZIP, acceptMask, chooseEncoding } from '../lib/encoding.js'
 import { TileCache } from '../lib/cache.js'
 import { FIXTURES, makeApp } from './helpers/app.js'
-import { PNG, makeMvt, tempDir, writeMbtiles } from './helpers/data.js'
+import { PNG, makeMvt, tempDir, writeMbtiles, writePmtiles } from './helpers/data.js'
 
 const JPEG_NO_EOI = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01])
 const WEBP = Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4), Buffer.from('WEBPVP8 '), Buffer.alloc(8)])
@@ -90,6 +90,37 @@ test('an MBTiles whose metadata says png for gzipped MVT tiles (or says it in a 
     assert.equal(said.length, 1, id)
     assert.match(said[0].msg, /the metadata says format 'png' but the tiles are 'pbf'/)
   }
+})
+
+test('a PMTiles whose header says another tile type than its tiles are (unknown, or mvt for PNG) is served and described as its tiles are, and says so once', async (t) => {
+  const dir = tempDir(t)
+  const png = [{ z: 0, x: 0, y: 0, data: PNG }, { z: 1, x: 0, y: 0, data: PNG }]
+  writePmtiles(join(dir, 'unknown.pmtiles'), { tiles: png, tileType: 'unknown', tileCompression: 'none' })
+  writePmtiles(join(dir, 'wrong.pmtiles'), { tiles: png, tileType: 'mvt', tileCompression: 'none' })
+  writePmtiles(join(dir, 'said-png.pmtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(variedMvt()) }, { z: 1, x: 0, y: 0, data: gzipSync(makeMvt(1, 0, 0)) }], tileType: 'png' })
+  const logs = []
+  const app = await makeApp(t, { paths: [dir] }, { logs })
+  const catalog = Object.fromEntries((await app.inject({ url: '/catalog' })).json().map((s) => [s.id, s.format]))
+  assert.deepEqual(catalog, { 'said-png': 'pbf', unknown: 'png', wrong: 'png' })
+  for (const id of ['unknown', 'wrong']) {
+    assert.equal((await app.inject({ url: `/${id}/0/0/0` })).headers['content-type'], 'image/png', id)
+    const tilejson = (await app.inject({ url: `/${id}.json` })).json()
+    assert.equal(tilejson.format, 'png', id)
+    assert.match(tilejson.tiles[0], /\.png$/, id)
+    assert.equal(tilejson.vector_layers, undefined, id)
+    assert.equal((await app.inject({ url: `/${id}/1/1/1` })).statusCode, 404, `${id}: an absent raster tile`)
+    assert.equal((await app.inject({ url: `/${id}/meta` })).json().header.tileType, id === 'wrong' ? 'Mvt' : 'Unknown', 'the header as it is')
+  }
+  const vector = (await app.inject({ url: '/said-png.json' })).json()
+  assert.equal(vector.format, 'pbf')
+  assert.deepEqual(vector.vector_layers.map((l) => l.id), ['points'])
+  assert.equal((await app.inject({ url: '/said-png/0/0/0.geojson' })).statusCode, 200)
+  assert.equal((await app.inject({ url: '/said-png/1/1/1' })).statusCode, 204, 'an absent vector tile')
+  const said = logs.filter((l) => l.declared !== undefined).map((l) => [l.set, l.msg])
+  assert.deepEqual(said.sort(), [
+    ['said-png', "the header says tile type 'png' but the tiles are 'pbf': served as 'pbf'"],
+    ['wrong', "the header says tile type 'pbf' but the tiles are 'png': served as 'png'"],
+  ])
 })
 
 test('an MLT set whose first tile starts with { or [ (a first layer 123 or 91 bytes long) stays MLT, whatever that byte suggests', async (t) => {

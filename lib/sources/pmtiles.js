@@ -10,6 +10,7 @@ import { Compression, PMTiles, ResolvedValueCache, TileType, findTile, zxyToTile
 import { buildTileJson, describedBy, layersOfTile, normalizeFormat } from './tilejson.js'
 import { Unavailable, toldUnavailable } from '../errors.js'
 import { openRemote } from '../remote/reader.js'
+import { describeTile, isVector } from '../tiletype.js'
 import { loadMlt } from '../variants/mlt.js'
 
 export const kind = 'pmtiles'
@@ -144,7 +145,6 @@ export async function open (spec, context = {}) {
     } catch {
       json = {} // unreadable JSON metadata is not worth refusing the tiles for
     }
-    const format = TYPE_FORMAT[header.tileType] ?? normalizeFormat(json.format)
     const compression = COMPRESSION[header.tileCompression]
     const { etag, ...headerFields } = header
     const metadata = {
@@ -160,16 +160,24 @@ export async function open (spec, context = {}) {
     const rootEntries = await cache.getDirectory(source, header.rootDirectoryOffset, header.rootDirectoryLength, header)
     const tileDataOffset = header.tileDataOffset
     const leafDirectoryOffset = header.leafDirectoryOffset
-    // No vector_layers in the metadata: read them off the first tile, found through the leaf directories where the
-    // root points at leaves (every large archive's root does).
-    let vectorLayers = json.vector_layers
-    if (vectorLayers === undefined && (format === 'pbf' || format === 'mlt')) {
-      let entry = rootEntries[0]
-      for (let depth = 0; depth < 3 && entry !== undefined && entry.runLength === 0; depth++) {
-        entry = (await cache.getDirectory(source, leafDirectoryOffset + entry.offset, entry.length, header))[0]
-      }
-      if (entry?.runLength > 0) vectorLayers = layersOfTile(await source.read(tileDataOffset + entry.offset, entry.length), compression, format === 'mlt' ? await loadMlt() : undefined)
+    // The first tile, found through the leaf directories where the root points at leaves (every large archive's root
+    // does): it tells what the tiles are, and their layers when the metadata has no vector_layers.
+    let first = rootEntries[0]
+    for (let depth = 0; depth < 3 && first !== undefined && first.runLength === 0; depth++) {
+      first = (await cache.getDirectory(source, leafDirectoryOffset + first.offset, first.length, header))[0]
     }
+    const sample = first?.runLength > 0 && first.length > 0 ? await source.read(tileDataOffset + first.offset, first.length) : undefined
+    // The tiles are the truth, as for MBTiles: a header tile type they contradict (unknown, or mvt for PNG tiles) would
+    // make the set vector or raster wrongly in TileJSON, /catalog and its absent tiles' status. The declared type
+    // decides only what bytes cannot say (MLT): only sure bytes (an image's signature, protobuf) overrule it.
+    const declared = TYPE_FORMAT[header.tileType] ?? normalizeFormat(json.format)
+    const sniffed = sample !== undefined ? describeTile(sample, { format: declared, compression }).format : undefined
+    const format = (sniffed !== undefined && sniffed !== 'bin' && sniffed !== 'json') || declared === undefined ? sniffed : declared
+    if (declared !== undefined && format !== declared) {
+      const said = TYPE_FORMAT[header.tileType] !== undefined ? `the header says tile type '${declared}'` : `the metadata says format '${declared}'`
+      context.log?.warn({ set: spec.id, format, declared }, `${said} but the tiles are '${format}': served as '${format}'`)
+    }
+    const vectorLayers = json.vector_layers ?? (sample !== undefined && isVector(format) ? layersOfTile(sample, compression, format === 'mlt' ? await loadMlt() : undefined) : undefined)
 
     // Leaf directories already read, by offset: a tile whose path is known is found synchronously, and read so from a
     // local file (a cold tile then needs no promise; the library's cache answers through one per lookup).
