@@ -8,6 +8,8 @@ import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { once } from 'node:events'
+import { createServer } from 'node:http'
 import sharp from 'sharp'
 import { fromFile } from 'geotiff'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
@@ -800,4 +802,53 @@ test('colormapped tiles: an indexed PNG where one can say the pixels, RGB(A) whe
     const webp = await encode(indices.slice(), opacity, n, 1, 'webp', true, ramp)
     assert.deepEqual(await sharp(webp).ensureAlpha().raw().toBuffer(), want, `${name}: lossless WebP pixels`)
   }
+})
+
+test('a remote COG\'s .aux.xml (GDAL\'s PAM) is read once at open, as a local one is: its nodata and statistics; none (404) is no note, one that fails is one warning and the set served', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null) return
+  const bytes = readFileSync(cog.file)
+  const aux = '<PAMDataset>\n  <PAMRasterBand band="1">\n    <NoDataValue>0</NoDataValue>\n    <Metadata>\n      <MDI key="STATISTICS_MAXIMUM">5000</MDI>\n      <MDI key="STATISTICS_MINIMUM">100</MDI>\n    </Metadata>\n  </PAMRasterBand>\n</PAMDataset>\n'
+  const asked = []
+  const server = createServer((req, res) => {
+    asked.push(req.url)
+    const [, name, sidecar] = /^\/(\w+)\.tif(\.aux\.xml)?$/.exec(req.url) ?? []
+    if (sidecar) {
+      if (name === 'withaux') { res.writeHead(200, { 'content-type': 'application/xml' }); res.end(aux); return }
+      res.writeHead(name === 'failing' ? 500 : 404); res.end(); return
+    }
+    const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
+    const start = Number(m[1])
+    const end = Math.min(Number(m[2]), bytes.length - 1)
+    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${bytes.length}`, 'content-length': end - start + 1, etag: '"v1"' })
+    res.end(bytes.subarray(start, end + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const base = `http://127.0.0.1:${server.address().port}`
+  const logs = []
+  const app = await makeApp(t, { paths: ['withaux', 'without', 'failing'].map((name) => `${base}/${name}.tif`), raster: { threads: 2 } }, { logs })
+  assert.deepEqual((await app.inject('/list')).json().sort(), ['failing', 'withaux', 'without'])
+  const meta = (await app.inject('/withaux/meta')).json()
+  assert.equal(meta.nodata, 0)
+  assert.deepEqual(meta.statistics.b1, [100, 5000])
+  const bare = (await app.inject('/without/meta')).json()
+  assert.notDeepEqual(bare.statistics.b1, [100, 5000])
+  assert.deepEqual((await app.inject('/failing/meta')).json().statistics, bare.statistics, 'read as if it had none')
+  // The default stretch follows: the tiles differ where only the .aux.xml does.
+  const tilejson = (await app.inject('/withaux.json')).json()
+  const [z, x, y] = tileAt(tilejson, tilejson.maxzoom)
+  const [a, b] = await Promise.all(['withaux', 'without'].map((id) => app.inject(`/${id}/${z}/${x}/${y}.png`)))
+  assert.equal(a.statusCode, 200)
+  assert.notDeepEqual(a.rawPayload, b.rawPayload)
+  // Tiles enough at once that both workers open the files.
+  await Promise.all([[0, 0], [0, 1], [1, 0], [1, 1]].flatMap(([dx, dy]) => ['withaux', 'without'].map((id) => app.inject(`/${id}/${z}/${x ^ dx}/${y ^ dy}.png`))))
+  // Asked once each at open (the other worker takes what the first read), the 500 through its retries.
+  assert.equal(asked.filter((u) => u === '/withaux.tif.aux.xml').length, 1)
+  assert.equal(asked.filter((u) => u === '/without.tif.aux.xml').length, 1)
+  const said = logs.filter((l) => /aux\.xml/.test(l.msg))
+  assert.deepEqual(said.map((l) => l.set), ['failing'])
+  assert.match(said[0].msg, /the \.aux\.xml beside it could not be read \(the remote store did not answer \(answered 500, 4 tries\)\): read without it/)
+  assert.ok(!said[0].msg.includes('127.0.0.1'), 'no host in the log line')
 })

@@ -15,7 +15,7 @@ import { footprint } from './footprint.js'
 import { angularFactor, eastingFirst, epsgProj, withoutGrid } from './epsg.js'
 import { RasterError } from './errors.js'
 import { Unavailable } from '../errors.js'
-import { openRemote } from '../remote/reader.js'
+import { besideUrl, openRemote, readSmallRemote } from '../remote/reader.js'
 import { latOf, lonOf } from '../tilemath.js'
 
 export { RasterError }
@@ -427,7 +427,7 @@ export async function openDataset (src, remote = {}) {
     throw new RasterError(`not a readable TIFF: ${err.message}`)
   }
   try {
-    const ds = await describe(tiff, src)
+    const ds = await describe(tiff, src, remote)
     ds.reader = reader
     return ds
   } catch (err) {
@@ -437,7 +437,7 @@ export async function openDataset (src, remote = {}) {
   }
 }
 
-async function describe (tiff, src) {
+async function describe (tiff, src, remote) {
   const count = await tiff.getImageCount()
   const images = []
   const masks = []
@@ -474,7 +474,13 @@ async function describe (tiff, src) {
   const extra = Array.from(fd.getValue('ExtraSamples') ?? [])
   // The alpha band, when the last extra sample is one (1: associated, 2: unassociated alpha).
   const alphaBand = extra.length > 0 && (extra[extra.length - 1] === 1 || extra[extra.length - 1] === 2) ? bands - 1 : -1
-  const aux = await auxOf(src, bands)
+  let aux = null
+  let auxNote = null
+  try {
+    aux = await auxOf(src, bands, remote)
+  } catch (err) { // (a remote one that cannot be read now: the file is served without it, and the log says so)
+    auxNote = `the .aux.xml beside it could not be read (${err.message}): read without it, its nodata and statistics too`
+  }
   const nodata = aux?.nodata ?? base.getGDALNoData() // the .aux.xml's first, as GDAL's PAM overrides the file's
   let palette = null
   if (photometric === 3) {
@@ -516,6 +522,8 @@ async function describe (tiff, src) {
     transform: [ox, rx, oy, ry],
     crs,
   }
+  ds.aux = aux
+  ds.auxNote = auxNote
   ds.toSource = sourceTransform(ds)
   const { lonLatBounds, warp } = footprint(ds)
   Object.assign(ds, { lonLatBounds, warp, resolution: warp.resolution })
@@ -642,21 +650,28 @@ const statisticsRange = (min, max) => {
 const AUX_MAX_BYTES = 2 ** 20 // statistics and nodata take a few hundred bytes; histograms and tables may add some
 
 /**
- * What GDAL keeps beside a local file in `<file>.aux.xml` (its PAM): { nodata (band 1's, or undefined), statistics
- * (band number → [min, max]) }, or null. Read only when it is a small file of its own, not a link: it stays in the
- * served folder, and cannot make the worker read something large or elsewhere. (A remote file's would cost a request
- * more per open: not read.) At most `bands` bands are read, as GDAL writes one element per band.
+ * What GDAL keeps beside a file in `<file>.aux.xml` (its PAM): { nodata (band 1's, or undefined), statistics (band
+ * number → [min, max]) }, or null. A local one is read only when it is a small file of its own, not a link: it stays
+ * in the served folder, and cannot make the worker read something large or elsewhere. A remote file's is read once, by
+ * the worker that opens it first (`src.aux` then hands it to the others): none there (404) is null; one that cannot be
+ * read throws, for the caller to say. At most `bands` bands are read, as GDAL writes one element per band.
  */
-async function auxOf (src, bands) {
-  if (!src.path) return null
-  const path = `${src.path}.aux.xml`
+async function auxOf (src, bands, remote = {}) {
+  if (src.aux !== undefined) return src.aux
   let xml
-  try {
-    const info = await lstat(path)
-    if (!info.isFile() || info.size > AUX_MAX_BYTES) return null
-    xml = await readFile(path, 'utf8')
-  } catch {
-    return null
+  if (src.url) {
+    const bytes = await readSmallRemote(besideUrl(src.url, '.aux.xml'), { s3: remote.s3, maxBytes: AUX_MAX_BYTES })
+    if (bytes === null) return null
+    xml = bytes.toString('utf8')
+  } else {
+    const path = `${src.path}.aux.xml`
+    try {
+      const info = await lstat(path)
+      if (!info.isFile() || info.size > AUX_MAX_BYTES) return null
+      xml = await readFile(path, 'utf8')
+    } catch {
+      return null
+    }
   }
   const aux = { nodata: undefined, statistics: new Map() }
   for (const { attributes, body } of elements(xml, 'PAMRasterBand', bands)) {

@@ -72,11 +72,12 @@ export default async function run (task) {
 
 /**
  * What the main thread needs of a file: /meta's description, its WGS84 bounds, GDAL's suggested warp output, and what
- * the log should say of its CRS (read without its datum grid: dataset.js withoutGrid), since a worker has no logger.
+ * the log should say of its CRS (read without its datum grid: dataset.js withoutGrid), since a worker has no logger, and
+ * its .aux.xml as read (a remote file's is then handed to the other workers, not read again by each).
  */
 async function describe (src) {
   const ds = await dataset(src)
-  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, crsNote: ds.crs.note ?? null, statsNote: ds.statsNote ?? null }
+  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, crsNote: ds.crs.note ?? null, statsNote: ds.statsNote ?? null, aux: ds.aux, auxNote: ds.auxNote }
 }
 
 /** Drawn pixels encoded as the rendering asks: terrain-RGB lossless, a colormap's indices through its ramp. */

@@ -388,6 +388,34 @@ export async function openRemote (url, options) {
   return reader
 }
 
+/** The URL of a file beside a remote object (`suffix`: '.aux.xml'), its query (a signature, say) kept after it. */
+export function besideUrl (url, suffix) {
+  const cut = isS3Url(url) ? -1 : url.search(/[?#]/)
+  return cut === -1 ? url + suffix : url.slice(0, cut) + suffix + url.slice(cut)
+}
+
+/**
+ * A small remote object whole (a sidecar: a COG's .aux.xml), with the retries of every read; null when there is none
+ * (404, or empty) or it holds more than `maxBytes`. Throws an Unavailable saying why it cannot be read.
+ */
+export function readSmallRemote (url, { s3, maxBytes }) {
+  return withRetries(requestsFor(url, s3).request, { range: `bytes=0-${maxBytes}` }, async (res) => {
+    if (res.status === 404 || res.status === 416) {
+      res.body?.cancel().catch(() => {})
+      return null
+    }
+    if (res.status !== 200 && res.status !== 206) throw await answerError(res, 'read')
+    const chunks = []
+    let size = 0
+    for await (const chunk of res.body ?? []) { // (a 200 from a store that ignores ranges may be long: read no further)
+      size += chunk.length
+      if (size > maxBytes) return null
+      chunks.push(chunk)
+    }
+    return Buffer.concat(chunks)
+  })
+}
+
 /** The s3:// URLs of the objects directly under an s3:// prefix; throws an Unavailable with the reason. */
 export function listRemotePrefix (url, s3) {
   return listS3Prefix(url, s3, (request) => withRetries(request, {}, async (res) => {

@@ -39,8 +39,11 @@ export async function open (spec, context = {}) {
   const { meta, warp } = info
   sayCrsNote(info.crsNote, context.log, spec.id)
   if (info.statsNote !== null) context.log?.warn({ set: spec.id }, info.statsNote)
-  // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`.
+  if (info.auxNote !== null) context.log?.warn({ set: spec.id }, info.auxNote)
+  // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`,
+  // with the .aux.xml read here (a request each, or a note each, otherwise).
   src.version = info.version
+  if (spec.url) src.aux = info.aux
   if (info.version?.startsWith('~size:') && !src.comparedBySize) context.log?.warn({ set: spec.id }, 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on')
   // This side's view of a remote object: it asks whether the object is still that version (on use, at most every
   // revalidateMs, and for /ready), so a replaced file is noticed also while the workers read only cached blocks.

@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { createServer } from 'node:http'
 
 /**
- * A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name; `down()` makes it fail,
+ * A real HTTP server on 127.0.0.1 answering range requests for `file` (a Buffer) at /name (404 elsewhere); `down()` makes it fail,
  * `hold()` leaves every range but the file's start unanswered until `release()` (a store that stalls).
  * `piece`: at most this many bytes an answer, however many were asked for (as HTTP lets a server answer a range).
  * `nodes`: that many servers behind one name, answering in turn, each with its own ETag (as nginx makes them from
@@ -16,6 +16,7 @@ export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = I
   let held = null // requests waiting for release()
   const server = createServer((req, res) => {
     if (!up) { res.writeHead(500); res.end(); return }
+    if (req.url.split('?')[0] !== `/${name}`) { res.writeHead(404); res.end(); return } // (a COG's .aux.xml: none)
     if (held !== null && !/^bytes=0-/.test(req.headers.range ?? '')) { held.push(() => answer(req, res)); return }
     answer(req, res)
   })
