@@ -38,6 +38,33 @@ async function gdalTile (dir, file, z, x, y, { size = 256, resampling = 'near', 
   return (await (await fromFile(out)).getImage()).readRasters()
 }
 
+test('rescale=min,max with min = max is a threshold (values up to it black, above it white), not a 400; min > max still is', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null) return
+  const app = await makeApp(t, { paths: [cog.file], cacheMB: 0 })
+  const { id } = cog
+  const tilejson = (await app.inject(`/${id}.json`)).json()
+  const [z, x, y] = tileAt(tilejson, tilejson.maxzoom - 1)
+  // A value the tile has on both sides of: its median grey under the full range, as a value.
+  const [min, max] = (await app.inject(`/${id}/meta`)).json().statistics.b1
+  const full = await ourTile(app, `/${id}/${z}/${x}/${y}.png?rescale=${min},${max}`)
+  const shown = []
+  for (let k = 0; k < full.rgba.length; k += 4) if (full.rgba[k + 3] > 0) shown.push(full.rgba[k])
+  const middle = Math.round(min + (shown.sort((a, b) => a - b)[shown.length >> 1] / 255) * (max - min))
+  const at = await ourTile(app, `/${id}/${z}/${x}/${y}.png?rescale=${middle},${middle}`)
+  assert.equal(at.res.statusCode, 200, at.res.body)
+  const greys = new Set()
+  for (let k = 0; k < at.rgba.length; k += 4) if (at.rgba[k + 3] > 0) greys.add(at.rgba[k])
+  assert.deepEqual([...greys].sort((a, b) => a - b), [0, 255], 'two levels only')
+  // The file's values are integers: the same as a stretch from the value to the next one (up to it 0, from there 255).
+  const next = await ourTile(app, `/${id}/${z}/${x}/${y}.png?rescale=${middle},${middle + 1}`)
+  assert.deepEqual(at.rgba, next.rgba)
+  assert.equal((await app.inject(`/${id}/${z}/${x}/${y}.png?rescale=${middle},${middle}&colormap_name=viridis`)).statusCode, 200)
+  const bad = await app.inject(`/${id}/${z}/${x}/${y}.png?rescale=5,1`)
+  assert.equal(bad.statusCode, 400)
+  assert.match(bad.json().message, /rescale '5,1' is not min,max with min ≤ max/)
+})
+
 /** Our tile through the whole HTTP path, decoded to RGBA (null with the status when not 200). */
 async function ourTile (app, url) {
   const res = await app.inject(url)

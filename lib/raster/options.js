@@ -20,6 +20,14 @@ const single = (query, name) => {
   return value === undefined || value === '' ? undefined : String(value)
 }
 
+/** The next float64 above `x` (finite). */
+function nextUp (x) {
+  if (x === 0) return Number.MIN_VALUE
+  const bits = new BigInt64Array(new Float64Array([x]).buffer)
+  bits[0] += x > 0 ? 1n : -1n
+  return new Float64Array(bits.buffer)[0]
+}
+
 // Parsed band math by the text as given (or the error it makes), so a map's hundreds of tiles with the same
 // expression parse it once. Bounded: the oldest goes first.
 const expressions = new Map()
@@ -103,8 +111,10 @@ export function resolveOptions (file, query, rendering) {
     if (encoding !== null) throw new OptionError('rescale and encoding cannot be combined')
     rescale = ranges.map((r) => {
       const pair = String(r).split(',').map((s) => number(s.trim()))
-      if (pair.length !== 2 || !pair.every(Number.isFinite) || pair[0] >= pair[1]) throw new OptionError(`rescale '${r}' is not min,max with min < max`)
-      return pair
+      if (pair.length !== 2 || !pair.every(Number.isFinite) || pair[0] > pair[1]) throw new OptionError(`rescale '${r}' is not min,max with min ≤ max`)
+      // min = max: a threshold, values up to it the low end, above it the high end (rio-tiler divides by the zero width:
+      // NaN, every pixel 0). Made the narrowest range above min, so every stretch (and the cache key) takes it as one.
+      return pair[0] === pair[1] ? [pair[0], nextUp(pair[0])] : pair
     })
     if (rescale.length === 1) rescale = Array.from({ length: shown }, () => rescale[0])
     if (rescale.length !== shown) throw new OptionError(`rescale needs one min,max or one per ${expression === null ? 'band' : 'output'} (${shown})`)
