@@ -79,3 +79,23 @@ test('CRSs that epsg-index defines with a datum grid are served without it, as G
   assert.ok(said.some((l) => /^EPSG:31467 .*BETA2007/.test(l.msg)) && said.some((l) => /^EPSG:26714 .*NTv2_0/.test(l.msg)), JSON.stringify(said))
   assert.ok(said.every((l) => l.level === 40), 'a warning')
 })
+
+test('a CRS placed with no datum shift at all (a classical datum epsg-index gives none for) is said once, naming the code and how far off it may be; WGS 84\'s and GRS 80 datums are not', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  // LUREF (EPSG:4181, International 1924) round Luxembourg, twice; SIRGAS 2000 (EPSG:4674, GRS 80) and WGS 84.
+  const files = [
+    makeCog(dir, 'luref', { width: 200, height: 200, srs: 'EPSG:4181', ullr: [6, 49.8, 6.2, 49.6] }, waves),
+    makeCog(dir, 'luref_too', { width: 200, height: 200, srs: 'EPSG:4181', ullr: [6.1, 49.7, 6.3, 49.5] }, waves),
+    makeCog(dir, 'sirgas', { width: 200, height: 200, srs: 'EPSG:4674', ullr: [-47, -15, -46.8, -15.2] }, waves),
+    makeCog(dir, 'wgs84', { width: 200, height: 200, srs: 'EPSG:4326', ullr: [6, 49.8, 6.2, 49.6] }, waves),
+  ]
+  const logs = []
+  const app = await makeApp(t, { paths: files, cacheMB: 0 }, { logs })
+  assert.deepEqual((await app.inject('/list')).json(), ['luref', 'luref_too', 'sirgas', 'wgs84'])
+  const said = logs.filter((l) => /datum shift/.test(l.msg ?? ''))
+  assert.equal(said.length, 1, JSON.stringify(said))
+  assert.equal(said[0].set, 'luref')
+  assert.equal(said[0].level, 40)
+  assert.match(said[0].msg, /^EPSG:4181 \(LUREF\) is used with no datum shift to WGS 84 .*a ballpark, so the raster may lie off by tens to hundreds of metres/)
+})

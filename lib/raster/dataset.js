@@ -12,7 +12,7 @@ import Lerc from 'lerc'
 import sharp from 'sharp'
 import { ZSTDDecoder } from 'zstddec'
 import { footprint } from './footprint.js'
-import { angularFactor, eastingFirst, epsgProj, withoutGrid } from './epsg.js'
+import { angularFactor, ballparkNote, eastingFirst, epsgProj, withoutGrid } from './epsg.js'
 import { RasterError } from './errors.js'
 import { Unavailable } from '../errors.js'
 import { besideUrl, openRemote, readSmallRemote } from '../remote/reader.js'
@@ -279,6 +279,8 @@ function crsOf (image, centre) {
   proj = eastingFirst(proj) // GeoTIFF rasters are always x = easting/longitude, whatever axis order PROJ would swap
   let note = null
   ;({ proj, note } = withoutGrid(proj, model === 1 || model === 2 ? code : null, centre, factor))
+  // A registered code with no datum shift at all (neither +towgs84 nor a grid): said, as a grid left out is.
+  if (note === null && (model === 1 || model === 2) && epsgProj(code) !== null) note = ballparkNote(proj, code)
   let a
   try {
     a = new proj4.Proj(proj).a

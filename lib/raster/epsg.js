@@ -57,6 +57,20 @@ export function withoutGrid (proj, code, centre, [fx, fy]) {
 }
 
 /**
+ * What to say of a registered code placed with no datum shift at all though its datum is not WGS 84's (a ballpark):
+ * epsg-index defines it with neither +towgs84 nor a grid (EPSG has several transformations for it, or none), so proj4
+ * takes its coordinates as WGS 84's. A datum on the GRS 80 or WGS 84 ellipsoid (SIRGAS 2000, GDA94, JGD2000, the
+ * realizations of WGS 84) is within a metre or two of WGS 84, as PROJ's null transformations take it: nothing to say.
+ * A classical datum (Pulkovo, Xian 1980, NTF, Tokyo 1892, …) lies tens to hundreds of metres off. Null: nothing to say.
+ */
+export function ballparkNote (proj, code) {
+  if (code === null || /\+(towgs84|nadgrids|datum)=/.test(proj)) return null
+  if (/\+ellps=(GRS80|WGS84)\b/.test(proj)) return null
+  const name = record(code)?.name
+  return `EPSG:${code}${name ? ` (${name})` : ''} is used with no datum shift to WGS 84 (its definition gives none, and none is guessed): a ballpark, so the raster may lie off by tens to hundreds of metres, as far as its datum is from WGS 84`
+}
+
+/**
  * [x, y] factors from a geographic CRS's coordinates to degrees, by its EPSG code's definition (as GDAL reads a
  * registered code, whatever a file's GeogAngularUnitsGeoKey says): NTF (Paris), EPSG:4807, and its kin are in grads;
  * every other code in epsg-index (projected ones too: their unit is a length) is in degrees.
