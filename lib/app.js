@@ -31,10 +31,14 @@ import sharedCachePlugin from './shared-cache.js'
 import tileDirPlugin from './tile-dir/index.js'
 import { accessLogPlugin, makeLogger } from './logging.js'
 import { methodsOf } from './methods.js'
+import { useProxyFromEnv } from './outbound-proxy.js'
+import { ConfigError } from './config.js'
 
 const ROUTER_OPTIONS = { ignoreTrailingSlash: true, maxParamLength: 512 }
 
 export async function buildApp (config, { loggerInstance } = {}) {
+  // Before anything fetches: http_proxy, https_proxy and no_proxy, as curl and GDAL follow them (lib/outbound-proxy.js).
+  const proxy = await useProxyFromEnv().catch((err) => { throw new ConfigError(err.message) })
   let front = null // the tile front (routes/tiles.js), once the routes exist: no request arrives before listen()
   const app = Fastify({
     serverFactory: (handler) => serverWithFront(handler, () => front),
@@ -61,6 +65,8 @@ export async function buildApp (config, { loggerInstance } = {}) {
       reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message })
     },
   })
+
+  if (proxy !== null) app.log.info(proxy.description)
 
   const tileCache = new TileCache(Math.floor(config.cacheMB * 1024 * 1024))
   // Resources the sets share, each a plugin that owns it (decorator + onClose); registered before the catalog uses them.

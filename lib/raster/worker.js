@@ -10,6 +10,9 @@ import { locate, valuesAt } from './sample.js'
 import { converterFor, gatherNearest, lookupFor } from './direct.js'
 import { toPixels, encode, rampOf } from './render.js'
 import { mosaicPixels } from './mosaic.js'
+import { useProxyFromEnv } from '../outbound-proxy.js'
+
+await useProxyFromEnv() // remote COGs through the environment's proxy: this thread's fetch is its own
 
 sharp.concurrency(1) // one thread per worker: the pool already spreads tiles over the cores
 sharp.cache(false)

@@ -71,6 +71,9 @@ export function networkReason (err) {
   if (err instanceof ShortRead) return err.message
   if (err?.name === 'TimeoutError') return 'no answer in time'
   for (let e = err, depth = 0; e && depth < 4; e = e.cause, depth++) {
+    // The proxy of http_proxy/https_proxy refused (undici's words; they hold no URL): a CONNECT not answered 200, a 407.
+    const proxied = /^Proxy (?:response|Authentication Required) \((\d{3})\)/.exec(e.message ?? '')
+    if (proxied !== null) return `the proxy answered ${proxied[1]}`
     if (typeof e.code === 'string') return e.code
     if (e.message === 'bad port') return 'a port fetch refuses to use' // (the Fetch standard's list: 1, 9, 6000, …)
   }

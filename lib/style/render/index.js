@@ -19,6 +19,7 @@ import { renderStyle } from './style.js'
 import { RemoteResources, remoteThroughServer } from './remote.js'
 import { sourcesOfOtherKind, unsupportedLayers } from './engine-limits.js'
 import { ownBasesOf } from '../../urls.js'
+import { childProxyEnv } from '../../outbound-proxy.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
 /** Where `npm run setup-render` puts the Python that has mapli. */
@@ -80,7 +81,8 @@ async function renderPlugin (app, config) {
       command: choice.command,
       args: choice.args,
       // A resource the engine waits for gives up well before the render's own timeout, which would cost the child.
-      env: { ...rasterizer, ...choice.env, TILE_CANNON_RENDER_THREADS: String(threads), TILE_CANNON_FETCH_TIMEOUT_S: String((options.timeoutMs ?? 30_000) / 2000) },
+      // The proxy variables as libcurl reads them (lower case): the mapli engine fetches a style's sprites itself.
+      env: { ...rasterizer, ...childProxyEnv(), ...choice.env, TILE_CANNON_RENDER_THREADS: String(threads), TILE_CANNON_FETCH_TIMEOUT_S: String((options.timeoutMs ?? 30_000) / 2000) },
       size: children,
       timeoutMs: options.timeoutMs ?? 30_000,
       queueMax: options.queueMax ?? 64,

@@ -6,6 +6,9 @@
 import { createRequire } from 'node:module'
 import sharp from 'sharp'
 import { frame, frameReader } from './pool.js'
+import { useProxyFromEnv } from '../../outbound-proxy.js'
+
+await useProxyFromEnv() // the engine's http(s) resources through the environment's proxy, as the parent's
 
 const mbgl = createRequire(import.meta.url)('@maplibre/maplibre-gl-native')
 const FETCH_TIMEOUT_MS = Number(process.env.TILE_CANNON_FETCH_TIMEOUT_S ?? 30) * 1000
