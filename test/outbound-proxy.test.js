@@ -6,12 +6,14 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync } from 'node:fs'
 import { createServer, request } from 'node:http'
 import { connect } from 'node:net'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import sharp from 'sharp'
+import { chooseBackend } from '../lib/style/render/index.js'
 import { freePort } from '../bench/servers.js'
-import { FIXTURES, HAVE_FIXTURES, ROOT } from './helpers/app.js'
+import { FIXTURES, HAVE_FIXTURES, ROOT, needs } from './helpers/app.js'
 import { rangeServer } from './helpers/http.js'
 import { makeMvt, pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
 import { lonLatToTile } from '../lib/tilemath.js'
@@ -53,6 +55,8 @@ async function forwardingProxy (t) {
   t.after(() => server.close())
   return { url: `http://127.0.0.1:${server.address().port}`, port: server.address().port, seen }
 }
+
+const renderer = chooseBackend({})
 
 /** tile-cannon as a child process serving `paths`, with only the proxy variables of `proxyEnv` (the harness's dropped). */
 async function serve (t, paths, proxyEnv) {
@@ -169,6 +173,44 @@ test('a proxy variable that is no proxy URL is one line and exit 2, its password
   const [code] = await once(child, 'exit')
   assert.equal(code, 2)
   assert.equal(err.trim(), 'tile-cannon: https_proxy "socks5://127.0.0.1:1080" is not a proxy URL tile-cannon can use (http://host:port or https://host:port)')
+})
+
+test('a style rendered behind HTTP_PROXY: its remote GeoJSON (fetched by the server) and its sprite (by the renderer child\'s engine) go through the proxy', async (t) => {
+  if (!needs(t, renderer.backend !== null, renderer.why ?? '')) return
+  const proxy = await forwardingProxy(t)
+  const sheet = await sharp({ create: { width: 16, height: 16, channels: 4, background: { r: 255, g: 255, b: 0, alpha: 1 } } }).png().toBuffer()
+  const square = { type: 'FeatureCollection', features: [{ type: 'Feature', properties: {}, geometry: { type: 'Polygon', coordinates: [[[-170, -80], [-10, -80], [-10, 80], [-170, 80], [-170, -80]]] } }] }
+  const origin = createServer((req, res) => {
+    const sprite = /^\/s\/sheet(@2x)?\.(json|png)$/.exec(req.url)
+    if (sprite !== null) return res.end(sprite[2] === 'json' ? JSON.stringify({ own: { x: 0, y: 0, width: 16, height: 16, pixelRatio: sprite[1] ? 2 : 1 } }) : sheet)
+    if (req.url === '/square.geojson') return res.end(JSON.stringify(square))
+    res.writeHead(404).end()
+  }).listen(0, '127.0.0.1')
+  await once(origin, 'listening')
+  t.after(() => origin.close())
+  const far = `http://127.0.0.1:${origin.address().port}`
+  const styles = join(tempDir(t), 'styles')
+  mkdirSync(styles)
+  writeFileSync(join(styles, 'far.json'), JSON.stringify({
+    version: 8,
+    sprite: `${far}/s/sheet`,
+    sources: { square: { type: 'geojson', data: `${far}/square.geojson` } },
+    layers: [
+      { id: 'bg', type: 'background', paint: { 'background-pattern': 'own' } },
+      { id: 'square', type: 'fill', source: 'square', paint: { 'fill-color': '#ff0000' } },
+    ],
+  }))
+  const server = await serve(t, ['--styles', styles, '--no-demo'], { HTTP_PROXY: proxy.url }) // (libcurl reads http_proxy alone)
+  const res = await fetch(`${server.base}/styles/far/1/0/0.png`)
+  assert.equal(res.status, 200, await res.clone().text())
+  const { data, info } = await sharp(Buffer.from(await res.arrayBuffer())).raw().toBuffer({ resolveWithObject: true })
+  // (in fractions of the tile, z1's north-west quarter of the world: the square from 170° W, 80° N, the sprite around)
+  const at = (fx, fy) => { const i = (Math.floor(fy * info.height) * info.width + Math.floor(fx * info.width)) * info.channels; return [...data.subarray(i, i + 3)] }
+  assert.deepEqual(at(0.5, 0.5), [255, 0, 0], 'the remote GeoJSON drawn')
+  assert.deepEqual(at(0.02, 0.02), [255, 255, 0], 'the remote sprite drawn')
+  const asked = proxy.seen.map((r) => r.url)
+  assert.ok(asked.includes(`${far}/square.geojson`), `the server's fetch went through the proxy: ${asked}`)
+  assert.ok(asked.some((u) => u.startsWith(`${far}/s/sheet`)), `the engine's sprite request went through the proxy: ${asked}`)
 })
 
 test('no_proxy as curl reads it: a bare domain is it and every host under it', () => {
