@@ -150,7 +150,9 @@ test('https_proxy alone: an http:// origin is asked directly, an https:// one is
 test('the proxy down: the remote set answers 503 with its reason, logged once, and the server serves on', async (t) => {
   const { pmtiles, paths } = await origins(t)
   const down = await freePort() // nothing listens there
-  const server = await serve(t, paths.slice(0, 1), { http_proxy: `127.0.0.1:${down}`, TILE_CANNON_REMOTE_RETRY_MS: '100' })
+  const config = join(tempDir(t), 'tile-cannon.json')
+  writeFileSync(config, JSON.stringify({ remote: { retryMs: 100 } })) // the set tried again and again while the test waits
+  const server = await serve(t, ['--config', config, paths[0]], { http_proxy: `127.0.0.1:${down}` })
   const res = await fetch(`${server.base}/far/3/1/1.mvt`)
   assert.equal(res.status, 503)
   assert.match((await res.json()).message, /ECONNREFUSED/)
