@@ -41,7 +41,7 @@ function shown (value) {
 /**
  * The proxy settings in `env`: null when neither http_proxy nor https_proxy is set; else { httpProxy, httpsProxy,
  * noProxy } as EnvHttpProxyAgent takes them (an https URL goes through https_proxy, else http_proxy, as undici reads
- * them), `noProxyAsSet` and `description`, the line the log says. Throws an Error whose message names a value that is no proxy URL.
+ * them), `noProxyAsSet` and `description`, the line the log says. Throws an Error naming a value that is no proxy URL.
  */
 export function proxyFromEnv (env = process.env) {
   const http = variable(env, 'http_proxy')
@@ -50,12 +50,13 @@ export function proxyFromEnv (env = process.env) {
   const httpProxy = http === '' ? '' : proxyUrl(http, 'http_proxy')
   const httpsProxy = https === '' ? httpProxy : proxyUrl(https, 'https_proxy')
   const noProxy = variable(env, 'no_proxy')
+  const entries = noProxy.split(/[,\s]+/).filter(Boolean)
   // undici takes a bare name (corp.example) for that host alone; curl, Python and Go for it and every host under it.
-  const domains = noProxy.split(/[,\s]+/).filter(Boolean).flatMap((entry) => (/^[.*[]/.test(entry) || isIP(entry.replace(/:\d+$/, '')) ? [entry] : [entry, '.' + entry]))
+  const domains = entries.flatMap((entry) => (/^[.*[]/.test(entry) || isIP(entry.replace(/:\d+$/, '')) ? [entry] : [entry, '.' + entry]))
   const through = httpProxy === httpsProxy
     ? shown(httpProxy)
     : httpProxy === '' ? `${shown(httpsProxy)} for https:// URLs (http:// ones are asked directly)` : `${shown(httpProxy)} (https:// URLs: ${shown(httpsProxy)})`
-  const direct = noProxy === '*' ? 'every host (no_proxy=*)' : noProxy === '' ? '' : noProxy.split(/[,\s]+/).filter(Boolean).join(', ')
+  const direct = noProxy === '*' ? 'every host (no_proxy=*)' : entries.join(', ')
   const description = `outbound HTTP goes through the proxy ${through}${direct ? `, except to ${direct}` : ''}`
   return { httpProxy, httpsProxy, noProxy: noProxy === '*' ? '*' : domains.join(','), noProxyAsSet: noProxy, description }
 }
@@ -85,8 +86,8 @@ async function install (env) {
   const proxy = proxyFromEnv(env)
   if (proxy === null) return null
   const { EnvHttpProxyAgent, setGlobalDispatcher } = await import('undici')
-  // EnvHttpProxyAgent warns that it is experimental, in every thread and child that makes one: its version is pinned
-  // in package.json, and a line on every start-up about a setting the user made would only alarm.
+  // EnvHttpProxyAgent warns that it is experimental, in every thread and child that makes one: its major version is
+  // fixed in package.json, and a warning on every start-up about a setting the user made would only alarm.
   const warn = process.emitWarning
   process.emitWarning = (warning, options, ...rest) => (options?.code === 'UNDICI-EHPA' ? undefined : warn.call(process, warning, options, ...rest))
   try {
