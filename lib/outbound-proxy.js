@@ -72,6 +72,15 @@ export function childProxyEnv (env = process.env) {
 }
 
 let installed = null
+let proxiedFetch = null // undici's fetch, once a proxy is installed in this thread
+
+/**
+ * fetch as every outbound request of tile-cannon makes it: Node's own, or, behind a proxy, the fetch of the undici in
+ * package.json, whose global dispatcher is the proxy's. Node's own fetch is of the undici bundled with Node (6 on Node
+ * 20, 8 on Node 26), and a dispatcher made by another undici is not used by it on every version (Node 26 ignored it:
+ * every request went direct), so the proxied requests are made by the undici that made their dispatcher.
+ */
+export const outboundFetch = (input, init) => (proxiedFetch === null ? fetch(input, init) : proxiedFetch(input, init))
 
 /**
  * Makes this thread's fetch go through the proxy of `env` (once a thread: later calls return the first's answer).
@@ -85,7 +94,7 @@ export function useProxyFromEnv (env = process.env) {
 async function install (env) {
   const proxy = proxyFromEnv(env)
   if (proxy === null) return null
-  const { EnvHttpProxyAgent, setGlobalDispatcher } = await import('undici')
+  const { EnvHttpProxyAgent, setGlobalDispatcher, fetch: undiciFetch } = await import('undici')
   // EnvHttpProxyAgent warns that it is experimental, in every thread and child that makes one: its major version is
   // fixed in package.json, and a warning on every start-up about a setting the user made would only alarm.
   const warn = process.emitWarning
@@ -102,5 +111,6 @@ async function install (env) {
   } finally {
     process.emitWarning = warn
   }
+  proxiedFetch = undiciFetch
   return proxy
 }

@@ -9,6 +9,7 @@
 import { LRUCache } from 'lru-cache'
 import { Unavailable } from '../errors.js'
 import { isS3Url, listS3Prefix, s3Object } from './s3.js'
+import { outboundFetch } from '../outbound-proxy.js'
 
 export const BLOCK_BYTES = 64 * 1024
 const CACHE_BYTES = 32 * 2 ** 20 // per thread: the main thread's readers, and each raster worker's
@@ -93,7 +94,7 @@ async function withRetries (request, headers, handle, { attempts = ATTEMPTS, tim
     tries++
     const { url, headers: sent } = request(headers)
     try {
-      const res = await fetch(url, { headers: sent, signal: AbortSignal.timeout(Math.max(1, Math.min(timeoutMs, deadline - Date.now()))) })
+      const res = await outboundFetch(url, { headers: sent, signal: AbortSignal.timeout(Math.max(1, Math.min(timeoutMs, deadline - Date.now()))) })
       if (res.status >= 500 || res.status === 429) {
         const code = await errorCode(res)
         failure = `answered ${res.status}${code ? ' ' + code : ''}`

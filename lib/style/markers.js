@@ -8,6 +8,7 @@ import { resolve, sep } from 'node:path'
 import { LRUCache } from 'lru-cache'
 import sharp from 'sharp'
 import { BadRequest } from '../errors.js'
+import { outboundFetch } from '../outbound-proxy.js'
 
 export const MARKER_SPRITE_ID = 'tc-markers'
 const MAX_ICON_PX = 512 // a side of one icon
@@ -115,7 +116,7 @@ async function decode (bytes, name, version) {
 /** A remote icon's bytes; one answer for every way it can fail (no redirects followed), so a caller learns nothing. */
 async function download (url) {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(5000), redirect: 'error' })
+    const res = await outboundFetch(url, { signal: AbortSignal.timeout(5000), redirect: 'error' })
     if (!res.ok || res.body === null) throw new Error(String(res.status))
     const chunks = []
     let size = 0

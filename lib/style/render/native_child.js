@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module'
 import sharp from 'sharp'
 import { frame, frameReader } from './pool.js'
-import { useProxyFromEnv } from '../../outbound-proxy.js'
+import { outboundFetch, useProxyFromEnv } from '../../outbound-proxy.js'
 
 await useProxyFromEnv() // the engine's http(s) resources through the environment's proxy, as the parent's
 
@@ -24,7 +24,7 @@ const send = (header, payload) => process.stdout.write(frame(header, payload))
 /** The engine asks for a resource: (request {url, kind}, callback(err, {data})). */
 function request ({ url, kind }, callback) {
   if (url.startsWith('http://') || url.startsWith('https://')) {
-    fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) })
+    outboundFetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) })
       .then(async (res) => (res.ok ? callback(null, { data: Buffer.from(await res.arrayBuffer()) }) : res.status === 404 || res.status === 204 ? callback() : callback(new Error(`HTTP ${res.status}`))))
       .catch((err) => callback(err))
     return

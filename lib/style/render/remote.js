@@ -9,6 +9,7 @@ import { networkReason } from '../../remote/reader.js'
 import { decompressInternal } from '../../sources/pmtiles.js'
 import { hostOf, urlForLogs, withBasicAuth } from '../../urls.js'
 import { EMPTY_TILES } from './style.js'
+import { outboundFetch } from '../../outbound-proxy.js'
 
 const REMOTE = /^https?:\/\//i
 const REMOTE_PMTILES = /^pmtiles:\/\/(https?:\/\/.*)$/i // the pmtiles protocol's form of a remote archive
@@ -191,7 +192,7 @@ export class RemoteResources {
     try {
       const { url: bare, headers } = withBasicAuth(url) // `user:pass@` sent as a browser sends it
       if (range !== undefined) headers.range = `bytes=${range[0]}-${range[0] + range[1] - 1}`
-      res = await fetch(bare, { headers, signal: AbortSignal.any([this.closing.signal, AbortSignal.timeout(this.timeoutMs)]) })
+      res = await outboundFetch(bare, { headers, signal: AbortSignal.any([this.closing.signal, AbortSignal.timeout(this.timeoutMs)]) })
     } catch (err) {
       // The host cannot be reached (a name that does not resolve, a refused connection, a timeout): rested. Said in
       // a few words, never the error's message, which may hold the URL and its password.
