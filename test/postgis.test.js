@@ -879,19 +879,26 @@ test('properties named in postgres.tables that the table does not serve (a typo,
   assert.deepEqual({ ...layer.feature(0).properties }, { label: 'one' })
 })
 
-test('a `geometry` column without a declared SRID, empty at discovery (its SRID in the config), serves the rows inserted later', async (t) => {
+test('a `geometry` column without a declared SRID, empty at discovery (its SRID in the config), serves the rows inserted later, in their SRID or 0, bbox too', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   await runSql(db.url, 'CREATE TABLE later_rows (id integer PRIMARY KEY, label text, geom geometry)')
   t.after(() => runSql(db.url, 'DROP TABLE later_rows'))
   const app = await makeApp(t, { paths: [db.url], cacheMB: 0, postgres: { tables: { later_rows: { table: 'later_rows', srid: 4326 } } } })
-  await runSql(db.url, "INSERT INTO later_rows VALUES (1, 'first', 'SRID=4326;POINT(8.5 47.4)')")
+  // One row in the real SRID, one in SRID 0 (which the config declares 4326).
+  await runSql(db.url, "INSERT INTO later_rows VALUES (1, 'first', 'SRID=4326;POINT(8.5 47.4)'), (2, 'zero', 'POINT(8.51 47.41)')")
   const [x, y] = lonLatToTile(8.5, 47.4, 8)
   const res = await app.inject({ url: `/later_rows/8/${x}/${y}` })
   assert.equal(res.statusCode, 200, res.body)
-  assert.equal(decode(res.rawPayload).layers.later_rows?.length, 1, 'the row inserted after discovery is drawn')
+  assert.equal(decode(res.rawPayload).layers.later_rows?.length, 2, 'the rows inserted after discovery are drawn')
   const items = await app.inject({ url: '/ogc/collections/later_rows/items' })
   assert.equal(items.statusCode, 200, items.body)
-  assert.deepEqual(items.json().features.map((f) => f.id), [1])
+  assert.deepEqual(items.json().features.map((f) => f.id), [1, 2])
+  // Discovered as SRID 0, a box was made SRID 0 too: ST_Intersects raised on the row in 4326 ("mixed SRID"), a 503.
+  for (const [bbox, expected] of [['8,47,9,48', [1, 2]], ['8.505,47,9,48', [2]], ['0,0,1,1', []], ['940000,6000000,950000,6010000&bbox-crs=EPSG:3857', [1, 2]]]) {
+    const boxed = await app.inject({ url: `/ogc/collections/later_rows/items?bbox=${bbox}` })
+    assert.equal(boxed.statusCode, 200, `bbox=${bbox}: ${boxed.body}`)
+    assert.deepEqual(boxed.json().features.map((f) => f.id).sort(), expected, `bbox=${bbox}`)
+  }
 })
 
 test('made tiles expire: an UPDATE shows after the TTL, a 204 turns 200, TTL 0 reads every time; Cache-Control follows the TTL', async (t) => {

@@ -105,12 +105,11 @@ function featureText (c, properties) {
 function boxOf (d, srid, i) {
   const [x1, y1, x2, y2] = [i, i + 1, i + 2, i + 3].map((k) => `$${k}::float8`)
   let box = `ST_MakeEnvelope(${x1}, ${y1}, ${x2}, ${y2}, ${srid})`
-  const plain = srid === d.srid && d.storedSrid !== 0 && !d.geography
+  const plain = srid === d.srid && !d.geography
   if (srid !== d.srid) {
     if (!(MERCATOR_FRIENDS.has(srid) && MERCATOR_FRIENDS.has(d.srid))) box = `ST_Segmentize(${box}, greatest(${x2} - ${x1}, ${y2} - ${y1}, 1e-9) / 64)`
     box = `ST_Transform(${box}, ${d.srid})`
   }
-  if (d.storedSrid === 0) box = `ST_SetSRID(${box}, 0)`
   if (d.geography) return geographyBox(d, box, srid, i)
   return plain ? box : `(SELECT ${box})`
 }
@@ -144,11 +143,16 @@ function geographyBox (d, box, srid, i) {
 // A row whose geometry is output null for its type (geometryOut) is in no box; GEOS raised on a polyhedral surface
 // (the whole page a 503), as on a collection holding one: the exact test is skipped for it, behind the index's own `&&`.
 // So is a row of another SRID than the one served (rowSrid), on which ST_Intersects raised "mixed SRID geometries".
+// A column whose SRID the config declares (storedSrid 0) holds SRID-0 rows, and may hold rows in a real SRID that came
+// after discovery: the box stays in the declared SRID and meets each row declared so (ST_SetSRID), behind a `&&` on the
+// raw column for the index (`&&` compares boxes, whatever their SRIDs). A box made SRID 0 raised "mixed SRID
+// geometries" on the first row in a real one (a 503 for every bbox until the next discovery); tiles declare rows alike.
 function intersects (d, box) {
   if (typeof box !== 'string') return `(${col(d.geom)} && ${box.index} AND ${box.exact})`
   const served = [writableSql(col(d.geom), d.geomType), rowSridSql(d)].filter((c) => c !== null)
-  if (served.length === 0) return `ST_Intersects(${col(d.geom)}, ${box})`
-  return `(${col(d.geom)} && ${box} AND CASE WHEN ${served.join(' AND ')} THEN ST_Intersects(${col(d.geom)}, ${box}) END)`
+  if (served.length === 0 && d.storedSrid !== 0) return `ST_Intersects(${col(d.geom)}, ${box})`
+  const exact = `ST_Intersects(${d.storedSrid === 0 ? `ST_SetSRID(${col(d.geom)}, ${d.srid})` : col(d.geom)}, ${box})`
+  return `(${col(d.geom)} && ${box} AND ${served.length === 0 ? exact : `CASE WHEN ${served.join(' AND ')} THEN ${exact} END`})`
 }
 
 /** In a column without a typmod, the condition that a row is of the SRID served (introspect.js describeTable); else null. */
