@@ -858,6 +858,11 @@ test('a `geometry` column holding several SRIDs serves its rows in the first one
   const [lon, lat] = (await app.inject({ url: '/ogc/collections/mixed_srids/items/1' })).json().geometry.coordinates
   assert.ok(Math.abs(lon - 8.5) < 1e-6 && Math.abs(lat - 47.4) < 1e-6)
   assert.equal((await app.inject({ url: '/ogc/collections/mixed_srids/items/2' })).statusCode, 404, 'a row of another SRID is not served')
+  // The bounds of the rows served: over every row, metres were read as degrees (the world's, or past it).
+  const [w, s, e, n] = (await app.inject({ url: '/mixed_srids.json' })).json().bounds
+  assert.ok(Math.abs(w - 8.5) < 1e-6 && Math.abs(e - 8.5) < 1e-6 && Math.abs(s - 47.4) < 1e-6 && Math.abs(n - 47.4) < 1e-6, `bounds [${[w, s, e, n]}]`)
+  const extent = (await app.inject({ url: '/ogc/collections/mixed_srids' })).json().extent.spatial.bbox[0]
+  assert.ok(Math.abs(extent[0] - 8.5) < 1e-6 && Math.abs(extent[2] - 8.5) < 1e-6, `collection extent [${extent}]`)
   const warned = logs.filter((l) => /several SRIDs/.test(l.msg))
   assert.equal(warned.length, 1, JSON.stringify(warned))
   assert.equal(warned[0].set, 'mixed_srids')

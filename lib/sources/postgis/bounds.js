@@ -20,20 +20,20 @@ async function withClient (pool, use) {
  * Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. Not the
  * estimate of a geography column: its statistics are geocentric (a box around the unit sphere's centre, ±1).
  */
-export async function tableBounds (pool, { schema, table, geom, geomType, srid, geography }, timeoutMs) {
+export async function tableBounds (pool, { schema, table, geom, geomType, srid, geography, rowSrid = null }, timeoutMs) {
   // A scan that ran out of time (a large geography table) keeps the bounds an earlier discovery found: otherwise the
   // TileJSON would change between discoveries, and the set be replaced (its cached tiles dropped) each time.
   const key = `${schema}\0${table}\0${geom}`
   let known = boundsFound.get(pool)
   if (known === undefined) boundsFound.set(pool, known = new Map())
-  const found = await readBounds(pool, { schema, table, geom, geomType, srid, geography }, timeoutMs)
+  const found = await readBounds(pool, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs)
   if (found !== undefined) known.set(key, found)
   return found ?? known.get(key)
 }
 
 const boundsFound = new WeakMap() // pool → table → the bounds last found
 
-function readBounds (pool, { schema, table, geom, geomType, srid, geography }, timeoutMs) {
+function readBounds (pool, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs) {
   return withClient(pool, async (client) => {
     try {
       await client.query('BEGIN')
@@ -42,7 +42,9 @@ function readBounds (pool, { schema, table, geom, geomType, srid, geography }, t
         FROM (SELECT ST_Transform(ST_SetSRID((${expr})::geometry, ${srid}), 4326) AS b) AS x`
       let row
       try {
-        if (!geography) row = (await client.query(box(`ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)})`))).rows[0]
+        // Not the estimate of a column holding several SRIDs either (rowSrid: only its rows in one are served): it
+        // is the box of every row's numbers, degrees and metres together, drawn out to the world or past it.
+        if (!geography && rowSrid === null) row = (await client.query(box(`ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)})`))).rows[0]
       } catch {
         row = undefined // no statistics yet
       }
@@ -52,8 +54,10 @@ function readBounds (pool, { schema, table, geom, geomType, srid, geography }, t
         await client.query('BEGIN')
         await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
         // Of the rows tiles draw: one NaN or Infinity made the extent wrong (south of the data's, or the world).
+        // Of the rows served, where a column holds several SRIDs.
         const column = `${quoteIdent(geom)}::geometry`
-        row = (await client.query(box(`SELECT ST_Extent(${column}) FROM ${quoteIdent(schema)}.${quoteIdent(table)} WHERE ${drawableSql(column, geomType)}`))).rows[0]
+        const served = rowSrid === null ? '' : `ST_SRID(${column}) = ${rowSrid} AND `
+        row = (await client.query(box(`SELECT ST_Extent(${column}) FROM ${quoteIdent(schema)}.${quoteIdent(table)} WHERE ${served}${drawableSql(column, geomType)}`))).rows[0]
       }
       await client.query('COMMIT')
       if (!row || row.w === null) return undefined
