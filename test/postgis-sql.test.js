@@ -110,6 +110,7 @@ test('rows whose coordinates are not all finite are left out before anything is 
   assert.match(any, /^CASE ST_GeometryType\(g\."geom"\) WHEN 'ST_Point' THEN abs\(ST_X/, 'a column of any type: by each row\'s')
   assert.ok(any.includes('WHEN \'ST_MultiPolygon\' THEN ST_Perimeter(g."geom") < \'Infinity\'') && any.includes('ELSE ST_Length(ST_LineFromMultiPoint(ST_Points(g."geom"))) < \'Infinity\' END'))
   assert.equal(count(any, 'ST_PolyhedralSurface'), 2, 'members are looked at in a collection\'s row only')
+  assert.ok(/WHEN 'ST_GeometryCollection' THEN .*'POLYHEDRALSURFACE'/.test(any) && count(any, 'POLYHEDRALSURFACE') === 1, 'and in a collection among them, at any depth')
   assert.equal(count(tableTileSql(table()), 'ST_AsMVTGeom('), 1, 'still drawn once')
 })
 

@@ -45,10 +45,23 @@ const ST_TYPES = { POINT: 'ST_Point', LINESTRING: 'ST_LineString', MULTILINESTRI
  * Multipoints and collections are made a line of all their points first (ST_Points); dumping them point by point in
  * a subquery had doubled a multipoint tile's time. The types are told apart by the CASE that already chooses each
  * row's test: one TIN made every tile holding it a 503 ("'Triangle' geometry type not supported"), at no cost. So
- * is a collection holding a polyhedral surface, on which ST_AsMVTGeom raised ("lwgeom_get_basic_type: Invalid type
- * (13)"): its members' types are looked at in collections' rows only (one level down: a collection of collections
- * ST_AsMVTGeom flattens and draws).
+ * is a collection holding a polyhedral surface, at any depth, on which ST_AsMVTGeom raised ("lwgeom_get_basic_type:
+ * Invalid type (13)"): its members' types are looked at in collections' rows only (holdsSurface; a collection of
+ * collections ST_AsMVTGeom flattens and draws).
  */
+/**
+ * Whether collection `g` holds a polyhedral surface, at any depth. One pass over its members, as when only one level
+ * down was looked at: a polyhedral surface among them says so, and a collection among them (rare) has its WKT searched
+ * for one (written once, to 0 decimals). ST_Dump cannot tell: it dumps a polyhedral surface into its polygons, as it
+ * does a multipolygon. A recursive query over the members could, but PostgreSQL costed it at thousands of times a
+ * row's test (a guess of 1,000 members at each level), which put even an empty tile's query past jit_above_cost:
+ * JIT-compiled, discovery's warm-up of the test database took 19 s instead of 1.3. This one is costed as the
+ * one-level test was, and takes as long on collections of points and lines (200,000 rows). Rows of other types pay
+ * nothing: the CASE of drawableSql never gets here.
+ */
+const holdsSurface = (g) => `EXISTS (SELECT FROM generate_series(1, ST_NumGeometries(${g})) AS i WHERE CASE ST_GeometryType(ST_GeometryN(${g}, i))` +
+  ` WHEN 'ST_PolyhedralSurface' THEN true WHEN 'ST_GeometryCollection' THEN strpos(ST_AsText(ST_GeometryN(${g}, i), 0), 'POLYHEDRALSURFACE') > 0 ELSE false END)`
+
 export function drawableSql (g, geomType) {
   const test = (type) => {
     if (type === 'POINT') return `abs(ST_X(${g})) + abs(ST_Y(${g})) < 'Infinity'`
@@ -57,7 +70,7 @@ export function drawableSql (g, geomType) {
     if (type === 'MULTIPOINT') return `ST_Length(ST_LineFromMultiPoint(${g})) < 'Infinity'`
     const points = `ST_Length(ST_LineFromMultiPoint(ST_Points(${g}))) < 'Infinity'`
     if (type !== 'GEOMETRYCOLLECTION') return points
-    return `${points} AND NOT EXISTS (SELECT FROM generate_series(1, ST_NumGeometries(${g})) AS i WHERE ST_GeometryType(ST_GeometryN(${g}, i)) = 'ST_PolyhedralSurface')`
+    return `${points} AND NOT ${holdsSurface(g)}`
   }
   const type = baseType(geomType)
   if (type !== 'GEOMETRY') return test(type)
