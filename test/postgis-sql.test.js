@@ -66,12 +66,19 @@ test('another SRID: the raw column meets an envelope transformed once, after cli
   assert.match(envelope, /2504688\.542848655 \/ \(1 << \$1::integer\)/)
 })
 
-test('a geography column: drawn as its geometry, filtered by its own index with a geography envelope', () => {
+test('a geography column: drawn as its geometry, along its great circles and the short way over 180° (points as they are), filtered by its own index with a geography envelope', () => {
   const sql = tableTileSql(table({ geom: 'geog', geography: true, srid: 4326, storedSrid: 4326 }))
-  assert.equal(drawnOf(sql), 'ST_Transform(g."geog"::geometry, 3857)')
+  const drawn = drawnOf(sql)
+  assert.match(drawn, /^ST_Transform\(CASE WHEN ST_XMax\(g\."geog"::geometry\) - ST_XMin\(g\."geog"::geometry\) <= 180 THEN /)
+  assert.ok(drawn.includes('ST_Segmentize(g."geog", (1000000 / sqrt(2 ^ $1::integer::float8)))::geometry'), 'segmentized as a geography, by the zoom')
+  assert.ok(drawn.includes('ST_WrapX(ST_ShiftLongitude(CASE '), 'cut at 180°')
   const { column, envelope } = filterOf(sql)
   assert.equal(column, 'g."geog"', 'the raw geography column')
   assert.ok(envelope.startsWith('ST_Transform(') && envelope.endsWith(', 4326)::geography'), envelope)
+  const points = tableTileSql(table({ geom: 'geog', geography: true, srid: 4326, storedSrid: 4326, geomType: 'MULTIPOINT' }))
+  assert.equal(drawnOf(points), 'ST_Transform(g."geog"::geometry, 3857)', 'points have no edges')
+  assert.ok(!/ST_Segmentize\(g|ST_WrapX/.test(points))
+  for (const geomType of ['LINESTRING', 'GEOMETRY']) assert.ok(!/ST_Segmentize\(g|ST_WrapX|ST_ShiftLongitude/.test(tableTileSql(table({ geomType, srid: 4326, storedSrid: 4326 }))), `a geometry ${geomType} column pays nothing`)
 })
 
 test('SRID-0 rows with a configured SRID: declared for drawing, and the envelope made SRID 0 to meet the raw column', () => {

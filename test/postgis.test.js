@@ -806,6 +806,48 @@ test('rows holding NaN or Infinity coordinates are left out of tiles and bounds;
   }
 })
 
+test('a geography over the antimeridian is drawn the short way, on both sides of 180° and nowhere near 0°; long edges along their great circle', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // Cast to geometry and drawn planar, the 20° line from 170° to -170° ran 340° through 0° (half the world in each
+  // z1 tile), and the tiles at 180° had nothing of it; the 90° line along 60° N was drawn along the parallel.
+  await runSql(db.url, `CREATE TABLE geog_routes (id integer PRIMARY KEY, label text, geog geography(Geometry, 4326));
+    INSERT INTO geog_routes VALUES (1, 'over 180', 'SRID=4326;LINESTRING(170 10, -170 10)'),
+      (2, 'area over 180', 'SRID=4326;POLYGON((170 -10, -170 -10, -170 -20, 170 -20, 170 -10))'),
+      (3, 'great circle', 'SRID=4326;LINESTRING(0 60, 90 60)'), (4, 'point', 'SRID=4326;POINT(1 1)');
+    CREATE INDEX ON geog_routes USING gist (geog);`)
+  t.after(() => runSql(db.url, 'DROP TABLE geog_routes'))
+  const app = await makeApp(t, { paths: [db.url], cacheMB: 0 })
+  /** label → the tile coordinates of its feature's vertices, as fractions of the tile */
+  const drawn = async (url) => {
+    const res = await app.inject({ url })
+    assert.ok(res.statusCode === 200 || res.statusCode === 204, `${url}: ${res.statusCode} ${res.body}`)
+    const layer = res.statusCode === 200 ? decode(res.rawPayload).layers.geog_routes : undefined
+    const parts = (f) => f.loadGeometry().map((part) => part.map((p) => [p.x / layer.extent, p.y / layer.extent]))
+    return Object.fromEntries(Array.from({ length: layer?.length ?? 0 }, (_, i) => layer.feature(i)).map((f) => [f.properties.label, parts(f).flat()]))
+  }
+  const world = decode((await app.inject({ url: '/geog_routes/0/0/0' })).rawPayload).layers.geog_routes
+  for (const f of Array.from({ length: world.length }, (_, i) => world.feature(i)).filter((f) => /180/.test(f.properties.label))) {
+    const parts = f.loadGeometry()
+    // in two parts, one by each edge, none of whose edges spans the world
+    assert.ok(parts.some((part) => part.every((p) => p.x < world.extent * 0.1)) && parts.some((part) => part.every((p) => p.x > world.extent * 0.9)), `${f.properties.label} at z0: ${JSON.stringify(parts)}`)
+    for (const part of parts) for (let i = 1; i < part.length; i++) assert.ok(Math.abs(part[i].x - part[i - 1].x) < world.extent * 0.1, `${f.properties.label} at z0: an edge across the world`)
+  }
+  for (const [url, side] of [['/geog_routes/1/0/0', 'west'], ['/geog_routes/1/1/0', 'east'], ['/geog_routes/1/0/1', 'west'], ['/geog_routes/1/1/1', 'east']]) {
+    const tile = await drawn(url)
+    const label = url.endsWith('/0') ? 'over 180' : 'area over 180'
+    assert.ok(tile[label], `${url}: ${label} is drawn`)
+    assert.ok(tile[label].every(([x]) => (side === 'west' ? x < 10 / 180 + 0.02 : x > 1 - 10 / 180 - 0.02)), `${url}: ${label} by the antimeridian only, ${JSON.stringify(tile[label])}`)
+  }
+  for (const lon of [175, -175]) {
+    const [x, y] = lonLatToTile(lon, 10, 5)
+    assert.ok((await drawn(`/geog_routes/5/${x}/${y}`))['over 180'], `the tile at ${lon}° has the line`)
+  }
+  for (const [x, y] of [[15, 15], [16, 15]]) assert.equal((await drawn(`/geog_routes/5/${x}/${y}`))['over 180'], undefined, `5/${x}/${y}, at 0°: no line`)
+  // Its great circle reaches 67.8° N halfway, where its tile is (the parallel at 60° is a tile further south).
+  assert.ok((await drawn('/geog_routes/4/10/3'))['great circle'], 'drawn along its great circle')
+  assert.deepEqual((await drawn('/geog_routes/0/0/0')).point?.length, 1)
+})
+
 test('a TIN, triangle or polyhedral surface in a `geometry` column is left out of its tiles; the other rows are served', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   // A column of any type, which discovery cannot refuse as it does a TIN column: ST_AsMVT raised ("'Triangle'
