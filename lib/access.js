@@ -19,7 +19,7 @@ const ASSETS = '/viewer/assets/'
 // A 401 is about this request only: no shared cache may keep it for a URL that others ask with a key in a header.
 const REFUSED_HEADERS = { 'www-authenticate': 'X-API-Key', 'cache-control': 'no-store' }
 // A client without its key (a scanner, a misconfigured app) repeats at its request rate: one line a minute for it.
-export const REFUSAL_LOG_EVERY_MS = 60_000
+const REFUSAL_LOG_EVERY_MS = 60_000
 const REFUSALS_KEPT = 10_000 // addresses and reasons remembered; past it the one logged longest ago is forgotten
 
 /** config.apiKeys → Map key → its query parameter (`key=…`, made once), or null when access is open. */

@@ -62,7 +62,7 @@ export async function prefixSpecs (prefix, config) {
  * Does the configuration name anything to serve: a path or URL, a set of its own, a database? The demo is for when it
  * names nothing: never in place of what was named and is missing, empty or cannot be listed now.
  */
-export const namesSomething = (config) => config.paths.length > 0 ||
+const namesSomething = (config) => config.paths.length > 0 ||
   Object.values(config.sets).some((s) => s.path || s.url) ||
   GROUP_KINDS.some((kind) => (kind.configuredUrls?.(config) ?? []).length > 0)
 

@@ -122,7 +122,7 @@ const wrapLongitude = (lon) => (lon >= -180 && lon <= 180 ? lon : ((((lon + 180)
  * Mercator tiles end (±85.0511°, the world's bounds), longitudes past ±180 brought back (a box 360° wide or more is the
  * world's width; 170…190 is across the antimeridian, 170…-170). West above east is kept: across the antimeridian.
  */
-export function repairedBounds ([west, south, east, north]) {
+function repairedBounds ([west, south, east, north]) {
   if (south > north) [south, north] = [north, south]
   south = clamp(south, WORLD_BOUNDS[1], WORLD_BOUNDS[3])
   north = clamp(north, WORLD_BOUNDS[1], WORLD_BOUNDS[3])

@@ -11,7 +11,7 @@ const SET_TILES = /^tc:\/\/tiles\/([^/]+)\//
  * expressions with mapli 0.4.1 (they are also the ones its library holds no name of). The native child
  * (@maplibre/maplibre-gl-native) could not be run here: not checked, so nothing is said for it.
  */
-export const UNSUPPORTED_EXPRESSIONS = {
+const UNSUPPORTED_EXPRESSIONS = {
   mapli: ['global-state', 'interpolate-hcl', 'interpolate-lab', 'semiliteral'],
 }
 
