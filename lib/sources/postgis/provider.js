@@ -29,6 +29,13 @@ export function createProvider (url, options = {}, { log } = {}) {
     // A network cut is not a slow query: give up on the client side shortly after the server would have.
     query_timeout: statementTimeoutMs + 2000,
     application_name: 'tile-cannon',
+    // PostgreSQL's JIT compiles a query whose estimated cost passes jit_above_cost, and a tile or features query's
+    // estimates are high (ST_AsMVT over a table): 30-130 ms of compiling for a tile that takes 15-45 ms without it
+    // (zurich points and lines, z6-z14, median of 3, Debian's PostgreSQL 15 with JIT), on every request, since compiled
+    // code is not kept. Map renderers turn it off for that reason (openstreetmap-carto's INSTALL, OSM's tile servers).
+    // Off for these sessions only; `options` in the URL replace this (pg takes the URL's over the config's), and
+    // PGOPTIONS comes after it, so either can turn it on again.
+    options: `-c jit=off${process.env.PGOPTIONS ? ' ' + process.env.PGOPTIONS : ''}`,
   }
   // Tiles run on `poolSize` pipelined connections of their own (lanes.js, named 'tile-cannon tiles' in
   // pg_stat_activity); feature pages, discovery and /ready on a pool of half as many more, opened when asked and
