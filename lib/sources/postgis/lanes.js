@@ -44,7 +44,11 @@ export function createLanes (clientOptions, count, { onLost = () => {}, onConnec
     return lane
   }
 
-  /** The lane with the fewest queries in flight among those not stalled (else among all), opened if it is not. */
+  /**
+   * The lane with the fewest queries in flight among those not stalled, opened if it is not. When every lane is
+   * stalled (a busy machine or database: tiles taking longer than STALLED_MS each), the one that answered last: a lane
+   * behind a slow query has answered nothing for longest, and fewest in flight would send the next tiles behind it.
+   */
   function pick (now) {
     let best = null
     let bestStalled = true
@@ -52,7 +56,9 @@ export function createLanes (clientOptions, count, { onLost = () => {}, onConnec
       const lane = lanes[i]
       if (lane === null) return open(i) // an unopened (or lost) lane has nothing in flight: the least loaded
       const stalled = lane.inFlight > 0 && now - lane.progressAt > STALLED_MS
-      if (best === null || (bestStalled && !stalled) || (stalled === bestStalled && lane.inFlight < best.inFlight)) {
+      const better = best === null || (bestStalled && !stalled) ||
+        (stalled === bestStalled && (stalled ? lane.progressAt > best.progressAt : lane.inFlight < best.inFlight))
+      if (better) {
         best = lane
         bestStalled = stalled
       }
