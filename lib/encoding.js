@@ -1,6 +1,7 @@
 // Accept-Encoding negotiation for a stored tile: pass the stored bytes through, decode them, or compress them.
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
+import { decompress as fzstdDecompress } from 'fzstd'
 
 export const GZIP = 1
 export const BR = 2
@@ -53,7 +54,16 @@ export function chooseEncoding (stored, compressible, mask) {
 const gunzip = promisify(zlib.gunzip)
 const inflate = promisify(zlib.inflate)
 const brotliDecompress = promisify(zlib.brotliDecompress)
-const zstdDecompress = zlib.zstdDecompress ? promisify(zlib.zstdDecompress) : null
+// Node has zstd from 22.15 (23.8) on; before, fzstd (pure JavaScript, decode only, synchronous) decodes it. zstddec,
+// the COG reader's, is not used here: on a frame that does not state its size (the zstd CLI writing a pipe, streaming
+// encoders) it hands back megabytes of its own memory instead of the tile.
+const zstdDecompressSync = zlib.zstdDecompressSync ?? ((buf) => {
+  const raw = fzstdDecompress(buf)
+  return Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength)
+})
+const zstdDecompress = zlib.zstdDecompress
+  ? promisify(zlib.zstdDecompress)
+  : (buf) => new Promise((resolve) => resolve(zstdDecompressSync(buf))) // a corrupt frame's throw: a rejection
 const { BROTLI_PARAM_QUALITY: QUALITY, BROTLI_PARAM_SIZE_HINT: SIZE_HINT } = zlib.constants
 
 // Each coding's one-shot compression, and its options: for an answer that is kept (the tile cache, a tile directory,
@@ -76,16 +86,14 @@ const COMPRESSORS = {
 
 export class UnsupportedEncodingError extends Error {}
 
-/** Decodes stored bytes (on libuv's thread pool, not the event loop). */
+/** Decodes stored bytes (on libuv's thread pool, not the event loop; zstd on the event loop where Node has no zstd). */
 export function decode (buf, encoding) {
   switch (encoding) {
     case 'identity': return Promise.resolve(buf)
     case 'gzip': return gunzip(buf)
     case 'deflate': return inflate(buf)
     case 'br': return brotliDecompress(buf)
-    case 'zstd':
-      if (zstdDecompress) return zstdDecompress(buf)
-      return Promise.reject(new UnsupportedEncodingError('zstd tiles need a client that accepts zstd on this Node version'))
+    case 'zstd': return zstdDecompress(buf)
     default: return Promise.reject(new UnsupportedEncodingError(`unknown content encoding ${encoding}`))
   }
 }
@@ -103,7 +111,7 @@ export function encode (buf, encoding, fast = false) {
 // hand-offs), gzipSync 30-40 µs on the event loop. 8 KiB compresses in ~120 µs; bigger tiles go to the pool.
 export const INLINE_BYTES = 8192
 
-const SYNC_DECODE = { gzip: zlib.gunzipSync, deflate: zlib.inflateSync, br: zlib.brotliDecompressSync, zstd: zlib.zstdDecompressSync }
+const SYNC_DECODE = { gzip: zlib.gunzipSync, deflate: zlib.inflateSync, br: zlib.brotliDecompressSync, zstd: zstdDecompressSync }
 const same = (buf) => buf
 
 /**

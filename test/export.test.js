@@ -485,8 +485,8 @@ test('a source failing for some tiles: failures counted and shown, the rest expo
 test('every stored tile failing, with absent tiles round them: exit 1 (absent tiles are not reads that worked)', async (t) => {
   const dir = tempDir(t)
   const archive = join(dir, 'damaged.pmtiles')
-  // Gzip whose deflate data is damaged: each stored tile fails when decoded for --encoding identity (as zstd tiles do
-  // on a Node without zstd); z1 has two tiles the archive does not hold.
+  // Gzip whose deflate data is damaged: each stored tile fails when decoded for --encoding identity; z1 has two tiles
+  // the archive does not hold.
   const damaged = (z, x, y) => {
     const bytes = gzipSync(makeMvt(z, x, y))
     for (let i = 12; i < bytes.length - 8; i += 3) bytes[i] ^= 0x5a

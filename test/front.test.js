@@ -3,6 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
+import { execFileSync } from 'node:child_process'
 import { renameSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeApp } from './helpers/app.js'
@@ -32,6 +33,9 @@ async function serve (t, overrides = {}) {
   // Raw MVT: gzipped per request; one tile big enough to be gzipped off the event loop (lib/encoding.js).
   const raw = [{ z: 0, x: 0, y: 0, data: makeMvt(0, 0, 0) }, { z: 1, x: 0, y: 0, data: makeMvt(1, 0, 0, { pad: 'tile '.repeat(4000) }) }]
   writePmtiles(join(dir, 'raw.pmtiles'), { tiles: raw, tileCompression: 'none' })
+  // Stored zstd: decoded for clients without zstd (by fzstd on a Node without it).
+  const zstd = raw.map(({ z, x, y, data }) => ({ z, x, y, data: execFileSync('zstd', ['-c', '-q'], { input: data }) }))
+  writePmtiles(join(dir, 'zstd.pmtiles'), { tiles: zstd, tileCompression: 'zstd' })
   const app = await makeApp(t, { paths: [dir], ...overrides })
   let seenByFastify = 0
   app.addHook('onRequest', (request, reply, done) => { seenByFastify++; done() })
@@ -58,6 +62,9 @@ const REQUESTS = [
   ['GET', '/raw/0/0/0', { 'accept-encoding': 'gzip' }],
   ['GET', '/raw/1/0/0', { 'accept-encoding': 'gzip' }],
   ['GET', '/raw/1/0/0', { 'accept-encoding': 'identity' }],
+  ['GET', '/zstd/1/0/0', { 'accept-encoding': 'gzip' }],
+  ['GET', '/zstd/0/0/0', {}],
+  ['GET', '/zstd/0/0/0', { 'accept-encoding': 'gzip, zstd' }],
   ['GET', '/roads/9/0/0.pbf', {}], // outside the set's zooms
   ['GET', '/roads/2/4/0.pbf', {}], // outside the grid
   ['GET', '/roads/2/0x1/0.pbf', {}],

@@ -5,7 +5,8 @@ import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { gunzipSync, gzipSync } from 'node:zlib'
+import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib'
+import { decompress as fzstdDecompress } from 'fzstd'
 import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader as Pbf } from 'pbf'
 import xxhash from 'xxhash-wasm'
@@ -86,6 +87,36 @@ test('raw MVT gets the protobuf type and is gzipped for gzip clients; images are
   assert.deepEqual(png.rawPayload, PNG)
   const noFormat = await app.inject({ url: '/gzpng/0/0/0' })
   assert.equal(noFormat.headers['content-type'], 'image/png', 'sniffed when metadata has no format')
+})
+
+test('zstd tiles (PMTiles tileCompression zstd) are decoded for clients that do not take zstd, on every Node version', async (t) => {
+  const dir = tempDir(t)
+  // One small tile (decoded inline) and one over 8 KiB stored (decoded off the inline path); the zstd CLI writing a
+  // pipe leaves the frame's size out, as streaming encoders do.
+  const raw = { '0/0/0': rawMvt(0, 0, 0), '1/1/0': makeMvt(1, 1, 0, { noise: randomBytes(12000).toString('hex') }) }
+  const tiles = Object.entries(raw).map(([key, data]) => {
+    const [z, x, y] = key.split('/').map(Number)
+    return { z, x, y, data: execFileSync('zstd', ['-c', '-q'], { input: data }) }
+  })
+  assert.ok(tiles[1].data.length > 8192, 'the large tile is stored over the inline size')
+  writePmtiles(join(dir, 'z.pmtiles'), { tiles, tileCompression: 'zstd' })
+  const app = await makeApp(t, { paths: [dir] })
+  for (const [key, data] of Object.entries(raw)) {
+    const stored = tiles.find((tile) => `${tile.z}/${tile.x}/${tile.y}` === key).data
+    assert.deepEqual(Buffer.from(fzstdDecompress(stored)), data, 'the stored tile is the raw one, compressed')
+    for (const ae of [undefined, 'gzip', 'gzip, deflate, br']) {
+      const res = await app.inject({ url: `/z/${key}`, headers: ae === undefined ? {} : { 'accept-encoding': ae } })
+      assert.equal(res.statusCode, 200, `${key} [${ae}]`)
+      assert.equal(res.headers['content-type'], 'application/x-protobuf')
+      const body = { gzip: gunzipSync, br: brotliDecompressSync, undefined: (b) => b }[res.headers['content-encoding']](res.rawPayload)
+      assert.deepEqual(body, data, `${key} [${ae}]: ${res.headers['content-encoding'] ?? 'identity'}`)
+    }
+    const zstd = await app.inject({ url: `/z/${key}`, headers: { 'accept-encoding': 'gzip, zstd' } })
+    assert.equal(zstd.headers['content-encoding'], 'zstd')
+    assert.deepEqual(zstd.rawPayload, stored, 'passed through as stored to a zstd client')
+  }
+  const health = await app.inject({ url: '/health' })
+  assert.equal(health.statusCode, 200)
 })
 
 test('If-None-Match gives 304; HEAD answers like GET without a body', async (t) => {
