@@ -9,22 +9,48 @@ export const DEFLATE = 4
 export const ZSTD = 8
 const BIT = { gzip: GZIP, br: BR, deflate: DEFLATE, zstd: ZSTD, identity: 0 }
 
+// Set in a mask when the header's q-values rank the codings it accepts (see rankedMask): each coding's rank, from 0,
+// then takes RANK_BITS bits from RANK_SHIFT on, in RANKED_CODINGS' order.
+const RANKED = 16
+const RANK_SHIFT = 5
+const RANK_BITS = 3
+const RANKED_CODINGS = ['gzip', 'br', 'deflate', 'zstd', 'identity']
+const rankOf = (mask, coding) => (mask >>> (RANK_SHIFT + RANK_BITS * RANKED_CODINGS.indexOf(coding))) & 7
+
 // Parsed Accept-Encoding headers. Clients send few distinct values, so a small memo keeps parsing off the hot path.
 const maskMemo = new Map()
 
-/** Accept-Encoding header → bitmask of acceptable content codings (q=0 refuses; `*` accepts all). */
+/**
+ * Accept-Encoding header → bitmask of acceptable content codings (q=0 refuses; `*` accepts all), and, for a header
+ * whose q-values prefer some of them to others, their ranks (chooseEncoding picks the highest).
+ */
 export function acceptMask (header) {
   if (!header) return 0
   let mask = maskMemo.get(header)
   if (mask !== undefined) return mask
-  mask = 0
+  // Browsers send no q-values: only a header with some pays for ranking its codings.
+  mask = header.indexOf('q=') === -1 && header.indexOf('Q=') === -1 ? plainMask(header) : rankedMask(header)
+  if (maskMemo.size > 500) maskMemo.clear()
+  maskMemo.set(header, mask)
+  return mask
+}
+
+/** The codings each part of the header names, with their q-values (1 without one). */
+function parseParts (header) {
+  return header.split(',').map((part) => {
+    const [rawName, ...params] = part.trim().toLowerCase().split(';')
+    const name = rawName.trim() === 'x-gzip' ? 'gzip' : rawName.trim()
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='))
+    return { name, q: q === undefined ? 1 : Number(q.slice(2)) }
+  })
+}
+
+function plainMask (header) {
+  let mask = 0
   let listed = 0 // codings named explicitly, accepted or refused: `*` speaks only for the others
   let star = false
-  for (const part of header.split(',')) {
-    const [rawName, ...params] = part.trim().toLowerCase().split(';')
-    const name = rawName === 'x-gzip' ? 'gzip' : rawName
-    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='))
-    const accepted = !q || Number(q.slice(2)) > 0
+  for (const { name, q } of parseParts(header)) {
+    const accepted = q > 0
     if (name === '*') star = accepted
     else {
       listed |= BIT[name] ?? 0
@@ -32,23 +58,69 @@ export function acceptMask (header) {
     }
   }
   if (star) mask |= (GZIP | BR | DEFLATE | ZSTD) & ~listed
-  if (maskMemo.size > 500) maskMemo.clear()
-  maskMemo.set(header, mask)
   return mask
+}
+
+/**
+ * The mask of a header with q-values (RFC 9110 12.5.3: the client's preference), ranked when the codings it accepts
+ * do not all have the same: a coding's rank is its q's place among the header's distinct q-values (1 for the lowest);
+ * `*` gives its q to the codings not named; identity not named, and not covered by `*`, ranks 0, below any named.
+ */
+function rankedMask (header) {
+  const parts = parseParts(header)
+  const mask = plainMask(header)
+  const qOf = {}
+  let starQ
+  for (const { name, q } of parts) {
+    const value = Number.isNaN(q) ? 0 : Math.min(q, 1)
+    if (name === '*') starQ = value
+    else if (RANKED_CODINGS.includes(name)) qOf[name] = Math.max(qOf[name] ?? 0, value)
+  }
+  for (const name of RANKED_CODINGS) if (qOf[name] === undefined && starQ !== undefined) qOf[name] = starQ
+  const accepted = RANKED_CODINGS.filter((name) => qOf[name] > 0)
+  const levels = [...new Set(accepted.map((name) => qOf[name]))].sort((a, b) => a - b)
+  if (levels.length < 2) return mask // one preference for all: as without q-values
+  let ranked = mask | RANKED
+  accepted.forEach((name) => {
+    ranked |= Math.min(levels.indexOf(qOf[name]) + 1, 7) << (RANK_SHIFT + RANK_BITS * RANKED_CODINGS.indexOf(name))
+  })
+  return ranked
 }
 
 /**
  * Which coding to answer with. Stored compressed bytes pass through untouched when the client takes them;
  * compressible content is brotli'd when the client takes it, else gzipped; images as they are. Brotli first: on
  * vector tiles, an answer kept in the cache comes out smaller (quality 5 against gzip's level 6), and one made for a
- * single request costs half the CPU (quality 1 against gzip's level 1; see FAST below).
+ * single request costs half the CPU (quality 1 against gzip's level 1; see FAST below). A client whose q-values rank
+ * the codings gets the highest-ranked of those that can be made, in that order on a tie.
  */
 export function chooseEncoding (stored, compressible, mask) {
+  if (mask & RANKED) return chooseRanked(stored, compressible, mask)
   if (stored !== 'identity' && (mask & BIT[stored])) return stored
   if (!compressible) return 'identity'
   if (mask & BR) return 'br'
   if (mask & GZIP) return 'gzip'
   return 'identity'
+}
+
+function chooseRanked (stored, compressible, mask) {
+  // In the server's order, each taken only when ranked above those before it, so a tie goes to the earlier one;
+  // identity (decoding, or raw) only when ranked above them all.
+  let best = 'identity'
+  let bestRank = -1
+  const consider = (coding) => {
+    const rank = rankOf(mask, coding)
+    if ((mask & BIT[coding]) && rank > bestRank) {
+      best = coding
+      bestRank = rank
+    }
+  }
+  if (stored !== 'identity' && BIT[stored]) consider(stored)
+  if (compressible) {
+    consider('br')
+    consider('gzip')
+  }
+  return rankOf(mask, 'identity') > bestRank ? 'identity' : best
 }
 
 const gunzip = promisify(zlib.gunzip)

@@ -62,6 +62,7 @@ const REQUESTS = [
   ['GET', '/raw/0/0/0', { 'accept-encoding': 'gzip' }],
   ['GET', '/raw/1/0/0', { 'accept-encoding': 'gzip' }],
   ['GET', '/raw/1/0/0', { 'accept-encoding': 'identity' }],
+  ['GET', '/raw/1/0/0', { 'accept-encoding': 'gzip;q=1, br;q=0.1' }],
   ['GET', '/zstd/1/0/0', { 'accept-encoding': 'gzip' }],
   ['GET', '/zstd/0/0/0', {}],
   ['GET', '/zstd/0/0/0', { 'accept-encoding': 'gzip, zstd' }],

@@ -119,6 +119,30 @@ test('zstd tiles (PMTiles tileCompression zstd) are decoded for clients that do 
   assert.equal(health.statusCode, 200)
 })
 
+test('Accept-Encoding q-values rank the codings: the highest q the server can make wins, ties go to br', async (t) => {
+  const { app } = await fixtureApp(t)
+  const coding = async (url, ae) => (await app.inject({ url, headers: { 'accept-encoding': ae } })).headers['content-encoding'] ?? 'identity'
+  const cases = [
+    // stored raw: compressed per request
+    ['/raw/2/1/1', 'gzip;q=1, br;q=0.1', 'gzip'],
+    ['/raw/2/1/1', 'br;q=0.001, gzip', 'gzip'],
+    ['/raw/2/1/1', 'gzip;q=0.5, br', 'br'],
+    ['/raw/2/1/1', 'gzip;q=0.8, br;q=0.8', 'br'],
+    ['/raw/2/1/1', 'gzip, deflate, br', 'br'],
+    ['/raw/2/1/1', 'GZIP;Q=1, BR;Q=0.5', 'gzip'],
+    ['/raw/2/1/1', 'gzip;q=0.5, identity', 'identity'],
+    ['/raw/2/1/1', '*;q=0.1, gzip', 'gzip'],
+    // stored gzip: passed through unless another coding is preferred
+    ['/roads/3/1/0', 'br;q=0.5, gzip', 'gzip'],
+    ['/roads/3/1/0', 'gzip;q=0.2, br', 'br'],
+    // images: never compressed, whatever the ranks
+    ['/photo/0/0/0', 'gzip;q=1, br;q=0.5', 'identity'],
+  ]
+  for (const [url, ae, expected] of cases) assert.equal(await coding(url, ae), expected, `${url} [${ae}]`)
+  const ranked = await app.inject({ url: '/roads/3/1/0', headers: { 'accept-encoding': 'gzip;q=0.2, br' } })
+  assert.deepEqual(decodeMvt(brotliDecompressSync(ranked.rawPayload)), { z: 3, x: 1, y: 0 })
+})
+
 test('If-None-Match gives 304; HEAD answers like GET without a body', async (t) => {
   const { app } = await fixtureApp(t)
   const first = await app.inject({ url: '/roads-pm/4/1/1', headers: { 'accept-encoding': 'gzip' } })
