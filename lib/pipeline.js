@@ -306,3 +306,13 @@ export function etagMatches (header, etag) {
     return tag === etag || tag === 'W/' + etag || tag === '*'
   })
 }
+
+/** If-Match against a strong ETag (RFC 9110 13.1.1: strong comparison, so a weak tag never matches): exact, a list, or `*`. */
+export function strongEtagMatches (header, etag) {
+  if (header === etag || header === '*') return true
+  if (header.indexOf(',') === -1) return header.trim() === etag
+  return header.split(',').some((t) => {
+    const tag = t.trim()
+    return tag === etag || tag === '*'
+  })
+}

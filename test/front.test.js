@@ -66,6 +66,9 @@ const REQUESTS = [
   ['GET', '/zstd/1/0/0', { 'accept-encoding': 'gzip' }],
   ['GET', '/zstd/0/0/0', {}],
   ['GET', '/zstd/0/0/0', { 'accept-encoding': 'gzip, zstd' }],
+  ['GET', '/roads/2/0/0.pbf', { 'accept-encoding': 'gzip', 'if-match': '"nope"' }],
+  ['GET', '/roads/2/0/0.pbf', { 'accept-encoding': 'gzip', 'if-match': '*' }],
+  ['GET', '/roads/3/7/7.pbf', { 'accept-encoding': 'gzip', 'if-match': '*' }],
   ['GET', '/roads/9/0/0.pbf', {}], // outside the set's zooms
   ['GET', '/roads/2/4/0.pbf', {}], // outside the grid
   ['GET', '/roads/2/0x1/0.pbf', {}],

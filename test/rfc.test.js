@@ -115,3 +115,25 @@ test('CORS preflight: 204 with the allowed methods and no Content-Length', async
   const plain = await raw(port, 'OPTIONS', '/roads/2/0/0.pbf')
   assert.notEqual(plain.status, 500, 'an OPTIONS that is no preflight is answered, not crashed on')
 })
+
+test('If-Match on tiles (RFC 9110 13.1.1): 412 unless it names the answer\'s ETag strongly or is `*` on an existing tile', async (t) => {
+  const port = await serve(t)
+  const first = await raw(port, 'GET', '/roads/2/0/0.pbf', GZIP)
+  const etag = first.headers.etag
+  for (const method of ['GET', 'HEAD']) {
+    for (const [ifMatch, status] of [['"nope"', 412], [`W/${etag}`, 412], ['"nope", ' + etag, 200], [etag, 200], ['*', 200]]) {
+      const res = await raw(port, method, '/roads/2/0/0.pbf', { ...GZIP, 'if-match': ifMatch })
+      assert.equal(res.status, status, `${method} If-Match: ${ifMatch}`)
+      if (status === 412) assert.equal(res.headers.etag, undefined, 'a 412 is not the tile')
+    }
+    // The identity answer has an ETag of its own: the gzip one does not match it.
+    assert.equal((await raw(port, method, '/roads/2/0/0.pbf', { 'if-match': etag })).status, 412, method)
+    // No tile: If-Match, even `*`, is false.
+    assert.equal((await raw(port, method, '/roads/3/7/7.pbf', { ...GZIP, 'if-match': '*' })).status, 412, method)
+  }
+  const failed = await raw(port, 'GET', '/roads/2/0/0.pbf', { ...GZIP, 'if-match': '"nope"' })
+  assert.equal(failed.headers['content-type'], 'application/json; charset=utf-8')
+  assert.equal(JSON.parse(failed.body).statusCode, 412)
+  // If-Match is evaluated before If-None-Match (RFC 9110 13.2.2).
+  assert.equal((await raw(port, 'GET', '/roads/2/0/0.pbf', { ...GZIP, 'if-match': etag, 'if-none-match': etag })).status, 304)
+})
