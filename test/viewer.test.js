@@ -389,3 +389,20 @@ test('the viewer behind a proxy with a path prefix; --no-viewer leaves it out', 
   assert.ok(home.body.includes('points') && !home.body.includes('/viewer/'), 'the home page lists the sets without viewer links')
   assert.equal(readFileSync(join(ROOT, 'lib', 'viewer', 'public', 'viewer.js'), 'utf8').includes('https://'), false, 'the viewer fetches nothing from elsewhere')
 })
+
+test('viewer assets answer their conditions: 416 with Content-Range past the end, 412 for a failed If-Match or If-Unmodified-Since', async (t) => {
+  const app = await makeApp(t, { paths: [tempDir(t)] })
+  const url = '/viewer/assets/viewer.css'
+  const size = readFileSync(join(ROOT, 'lib', 'viewer', 'public', 'viewer.css')).length
+  for (const range of ['bytes=99999999-', `bytes=${size}-`]) {
+    const res = await app.inject({ url, headers: { range } })
+    assert.equal(res.statusCode, 416, range)
+    assert.equal(res.headers['content-range'], `bytes */${size}`, range)
+  }
+  assert.equal((await app.inject({ url, headers: { range: 'bytes=0-9' } })).statusCode, 206)
+  assert.equal((await app.inject({ url, headers: { 'if-match': '"nope"' } })).statusCode, 412)
+  assert.equal((await app.inject({ url, headers: { 'if-unmodified-since': 'Thu, 01 Jan 1970 00:00:00 GMT' } })).statusCode, 412)
+  const etag = (await app.inject({ url })).headers.etag
+  assert.equal((await app.inject({ url, headers: { 'if-match': etag } })).statusCode, 200)
+  assert.equal((await app.inject({ url: '/viewer/assets/nope.css', headers: { range: 'bytes=99999999-' } })).statusCode, 404, 'only a file not there is a 404')
+})

@@ -20,6 +20,7 @@ import { prefersHtml } from '../features/negotiate.js'
 const PUBLIC = join(dirname(fileURLToPath(import.meta.url)), 'public')
 const MAPLIBRE = join(dirname(createRequire(import.meta.url).resolve('maplibre-gl/package.json')), 'dist')
 export const ASSETS = '/viewer/assets'
+const ASSET_REFUSALS = { 412: 'the file does not meet the request\'s preconditions', 416: 'the range asked for is not in the file' }
 
 // JSON inside <script>: `<` escaped, so no value can close the element.
 const scriptJson = (value) => JSON.stringify(value).replace(/</g, '\\u003c')
@@ -51,7 +52,10 @@ async function viewerPlugin (app, config) {
   // upgrade brings is used at once.
   await app.register(async function assets (scope) {
     // What @fastify/send refuses (`..`, a NUL byte: 400/403 http-errors) is a file that is not there, not a bug (500).
+    // A file that is there answers its conditions (RFC 9110): 412 for a failed If-Match or If-Unmodified-Since, 416
+    // with `Content-Range: bytes */<size>` (send's header) for a range past its end.
     scope.setErrorHandler((err, request, reply) => {
+      if (err.statusCode === 412 || err.statusCode === 416) return sendError(reply, { message: ASSET_REFUSALS[err.statusCode], headers: err.headers }, err.statusCode)
       if (err.statusCode >= 400 && err.statusCode < 500) return sendError(reply, new NotFound('no such file'))
       return errorHandler(err, request, reply)
     })
