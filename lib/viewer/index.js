@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 import fastifyStatic from '@fastify/static'
 import fp from 'fastify-plugin'
 import { NotFound, errorHandler, sendError } from '../errors.js'
-import { keyed, tileJsonUrl } from '../urls.js'
+import { addVary, keyed, tileJsonUrl } from '../urls.js'
 import { isDrawable, isVector } from '../tiletype.js'
 import { tileJsonFormat } from '../resolve.js'
 import { setsOf } from '../style/rewrite.js'
@@ -69,8 +69,10 @@ async function viewerPlugin (app, config) {
   }
 
   // What is not there (no such set or style, one that cannot be served or drawn) is a 404 page for a browser, saying
-  // why with a link home; JSON (as every other 404) for other clients.
+  // why with a link home; JSON (as every other 404) for other clients. Every answer says it varies by Accept, so a
+  // shared cache keeps the two apart (RFC 9110 §12.5.5).
   const orNotFoundPage = (handler) => async (request, reply) => {
+    addVary(reply, 'Accept')
     try {
       return await handler(request, reply)
     } catch (err) {
