@@ -4,9 +4,14 @@
 // not listed is never written into an answer (its links name the first listed host instead). With API keys
 // (lib/access.js), links carry the key the client gave (`keyed`).
 import proxyAddr from '@fastify/proxy-addr'
+import { BadRequest } from './errors.js'
 import { TILE_EXTENSIONS } from './tiletype.js'
 
 const HOST = /^[A-Za-z0-9.\-:[\]_]+$/
+// What RFC 9112 (§3.2) lets a Host be: RFC 3986's host (an IP literal, or a name of its characters) and a port.
+const AUTHORITY = /^(\[[0-9A-Za-z:.]+\]|[A-Za-z0-9\-._~%!$&'()*+,;=]*)(:[0-9]*)?$/
+// An absolute-form request-target (`GET http://host/path`, as sent to proxies): its authority (RFC 9112 §3.2.2).
+const ABSOLUTE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/
 const PREFIX = /^(\/[A-Za-z0-9._~\-%]+)*\/?$/
 
 /**
@@ -35,7 +40,7 @@ const last = (value) => (typeof value === 'string' ? value.slice(value.lastIndex
  * Makes base URLs for one app. `base(request, reply)` also tells shared caches (with Vary) which request headers the
  * links were built from, so one client's Host cannot reach another's answer.
  */
-export function linkMaker ({ publicUrl, trustProxy, allowedHosts = [], apiKeys = [] }) {
+export function linkMaker ({ publicUrl, trustProxy, allowedHosts = [], apiKeys = [], host: listenHost }) {
   const trusted = trustFunction(trustProxy)
   // Links carry the key of a client that sent it as a header: a shared cache must keep those answers apart.
   const keyVary = apiKeys.length > 0 ? 'X-API-Key' : null
@@ -43,23 +48,50 @@ export function linkMaker ({ publicUrl, trustProxy, allowedHosts = [], apiKeys =
   // Not a 400 for a host off the list: an error cached by a CDN under the real URL would deny it to everyone
   // (cache-poisoned denial of service); the first allowed host's links are what an honest client gets anyway.
   const allowed = allowedHosts.length > 0 ? new Set(allowedHosts.map((h) => h.toLowerCase())) : null
-  const fallback = allowed === null ? 'localhost' : allowedHosts[0].toLowerCase()
+  // Without a usable host (none sent, as HTTP/1.0 may; one that cannot be written in a link), the server's own name at
+  // the port the request came in on (RFC 9112 §3.3): 'localhost' alone sent clients to port 80.
+  const ownName = typeof listenHost === 'string' && !['', '0.0.0.0', '::', '[::]'].includes(listenHost)
+    ? (listenHost.includes(':') && !listenHost.startsWith('[') ? `[${listenHost}]` : listenHost)
+    : 'localhost'
+  const fallback = (request, https) => {
+    if (allowed !== null) return allowedHosts[0].toLowerCase()
+    const port = request.socket?.localPort
+    return port === undefined || port === (https ? 443 : 80) ? ownName : `${ownName}:${port}`
+  }
   return function base (request, reply) {
     if (publicUrl) {
       if (keyVary !== null) addVary(reply, keyVary)
       return publicUrl
     }
     addVary(reply, vary)
+    const https = request.protocol === 'https'
     // Fastify applies the same trust function to X-Forwarded-Proto/Host (request.protocol, request.host).
-    let host = request.host
-    if (!host || !HOST.test(host) || (allowed !== null && !allowed.has(host.toLowerCase()))) host = fallback
+    const forwarded = trusted !== null && request.headers['x-forwarded-host'] !== undefined && trusted(request.socket.remoteAddress, 0)
+    let host = forwarded ? request.host : ownAuthority(request)
+    if (!host || !HOST.test(host) || (allowed !== null && !allowed.has(host.toLowerCase()))) host = fallback(request, https)
     let prefix = ''
     if (trusted !== null && trusted(request.socket.remoteAddress, 0)) {
       const p = last(request.headers['x-forwarded-prefix'])
       if (p !== undefined && PREFIX.test(p)) prefix = p.replace(/\/$/, '')
     }
-    return `${request.protocol === 'https' ? 'https' : 'http'}://${host}${prefix}`
+    return `${https ? 'https' : 'http'}://${host}${prefix}`
   }
+}
+
+/**
+ * The authority a request names for itself: an absolute-form target's, else its Host. Checked here, where links are
+ * made, not on every request (the tile front's): a Host sent twice or not one RFC 3986 allows (`bad host/x`) is a 400,
+ * as RFC 9112 (§3.2) requires, rather than a link to a guess.
+ */
+function ownAuthority (request) {
+  const raw = request.raw
+  let hosts = 0
+  for (let i = 0; i < raw.rawHeaders.length; i += 2) if (raw.rawHeaders[i].length === 4 && raw.rawHeaders[i].toLowerCase() === 'host') hosts++
+  if (hosts > 1) throw new BadRequest('more than one Host header')
+  const target = raw.url.charCodeAt(0) === 47 /* / */ ? null : ABSOLUTE.exec(raw.url)
+  const authority = target ? target[1] : request.headers.host
+  if (authority !== undefined && !AUTHORITY.test(authority)) throw new BadRequest(target ? 'the request\'s target has an invalid host' : 'invalid Host header')
+  return authority
 }
 
 /**

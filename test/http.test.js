@@ -4,7 +4,9 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
+import { connect } from 'node:net'
 import { join } from 'node:path'
+import { text } from 'node:stream/consumers'
 import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib'
 import { decompress as fzstdDecompress } from 'fzstd'
 import { VectorTile } from '@mapbox/vector-tile'
@@ -479,4 +481,37 @@ test('a method the server does not serve is 405 with Allow where the path is ser
   }
   const tile = await fetch(address + '/roads/1/0/0.pbf') // and the served methods still are
   assert.equal(tile.status, 200)
+})
+
+/** A request written as it is (a missing, doubled or bad Host; an absolute-form target): { status, body }. */
+async function rawRequest (port, head) {
+  const socket = connect(port, '127.0.0.1')
+  socket.end(head + '\r\n')
+  const answer = await text(socket)
+  return { status: Number(answer.split(' ')[1]), body: answer.slice(answer.indexOf('\r\n\r\n') + 4) }
+}
+
+test('links name the request\'s authority: its port when Host is missing, the absolute target\'s host; a bad or doubled Host is a 400', async (t) => {
+  const { app } = await fixtureApp(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address()
+  const tiles = (answer) => JSON.parse(answer.body).tiles
+  // HTTP/1.0 may send no Host: the server's name (localhost, or the configured host) at the port the request came in on, not 80.
+  const noHost = await rawRequest(port, 'GET /roads.json HTTP/1.0\r\n')
+  assert.equal(noHost.status, 200)
+  assert.deepEqual(tiles(noHost), [`http://localhost:${port}/roads/{z}/{x}/{y}.pbf`])
+  const empty = await rawRequest(port, 'GET /roads.json HTTP/1.1\r\nHost:\r\nConnection: close\r\n')
+  assert.deepEqual(tiles(empty), [`http://localhost:${port}/roads/{z}/{x}/{y}.pbf`])
+  // RFC 9112 §3.2.2: an absolute-form target's authority, not Host.
+  const absolute = await rawRequest(port, 'GET http://right.example:8080/roads.json HTTP/1.1\r\nHost: wrong.example\r\nConnection: close\r\n')
+  assert.equal(absolute.status, 200)
+  assert.deepEqual(tiles(absolute), ['http://right.example:8080/roads/{z}/{x}/{y}.pbf'])
+  // RFC 9112 §3.2: a Host that is not one, or two of them, is a 400 (where links are made).
+  for (const head of ['Host: bad host/x', 'Host: a.example\r\nHost: b.example', 'Host: user@a.example']) {
+    const res = await rawRequest(port, `GET /roads.json HTTP/1.1\r\n${head}\r\nConnection: close\r\n`)
+    assert.equal(res.status, 400, head)
+    assert.match(JSON.parse(res.body).message, /Host/, head)
+  }
+  const named = await rawRequest(port, 'GET /roads.json HTTP/1.1\r\nHost: tiles.example:81\r\nConnection: close\r\n')
+  assert.deepEqual(tiles(named), ['http://tiles.example:81/roads/{z}/{x}/{y}.pbf'])
 })
