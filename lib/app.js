@@ -30,7 +30,7 @@ import sheddingPlugin from './shedding.js'
 import sharedCachePlugin from './shared-cache.js'
 import tileDirPlugin from './tile-dir/index.js'
 import { accessLogPlugin, makeLogger } from './logging.js'
-import { methodsOf } from './methods.js'
+import { methodsOf, refusedTarget, registerOptions } from './methods.js'
 import { useProxyFromEnv } from './outbound-proxy.js'
 import { ConfigError } from './config.js'
 
@@ -98,13 +98,13 @@ export async function buildApp (config, { loggerInstance } = {}) {
     const allowed = allowedFor(request)
     if (allowed !== null) {
       reply.header('allow', allowed.join(', '))
-      return reply.code(405).send({ statusCode: 405, error: 'Method Not Allowed', message: `${request.method} is not served here: ${allowed.join(' and ')} are` })
+      return reply.code(405).send({ statusCode: 405, error: 'Method Not Allowed', message: `${request.method} is not served here: ${allowed.slice(0, -1).join(', ')} and ${allowed.at(-1)} are` })
     }
     reply.code(404).send({ statusCode: 404, error: 'Not Found', message: 'no such route' })
   })
 
   if (config.logRequests) await app.register(accessLogPlugin) // first: every answer is logged, refused ones too
-  registerCors(app, cors) // lib/cors.js
+  registerOptions(app, allowedFor, registerCors(app, cors)) // CORS (lib/cors.js), and OPTIONS on every path
   await app.register(sheddingPlugin, config) // first: a refused request costs nothing more
   await app.register(limitsPlugin, config) // 414 past the URL and query limits (lib/limits.js)
   await app.register(accessPlugin, config) // API keys, when configured; links carry them (lib/access.js)
@@ -139,7 +139,9 @@ export async function buildApp (config, { loggerInstance } = {}) {
 function serverWithFront (handler, front) {
   const server = createServer((req, res) => {
     const tiles = front()
-    if (tiles === null || !tiles(req, res, handler)) handler(req, res)
+    if (tiles === null || !tiles(req, res, handler)) {
+      if (!refusedTarget(req, res)) handler(req, res) // `GET *` and the like (lib/methods.js)
+    }
   })
   server.keepAliveTimeout = 72_000
   server.requestTimeout = 0

@@ -18,28 +18,34 @@ export function corsPolicy (cors) {
 }
 
 /**
- * Adds CORS to the app: the headers on every answer (one header for '*'), and preflights (OPTIONS with Origin and
- * Access-Control-Request-Method) answered with a bodiless 204. The tile route writes the same headers itself in the
- * block it sends (see routes/tiles.js).
+ * Adds CORS to the app: the headers on every answer (one header for '*'). The tile route writes the same headers
+ * itself in the block it sends (see routes/tiles.js). Returns the preflight answerer for the OPTIONS route
+ * (lib/methods.js), or null when CORS is off.
  */
 export function registerCors (app, policy) {
-  if (!policy.varies && policy.allow(undefined) === null) return // CORS off
+  if (!policy.varies && policy.allow(undefined) === null) return null // CORS off
   app.addHook('onRequest', (request, reply, done) => {
     const allowed = policy.allow(request.headers.origin)
     if (allowed !== null) reply.header('access-control-allow-origin', allowed)
     if (policy.varies) reply.header('vary', 'Origin')
     done()
   })
-  app.options('*', (request, reply) => {
-    const method = request.headers['access-control-request-method']
-    if (request.headers.origin === undefined || method === undefined) {
-      return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'not a CORS preflight (Origin and Access-Control-Request-Method are needed)' })
-    }
-    reply.header('access-control-allow-methods', METHODS)
-    reply.header('access-control-max-age', MAX_AGE)
-    const wanted = request.headers['access-control-request-headers']
-    if (wanted !== undefined) reply.header('access-control-allow-headers', wanted) // any header: the API only reads
-    reply.header('vary', policy.varies ? 'Origin, Access-Control-Request-Headers' : 'Access-Control-Request-Headers')
-    reply.code(204).send() // no body, and so (Fastify) no Content-Length
-  })
+  return preflight
+}
+
+/**
+ * A preflight (OPTIONS with Origin and Access-Control-Request-Method) answered with a bodiless 204: true when it was
+ * one, false for a plain OPTIONS (answered with Allow by lib/methods.js).
+ */
+function preflight (request, reply) {
+  const method = request.headers['access-control-request-method']
+  if (request.headers.origin === undefined || method === undefined) return false
+  reply.header('access-control-allow-methods', METHODS)
+  reply.header('access-control-max-age', MAX_AGE)
+  const wanted = request.headers['access-control-request-headers']
+  if (wanted !== undefined) reply.header('access-control-allow-headers', wanted) // any header: the API only reads
+  const vary = reply.getHeader('vary') // 'Origin' when the answer depends on it (the onRequest hook)
+  reply.header('vary', vary === undefined ? 'Access-Control-Request-Headers' : `${vary}, Access-Control-Request-Headers`)
+  reply.code(204).send() // no body, and so (Fastify) no Content-Length
+  return true
 }

@@ -472,7 +472,7 @@ test('a method the server does not serve is 405 with Allow where the path is ser
   for (const [method, path] of [['POST', '/roads/1/0/0.pbf'], ['DELETE', '/roads-pm/1/1/1'], ['PUT', '/list'], ['POST', '/roads.json'], ['PATCH', '/data/roads/0/0/0.pbf']]) {
     const res = await fetch(address + path, { method, body: method === 'DELETE' ? undefined : 'x' })
     assert.equal(res.status, 405, `${method} ${path}`)
-    assert.equal(res.headers.get('allow'), 'GET, HEAD', `${method} ${path}`)
+    assert.equal(res.headers.get('allow'), 'GET, HEAD, OPTIONS', `${method} ${path}`)
     assert.match((await res.json()).message, new RegExp(`^${method} is not served here`))
   }
   for (const [method, path] of [['POST', '/no/such/route/at/all'], ['GET', '/no/such/route/at/all'], ['DELETE', '/']]) {

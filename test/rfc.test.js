@@ -112,8 +112,29 @@ test('CORS preflight: 204 with the allowed methods and no Content-Length', async
   assert.match(res.headers['access-control-allow-methods'], /GET/)
   assert.equal(res.headers['access-control-allow-headers'], 'if-none-match')
   assert.equal(res.body.length, 0)
-  const plain = await raw(port, 'OPTIONS', '/roads/2/0/0.pbf')
-  assert.notEqual(plain.status, 500, 'an OPTIONS that is no preflight is answered, not crashed on')
+})
+
+test('a plain OPTIONS is 200 with Allow and Content-Length: 0 (RFC 9110 9.3.7), CORS on or off; `OPTIONS *` the server\'s; `GET *` a 400', async (t) => {
+  const port = await serve(t)
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'roads.mbtiles'), { tiles: vectorTiles(pyramid(0, 1, 1)), metadata: { format: 'pbf' } })
+  const off = await makeApp(t, { paths: [dir], cors: false })
+  await off.listen({ port: 0, host: '127.0.0.1' })
+  for (const at of [port, off.server.address().port]) {
+    for (const path of ['/roads/2/0/0.pbf', '/roads.json', '*']) {
+      const res = await raw(at, 'OPTIONS', path)
+      assert.equal(res.status, 200, path)
+      assert.equal(res.headers.allow, 'GET, HEAD, OPTIONS', path)
+      assert.equal(res.headers['content-length'], '0', path)
+      assert.equal(res.body.length, 0, path)
+    }
+    assert.equal((await raw(at, 'OPTIONS', '/no/such/route/at/all')).status, 404)
+    const refused = await raw(at, 'DELETE', '/roads.json')
+    assert.equal(refused.status, 405)
+    assert.equal(refused.headers.allow, 'GET, HEAD, OPTIONS', 'a 405 names OPTIONS, which is served')
+  }
+  // The asterisk form is OPTIONS's only (RFC 9112 3.2.4): it was the home page.
+  for (const method of ['GET', 'HEAD']) assert.equal((await raw(port, method, '*')).status, 400, method)
 })
 
 test('If-Match on tiles (RFC 9110 13.1.1): 412 unless it names the answer\'s ETag strongly or is `*` on an existing tile', async (t) => {
