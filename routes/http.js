@@ -1,6 +1,7 @@
 // HTTP details the routes share.
 import { createHash } from 'node:crypto'
 import { etagMatches } from '../lib/pipeline.js'
+import { SMALL, codedEtag, compressible, documentCoding, documents, varyOnCoding } from '../lib/compression.js'
 
 /**
  * Every route answers GET and HEAD, declared together rather than through Fastify's exposeHeadRoutes: its automatic
@@ -14,13 +15,21 @@ export const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.cha
 /**
  * onSend hook for metadata answers (TileJSON, /list, /catalog, /meta, the index page, styles, sprites, fonts): a Cache-Control, a strong
  * ETag from the body, and 304 to a matching If-None-Match, so a CDN can revalidate instead of guessing freshness.
- * (Not for tiles: they carry their validators from the pipeline.)
+ * A text answer (JSON, HTML, glyph PBF…) of SMALL bytes or more is negotiated: brotli or gzip when the client takes
+ * it, made once per content (hash) and coding and kept (lib/compression.js), with `Vary: Accept-Encoding` and an ETag
+ * per coding. (Not for tiles: they carry their validators and codings from the pipeline.)
  */
 export function metadataValidators (cacheControl) {
   return function validators (request, reply, payload, done) {
     // Strings (serialised JSON, HTML) and Buffers (sprites, glyphs); not streams.
     if (reply.statusCode !== 200 || (typeof payload !== 'string' && !Buffer.isBuffer(payload))) return done(null, payload)
-    const etag = `"${createHash('sha1').update(payload).digest('base64url').slice(0, 27)}"`
+    const hash = createHash('sha1').update(payload).digest('base64url').slice(0, 27)
+    // An answer coded already (the OGC API documents, lib/features) has the ETag of the bytes sent.
+    const negotiated = !reply.hasHeader('content-encoding') && compressible(reply.getHeader('content-type')) &&
+      (typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length) >= SMALL
+    const coding = negotiated ? documentCoding(request.headers['accept-encoding']) : 'identity'
+    if (negotiated) varyOnCoding(reply)
+    const etag = codedEtag(`"${hash}"`, coding)
     reply.header('etag', etag)
     reply.header('cache-control', cacheControl)
     const inm = request.headers['if-none-match']
@@ -29,6 +38,13 @@ export function metadataValidators (cacheControl) {
       reply.removeHeader('content-type') // a 304 describes the 200 it stands for; it has no content of its own
       return done(null, null)
     }
-    done(null, payload)
+    if (coding === 'identity') return done(null, payload)
+    const send = (answer) => {
+      if (answer.coding !== 'identity') reply.header('content-encoding', answer.coding)
+      done(null, answer.bytes)
+    }
+    const answer = documents.get(hash, coding, () => Buffer.from(payload))
+    if (answer instanceof Promise) answer.then(send, (err) => done(err))
+    else send(answer)
   }
 }

@@ -6,17 +6,17 @@
 import fp from 'fastify-plugin'
 import featureRoutes from '../../routes/features.js'
 import { KNOWN_GEOGRAPHIC } from './crs.js'
-import { transcode } from '../encoding.js'
+import { CodedDocuments } from '../compression.js'
 
-const MAX_DOCS = 1000 // cached answers: hosts × documents × formats × codings; past it, the cache starts over
-const SMALL = 1024 // bytes under which a document is not worth compressing
+// Cached answers (hosts × documents × formats × codings) up to this size; past it, the least recently used go.
+const MAX_DOC_BYTES = 16 * 1024 * 1024
 
 export class FeatureService {
   constructor ({ catalog, options, viewer }) {
     this.catalog = catalog
     this.options = options
     this.viewer = viewer // MapLibre GL JS is served by the viewer (lib/viewer): the features pages draw with it
-    this.docs = new Map()
+    this.docs = new CodedDocuments(MAX_DOC_BYTES)
     this.state = null
     this.srids = new WeakMap() // pool → srid → Promise<is it in degrees>
   }
@@ -40,29 +40,7 @@ export class FeatureService {
       this.docs.clear()
       this.state = state
     }
-    const k = `${key}\n${coding}`
-    let answer = this.docs.get(k)
-    if (answer === undefined) {
-      const text = Buffer.from(make())
-      if (text.length < SMALL || coding === 'identity') answer = { bytes: text, coding: 'identity' }
-      else {
-        // Compressed as tiles are (lib/encoding.js): inline when small, on libuv's pool when not, so that a long
-        // collection list asked under ever new Host headers cannot hold the event loop.
-        const bytes = transcode(text, 'identity', coding)
-        if (!(bytes instanceof Promise)) answer = { bytes, coding }
-        else {
-          const made = bytes.then((b) => {
-            const done = { bytes: b, coding }
-            if (this.docs.get(k) === made) this.docs.set(k, done)
-            return done
-          })
-          answer = made
-        }
-      }
-      if (this.docs.size >= MAX_DOCS) this.docs.clear()
-      this.docs.set(k, answer)
-    }
-    return answer
+    return this.docs.get(key, coding, () => Buffer.from(make()))
   }
 
   /**

@@ -8,6 +8,8 @@ import fp from 'fastify-plugin'
 import client from 'prom-client'
 import { GET_HEAD } from '../../routes/http.js'
 import { databaseName } from '../urls.js'
+import { SMALL, documentCoding, varyOnCoding } from '../compression.js'
+import { encode } from '../encoding.js'
 import { RequestStats, histogramValues } from './stats.js'
 
 // Route URL → the route kind in the requests' labels (few values, whatever the URL held).
@@ -158,7 +160,15 @@ async function metricsPlugin (app, config) {
     handler: async (request, reply) => {
       const answer = cluster === null ? everything() : await cluster.aggregate()
       reply.header('cache-control', 'no-store').type(answer.contentType)
-      return answer.metrics()
+      const text = Buffer.from(await answer.metrics())
+      if (text.length < SMALL) return text
+      // New at every scrape, so compressed per request, at the fastest level: scrapers ask every few seconds at most,
+      // and the text (tens of KB with many sets) shrinks tenfold.
+      varyOnCoding(reply)
+      const coding = documentCoding(request.headers['accept-encoding'])
+      if (coding === 'identity') return text
+      reply.header('content-encoding', coding)
+      return encode(text, coding, true)
     },
   })
   app.addHook('onClose', () => cluster?.close())

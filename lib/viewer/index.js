@@ -3,6 +3,7 @@
 // comes from the npm dependency and is served from here (/viewer/assets/), never a CDN: the viewer works offline. The
 // page gets what it needs as JSON in the page and then asks the same TileJSON and tile routes as any client.
 // `viewer: false` (--no-viewer) leaves all of it out.
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -10,6 +11,8 @@ import fastifyStatic from '@fastify/static'
 import fp from 'fastify-plugin'
 import { NotFound, errorHandler, sendError } from '../errors.js'
 import { addVary, keyed, tileJsonUrl } from '../urls.js'
+import { CodedDocuments, SMALL, codedEtag, compressible, documentCoding, varyOnCoding } from '../compression.js'
+import { etagMatches } from '../pipeline.js'
 import { isDrawable, isVector } from '../tiletype.js'
 import { tileJsonFormat } from '../resolve.js'
 import { setsOf } from '../style/rewrite.js'
@@ -44,6 +47,63 @@ function page (base, home, title, view) {
 </body></html>`
 }
 
+// The assets' coded forms, made at the first request for each file version and coding (a few files, 1.5 MB of them
+// compressed): shared by every app of the process, keyed by file and @fastify/send's ETag (size and time).
+const assetCodings = new CodedDocuments()
+const ASSET_PATH = Symbol('asset path')
+
+/**
+ * onSend of the assets: a text asset (JavaScript, CSS) in brotli or gzip when the client takes it, from
+ * assetCodings, with an ETag of that coding (and a 304 for it) and `Vary: Accept-Encoding`; images and ranges as
+ * @fastify/static sends them.
+ */
+async function codedAsset (request, reply, payload) {
+  const path = reply.raw[ASSET_PATH]
+  const etag = reply.getHeader('etag')
+  const inm = request[HELD_INM]
+  if (reply.statusCode !== 200 || path === undefined || typeof etag !== 'string' || reply.hasHeader('content-encoding') ||
+    !compressible(reply.getHeader('content-type')) || !(Number(reply.getHeader('content-length')) >= SMALL)) {
+    return inm !== undefined && reply.statusCode === 200 && typeof etag === 'string' && etagMatches(inm, etag) ? notModified(reply, payload) : payload
+  }
+  varyOnCoding(reply)
+  const coding = documentCoding(request.headers['accept-encoding'])
+  if (coding === 'identity') return payload
+  const coded = codedEtag(etag, coding)
+  reply.header('etag', coded)
+  reply.removeHeader('accept-ranges') // ranges are of the file as it is, not of its coded form
+  if (inm !== undefined && etagMatches(inm, coded)) return notModified(reply, payload)
+  payload?.destroy?.() // the file's stream, not read
+  // Read once per file version and coding (a few ms for MapLibre GL JS's megabyte), then served from memory.
+  const { bytes, coding: sent } = await assetCodings.get(`${path}\n${etag}`, coding, () => readFileSync(path))
+  if (sent !== 'identity') reply.header('content-encoding', sent)
+  reply.header('content-length', bytes.length)
+  return bytes
+}
+
+const HELD_INM = Symbol('If-None-Match held from @fastify/send')
+
+/**
+ * onRequest of the assets: a client taking br or gzip has its If-None-Match held back from @fastify/send, which would
+ * answer 304 to the identity file's ETag where the answer is the coded file; codedAsset compares it with the ETag
+ * of what it sends.
+ */
+function holdIfNoneMatch (request, reply, done) {
+  const inm = request.headers['if-none-match']
+  if (inm !== undefined && documentCoding(request.headers['accept-encoding']) !== 'identity') {
+    request[HELD_INM] = inm
+    delete request.raw.headers['if-none-match']
+  }
+  done()
+}
+
+function notModified (reply, payload) {
+  payload?.destroy?.()
+  reply.code(304)
+  reply.removeHeader('content-type') // a 304 describes the 200 it stands for; it has no content of its own
+  reply.removeHeader('content-length')
+  return null
+}
+
 async function viewerPlugin (app, config) {
   if (config.viewer === false) return
   const { catalog, styles, renderer, links } = app
@@ -59,7 +119,12 @@ async function viewerPlugin (app, config) {
       if (err.statusCode >= 400 && err.statusCode < 500) return sendError(reply, new NotFound('no such file'))
       return errorHandler(err, request, reply)
     })
-    await scope.register(fastifyStatic, { root: [PUBLIC, MAPLIBRE], prefix: `${ASSETS}/`, decorateReply: false, index: false, maxAge: 0 })
+    scope.addHook('onRequest', holdIfNoneMatch)
+    scope.addHook('onSend', codedAsset)
+    await scope.register(fastifyStatic, {
+      root: [PUBLIC, MAPLIBRE], prefix: `${ASSETS}/`, decorateReply: false, index: false, maxAge: 0,
+      setHeaders: (res, path) => { res[ASSET_PATH] = path }, // the file sent, for codedAsset
+    })
   })
 
   const html = (reply, text) => {
