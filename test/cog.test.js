@@ -527,6 +527,82 @@ test('COG zoom range: the same as rio-tiler\'s own (titiler\'s) for each file', 
   }
 })
 
+// Files whose nodata or NaN is in some bands only, written with rio-tiler's rasterio, each one tile (z12 2100/1400) of
+// 256 px: `partial` (Float32, nodata -9999 in band 1 only at rows 0-9, cols 0-9), `partialnan` (the same without nodata,
+// NaN in band 3 only at rows 0-9, cols 40-49), `partialbyte` (UInt8 RGB, nodata 0 in band 1 only, rows 20-29).
+const PARTIAL_SCRIPT = `
+import json, math, sys, warnings
+warnings.filterwarnings('ignore')
+import numpy as np, rasterio
+from rasterio.transform import from_origin
+from rio_tiler.io import Reader
+d, cases = sys.argv[1], json.loads(sys.argv[2])
+W = 2 * math.pi * 6378137.0
+prof = dict(driver='GTiff', width=256, height=256, count=3, crs='EPSG:3857', tiled=True, blockxsize=128, blockysize=128,
+            transform=from_origin(-W / 2 + 2100 * W / 4096, W / 2 - 1400 * W / 4096, W / 4096 / 256, W / 4096 / 256))
+yy, xx = np.mgrid[0:256, 0:256]
+a = np.stack([xx * 0.5 + yy * 0.25 - 50, np.sin(xx / 20.0) * 40 + yy * 0.1, np.cos(yy / 7.0) * 5]).astype('f4')
+nan = a.copy(); nan[2, 0:10, 40:50] = np.nan
+a[0, 0:10, 0:10] = -9999
+byte = np.stack([xx % 200 + 10, yy % 200 + 10, np.full_like(xx, 77)]).astype('u1'); byte[0, 20:30, :] = 0
+for name, data, extra in [('partial', a, dict(dtype='float32', nodata=-9999)), ('partialnan', nan, dict(dtype='float32')),
+                          ('partialbyte', byte, dict(dtype='uint8', nodata=0))]:
+    with rasterio.open(f'{d}/{name}.tif', 'w', **prof, **extra) as f: f.write(data)
+out = []
+for name, kw, bands in cases:
+    with Reader(f'{d}/{name}.tif') as r:
+        im = r.tile(2100, 1400, 12, **kw)
+        read = r.tile(2100, 1400, 12, indexes=bands).array.data
+    # rio-tiler's mask (a pixel valid where any output is), less NaN in a band read, which tile-cannon hides
+    valid = np.logical_or.reduce(~np.ma.getmaskarray(im.array)) & ~np.isnan(read).any(axis=0)
+    out.append({'valid': valid.astype('u1').ravel().tolist(), 'first': im.array.data[0].astype('f8').ravel().tolist()})
+print(json.dumps(out))
+`
+
+test('transparency follows the bands a request reads, as rio-tiler masks them: bidx over the bands shown, band math where any band it reads is nodata', async (t) => {
+  if (!needs(t, HAVE_RIO_TILER, NO_RIO_TILER)) return
+  const dir = tempDir(t)
+  // [file, query, rio-tiler's tile() arguments, the bands read (1-based)]
+  const cases = [
+    ['partial', 'bidx=1&encoding=terrarium', { indexes: 1 }, [1]],
+    ['partial', 'bidx=1&encoding=terrarium&resampling=bilinear', { indexes: 1 }, [1]],
+    ['partial', 'bidx=2&encoding=terrarium', { indexes: 2 }, [2]],
+    ['partial', 'bidx=3,2,1&rescale=-100,100', { indexes: [3, 2, 1] }, [3, 2, 1]],
+    ['partial', 'rescale=-100,100', {}, [1, 2, 3]],
+    ['partial', 'expression=b1%2Bb2*b3&encoding=terrarium', { expression: 'b1+b2*b3' }, [1, 2, 3]],
+    ['partial', 'expression=b1%2Bb2*b3&encoding=terrarium&resampling=bilinear', { expression: 'b1+b2*b3' }, [1, 2, 3]],
+    ['partial', 'expression=b2-b3&encoding=terrarium', { expression: 'b2-b3' }, [2, 3]],
+    ['partial', 'expression=b1;b2;b3&rescale=-100,100', { expression: 'b1;b2;b3' }, [1, 2, 3]],
+    ['partialnan', 'bidx=1&encoding=terrarium', { indexes: 1 }, [1]],
+    ['partialnan', 'expression=b1*2&encoding=terrarium', { expression: 'b1*2' }, [1]],
+    ['partialnan', 'expression=b1%2Bb3&encoding=terrarium', { expression: 'b1+b3' }, [1, 3]],
+    ['partialnan', 'rescale=-100,100', {}, [1, 2, 3]],
+    ['partialbyte', 'bidx=2', { indexes: 2 }, [2]],
+    ['partialbyte', 'bidx=1', { indexes: 1 }, [1]],
+    ['partialbyte', '', {}, [1, 2, 3]],
+    ['partialbyte', 'expression=b2;b1;b3', { expression: 'b2;b1;b3' }, [1, 2, 3]],
+  ]
+  const run = spawnSync(RIO_PYTHON, ['-c', PARTIAL_SCRIPT, dir, JSON.stringify(cases.map(([file, , kw, bands]) => [file, kw, bands]))],
+    { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 })
+  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
+  const reference = JSON.parse(run.stdout)
+  const app = await makeApp(t, { paths: [dir], cacheMB: 0 })
+  for (const [i, [file, query]] of cases.entries()) {
+    const res = await app.inject(`/${file}/12/2100/1400.png?${query}`)
+    assert.equal(res.statusCode, 200, `${file}?${query}`)
+    const pixels = await sharp(res.rawPayload).ensureAlpha().raw().toBuffer()
+    const { valid, first } = reference[i]
+    const wrong = valid.filter((v, p) => v !== (pixels[p * 4 + 3] > 0 ? 1 : 0)).length
+    assert.equal(wrong, 0, `${file}?${query}: transparent where rio-tiler masks, ${wrong} pixels not`)
+    if (!query.includes('terrarium')) continue
+    for (let p = 0; p < valid.length; p++) {
+      if (valid[p] === 0) continue
+      const height = pixels[p * 4] * 256 + pixels[p * 4 + 1] + pixels[p * 4 + 2] / 256 - 32768
+      assert.ok(Math.abs(height - first[p]) <= 1 / 256, `${file}?${query}: pixel ${p} is ${height}, rio-tiler's ${first[p]}`)
+    }
+  }
+})
+
 test('COG zoom range: advertised by rio-tiler\'s rule, served from a few pixels across to `overzoom` levels past maxzoom', async (t) => {
   if (!needs(t, HAVE_GDAL, NO_GDAL)) return
   const dir = tempDir(t)

@@ -26,10 +26,10 @@ export async function blockTable (ds, level, [x0, y0, x1, y1]) {
  * The window of `level` as Float32 bands (the `samples` asked for) and a density (0..255) per pixel from the alpha
  * band, the internal mask and nodata: { bands, density, opaque } (opaque: every density is 255, so resampling may skip
  * it). Null when every pixel of it is transparent (sparse files, nodata areas). Blocks hold samples and density
- * ready-made, so assembling a window is row copies (per pixel for interleaved samples). With `scratch`, the arrays are
- * its own, reused from tile to tile (valid until its next use); without, new ones.
+ * ready-made, so assembling a window is row copies (per pixel for interleaved samples). `rule`: maskRule's for these
+ * samples. With `scratch`, the arrays are its own, reused from tile to tile (valid until its next use); without, new ones.
  */
-export function readWindow (level, table, win, samples, nodataOption, scratch) {
+export function readWindow (level, table, win, samples, nodataOption, rule, scratch) {
   const [x0, y0, x1, y1] = win
   const w = x1 - x0
   const h = y1 - y0
@@ -61,7 +61,7 @@ export function readWindow (level, table, win, samples, nodataOption, scratch) {
     const cx0 = Math.max(x0, left); const cx1 = Math.min(x1, left + tw, level.width)
     const cy0 = Math.max(y0, top); const cy1 = Math.min(y1, top + th, level.height)
     if (cx0 >= cx1) continue
-    const bd = densityFor(b, nodataOption)
+    const bd = densityFor(b, rule)
     if (bd !== null) opaque = false
     const len = cx1 - cx0
     for (let r = cy0; r < cy1; r++) {
@@ -77,21 +77,24 @@ export function readWindow (level, table, win, samples, nodataOption, scratch) {
       else density.set(bd.subarray(from, from + len), to)
     }
   }
-  if (nodataOption !== null && nodataOption !== undefined && applyNodata(bands, density, nodataOption === 'nan' ? NaN : nodataOption)) opaque = false
+  if (nodataOption !== null && nodataOption !== undefined && applyNodata(bands, density, nodataOption === 'nan' ? NaN : nodataOption, rule.any)) opaque = false
   if (opaque) return { bands, density, opaque }
   for (let p = 0; p < size; p++) if (density[p] !== 0) return { bands, density, opaque }
   return null
 }
 
-/** A nodata value given in the request: pixels where every band holds it become transparent. Returns whether any did. */
-function applyNodata (bands, density, nodata) {
+/**
+ * A nodata value given in the request: pixels where every band holds it (or `any` band: band math, see maskRule) become
+ * transparent. Returns whether any did.
+ */
+function applyNodata (bands, density, nodata, any) {
   if (Number.isNaN(nodata)) return false // NaN is transparent anyway
   const nd = Math.fround(nodata)
   let hit = false
   for (let p = 0; p < density.length; p++) {
-    let all = true
-    for (let s = 0; s < bands.length && all; s++) if (bands[s][p] !== nd) all = false
-    if (all) { density[p] = 0; hit = true }
+    let held = 0
+    for (let s = 0; s < bands.length; s++) if (bands[s][p] === nd) held++
+    if (any ? held > 0 : held === bands.length) { density[p] = 0; hit = true }
   }
   return hit
 }
@@ -208,8 +211,8 @@ function swapBytes (bytes, size) {
 }
 
 /**
- * A decoded block of a level: every sample's plane (tileWidth × tileHeight) and its density (0..255, null when all
- * opaque) from the alpha band, the internal mask, the file's nodata and NaN. Cached per worker, by bytes.
+ * A decoded block of a level: every sample's plane (tileWidth × tileHeight) and its densities (0..255, null when all
+ * opaque; see densityFor). Cached per worker, by bytes.
  */
 function block (ds, level, bx, by) {
   const key = `${ds.key}|${level.index}/${bx}/${by}`
@@ -222,16 +225,29 @@ function block (ds, level, bx, by) {
     ])
     if (ds.photometric === 6) ycbcrToRgb(samples, level.tileWidth * level.tileHeight)
     const pixels = level.tileWidth * level.tileHeight
-    const density = densityOf(ds, samples, mask, pixels)
+    const shared = densityOf(ds, samples, mask, pixels, NO_VALUES_TESTED)
     const arrays = new Set(samples.map((s) => s.data))
-    const bytes = [...arrays].reduce((sum, a) => sum + a.byteLength, 0) + (density ? density.byteLength : 0)
-    const decoded = { samples, density, bytes }
-    // For a request with a `nodata` of its own, which stands instead of the file's: the density without the file's
-    // nodata, made the first time one asks (see densityFor).
-    let own // undefined until asked; densityOf gives an array or null
-    decoded.withoutFileNodata = () => {
-      if (own === undefined) own = ds.nodata === null || Number.isNaN(ds.nodata) ? density : densityOf(ds, samples, mask, pixels, false)
-      return own
+    const bytes = [...arrays].reduce((sum, a) => sum + a.byteLength, 0) + (shared ? shared.byteLength : 0)
+    // Alpha and mask are the dataset's; nodata and NaN hide a pixel by the values of the bands a request reads, so
+    // where the file has them (valuesHide) each band set asked for has a density of its own, made when first asked.
+    const valuesHide = ds.sampleFormat === 3 || (ds.nodata !== null && !Number.isNaN(ds.nodata))
+    const decoded = { samples, shared, valuesHide, bytes, densities: valuesHide ? new Map() : null }
+    decoded.densityOf = (rule) => {
+      let density = decoded.densities.get(rule.key)
+      if (density !== undefined) return density
+      density = densityOf(ds, samples, mask, pixels, rule)
+      // A few band sets per block: past them the oldest goes (a client cycling through bidx cannot grow a block).
+      if (decoded.densities.size >= MAX_DENSITIES) {
+        const [oldest, dropped] = decoded.densities.entries().next().value
+        decoded.densities.delete(oldest)
+        if (dropped !== null) decoded.bytes -= dropped.byteLength
+      }
+      decoded.densities.set(rule.key, density)
+      if (density !== null) {
+        decoded.bytes += density.byteLength
+        if (blocks.get(key) === decoded) blocks.set(key, decoded) // counted at its new size
+      }
+      return density
     }
     blocks.set(key, decoded)
     return decoded
@@ -241,36 +257,55 @@ function block (ds, level, bx, by) {
   return promise
 }
 
-/**
- * A block's density for a request: with the file's nodata, or without it where the request gives a `nodata` of its
- * own (`nodata=` is "instead of the file's own", as in titiler; it was added to it), which applies on top.
- */
-export const densityFor = (b, nodataOption) => (nodataOption === null || nodataOption === undefined ? b.density : b.withoutFileNodata())
+const MAX_DENSITIES = 4
+const NO_VALUES_TESTED = { bands: [], any: false, fileNodata: false }
 
-function densityOf (ds, samples, mask, n, fileNodata = true) {
-  const nodata = fileNodata ? ds.nodata : null
-  if (ds.alphaBand < 0 && mask === null && nodata === null && ds.sampleFormat !== 3) return null // nothing can hide a pixel
+/**
+ * Which pixels a request's values hide, made once per tile: nodata (the file's, or none where the request gives a
+ * `nodata` of its own, which stands instead of it, as in titiler, and which the samplers apply on top) and NaN, in the
+ * bands it reads (`samples`), as rio-tiler masks them: shown bands (`bidx`) hide a pixel when all of them are nodata
+ * (GDAL's per-dataset mask over those bands), band math (`anyBand`) when any band it reads is (numpy's masked
+ * arithmetic); NaN in any band read hides it. Alpha band and internal mask apply whatever the bands.
+ */
+export function maskRule (ds, samples, nodataOption, anyBand) {
+  const fileNodata = nodataOption === null || nodataOption === undefined
+  const bands = [...new Set(samples)].filter((s) => s !== ds.alphaBand).sort((a, b) => a - b)
+  // One band: all and any are the same.
+  return { bands, any: anyBand && bands.length > 1, fileNodata, key: `${fileNodata ? 'f' : 'r'}${anyBand && bands.length > 1 ? 'any' : 'all'}:${bands}` }
+}
+
+/** A block's density for a request (`rule`: maskRule's), null when every pixel of it is opaque. */
+export const densityFor = (b, rule) => (b.valuesHide ? b.densityOf(rule) : b.shared)
+
+/**
+ * The density of a block's pixels: alpha band and internal mask, then where `rule` (see maskRule) says so, the
+ * nodata and NaN of its bands. Null when all are opaque.
+ */
+function densityOf (ds, samples, mask, n, rule) {
+  const nodata = rule.fileNodata ? ds.nodata : null
+  const hasNodata = nodata !== null && !Number.isNaN(nodata)
+  const tested = hasNodata || ds.sampleFormat === 3 ? rule.bands.map((s) => samples[s]) : []
+  if (ds.alphaBand < 0 && mask === null && tested.length === 0) return null // nothing can hide a pixel
   const density = new Uint8Array(n).fill(255)
   let opaque = true
-  const colour = samples.filter((_, s) => s !== ds.alphaBand)
-  const float = ds.sampleFormat === 3
-  const hasNodata = nodata !== null && !Number.isNaN(nodata)
   const nd = nodata
   const ndf = Math.fround(nodata)
+  // Nodata bands that hide a pixel: any one (band math) or all of them; never when the file has no nodata.
+  const needed = !hasNodata ? Infinity : rule.any ? 1 : tested.length
   const alpha = ds.alphaBand >= 0 ? samples[ds.alphaBand] : null
   const alphaScale = 255 / (2 ** ds.bits - 1)
   for (let p = 0; p < n; p++) {
     let d = 255
     if (alpha !== null) d = Math.round(alpha.data[p * alpha.stride + alpha.start] * alphaScale)
     if (mask !== null && mask[p] === 0) d = 0
-    if (d !== 0 && (hasNodata || float)) {
-      let all = hasNodata
-      for (let s = 0; s < colour.length; s++) {
-        const v = colour[s].data[p * colour[s].stride + colour[s].start]
-        if (v !== v) { all = true; break } // eslint-disable-line no-self-compare
-        if (all && v !== nd && Math.fround(v) !== ndf) all = false
+    if (d !== 0 && tested.length > 0) {
+      let hits = 0
+      for (let s = 0; s < tested.length; s++) {
+        const v = tested[s].data[p * tested[s].stride + tested[s].start]
+        if (v !== v) { hits = Infinity; break } // eslint-disable-line no-self-compare
+        if (hasNodata && (v === nd || Math.fround(v) === ndf)) hits++
       }
-      if (all) d = 0
+      if (hits >= needed) d = 0
     }
     if (d !== 255) { density[p] = d; opaque = false }
   }

@@ -67,10 +67,10 @@ export function converterFor (ds, o) {
 /**
  * Fills `colour` (n² × lut.channels) and `opacity` (n², 0..255) for the output pixels of `grid` (see sourceGrid) from
  * `level`'s blocks in `table` ({ bx0, by0, nbx, blocks }, covering every pixel the grid reaches). `lut`: lookup tables
- * (lookupFor) or a converter (converterFor). `nodata`: the request's nodata value or null. Returns whether any pixel
- * is visible.
+ * (lookupFor) or a converter (converterFor). `nodata`: the request's nodata value or null; `rule`: which pixels the
+ * shown samples hide (maskRule). Returns whether any pixel is visible.
  */
-export function gatherNearest (level, table, grid, lut, nodata, colour, opacity) {
+export function gatherNearest (level, table, grid, lut, nodata, rule, colour, opacity) {
   const { n } = grid
   const cc = lut.channels
   const [t0, t1 = t0, t2 = t0] = lut.tables ?? []
@@ -81,7 +81,7 @@ export function gatherNearest (level, table, grid, lut, nodata, colour, opacity)
   // it can be copied as it is: the shown samples lie in one array, consecutive and in order, all opaque.
   const views = table.blocks.map((block) => {
     const { samples } = block
-    const density = densityFor(block, nodata)
+    const density = densityFor(block, rule)
     const [a, b = a, c = a] = [samples[s0], samples[s1], samples[s2]]
     const packed = lut.identity === true && nd === null && density === null && a.stride === cc && a.start === 0 &&
       (cc === 1 || (b.data === a.data && c.data === a.data && b.start === 1 && c.start === 2))
@@ -121,18 +121,19 @@ export function gatherNearest (level, table, grid, lut, nodata, colour, opacity)
 /**
  * Nearest neighbour for the values path (band math, a mosaic's combinations), straight from the blocks: fills
  * `values` (n² × samples.length, interleaved, Float32) and `alpha` (n², 0..1) for the output pixels of `grid`: the
- * blocks' densities, and the request's `nodata` where every sample read holds it (as readWindow applies it to the
- * windows bilinear and cubic read), without copying a window out of the blocks first. Values of transparent pixels
+ * blocks' densities (`rule`: maskRule's), and the request's `nodata` where every sample read holds it, or any one
+ * for band math (as readWindow applies it to the windows bilinear and cubic read), without copying a window out of the blocks first. Values of transparent pixels
  * are undefined (nothing reads them: band math and the mosaics' combinations go by alpha). Returns whether any pixel
  * is visible. NDVI over a UTM COG (bench/raster-analysis.js's bands4.tif, cache off, a worker's CPU per tile
  * in-process): 2.68 → 2.34 ms at z7, where the window read is larger than the tile; the same 1.93 ms at z9 (1:1.3);
  * byte-identical tiles.
  */
-export function gatherValues (level, table, grid, samples, nodata, values, alpha) {
+export function gatherValues (level, table, grid, samples, nodata, rule, values, alpha) {
   const { n } = grid
   const nb = samples.length
   const nd = typeof nodata === 'number' ? Math.fround(nodata) : NaN // 'nan': nothing to match (NaN is transparent already)
-  const views = table.blocks.map((block) => ({ d: densityFor(block, nodata), planes: samples.map((s) => block.samples[s]) }))
+  const views = table.blocks.map((block) => ({ d: densityFor(block, rule), planes: samples.map((s) => block.samples[s]) }))
+  const any = rule.any
   alpha.fill(0, 0, n * n)
   const repeat = (k) => {
     values.copyWithin(k * nb, (k - n) * nb, k * nb)
@@ -143,15 +144,16 @@ export function gatherValues (level, table, grid, samples, nodata, values, alpha
     // One and two samples (a band; a normalized difference's two) in loops of their own: the general one below, a pass
     // per sample, made an NDVI tile 2.2 ms of worker CPU against 1.94 for valuesRun2.
     if (nb === 1) return valuesRun1(values, alpha, nd, d, planes[0], k0, k1, offsets, o0, base)
-    if (nb === 2) return valuesRun2(values, alpha, nd, d, planes[0], planes[1], k0, k1, offsets, o0, base)
+    if (nb === 2) return valuesRun2(values, alpha, nd, any, d, planes[0], planes[1], k0, k1, offsets, o0, base)
     let seen = 0 // more samples: a pass per sample, then the opacities
     for (let b = 0; b < nb; b++) valuesPlane(values, nb, b, planes[b], k0, k1, offsets, o0, base)
     for (let k = k0, o = o0; k < k1; k++, o++) {
       const density = d === null ? 255 : d[base + offsets[o]]
       if (density === 0) continue
-      let all = nd === nd // eslint-disable-line no-self-compare -- a nodata to match: every sample must hold it
-      for (let q = k * nb, end = q + nb; all && q < end; q++) if (values[q] !== nd) all = false
-      if (all) continue
+      // A nodata to match (NaN matches nothing): held by every sample, or by any one for band math.
+      let held = 0
+      for (let q = k * nb, end = q + nb; q < end; q++) if (values[q] === nd) held++
+      if (any ? held > 0 : held === nb) continue
       alpha[k] = OPACITY[density]
       seen = 255
     }
@@ -178,8 +180,11 @@ function valuesRun1 (values, alpha, nd, d, { data, stride, start }, k0, k1, offs
   return seen
 }
 
-/** gatherValues' run of two samples (a normalized difference's, say), interleaved. 255 when a pixel is visible. */
-function valuesRun2 (values, alpha, nd, d, { data: a0, stride: m0, start: s0 }, { data: a1, stride: m1, start: s1 }, k0, k1, offsets, o0, base) {
+/**
+ * gatherValues' run of two samples (a normalized difference's, say), interleaved; the request's nodata hides a pixel
+ * in both, or in either (`any`: band math). 255 when a pixel is visible.
+ */
+function valuesRun2 (values, alpha, nd, any, d, { data: a0, stride: m0, start: s0 }, { data: a1, stride: m1, start: s1 }, k0, k1, offsets, o0, base) {
   let seen = 0
   for (let k = k0, o = o0, q = 2 * k0; k < k1; k++, o++, q += 2) {
     const p = base + offsets[o]
@@ -187,7 +192,7 @@ function valuesRun2 (values, alpha, nd, d, { data: a0, stride: m0, start: s0 }, 
     if (density === 0) continue
     const x = Math.fround(a0[p * m0 + s0]); const y = Math.fround(a1[p * m1 + s1])
     values[q] = x; values[q + 1] = y
-    if (x === nd && y === nd) continue
+    if (any ? x === nd || y === nd : x === nd && y === nd) continue
     alpha[k] = OPACITY[density]
     seen = 255
   }

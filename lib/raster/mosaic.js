@@ -318,7 +318,8 @@ function stackPlan (task) {
     entry.bands.push(band - starts[asset])
     entry.slots.push(slot)
   })
-  for (const entry of plan) entry.options = { ...options, bidx: entry.bands, expression: null }
+    // The expression applies to the stack, but each asset's bands hide a pixel as band math's do (any band read).
+  for (const entry of plan) entry.options = { ...options, bidx: entry.bands, expression: null, bandMath: options.expression !== null }
   task.plan = plan
   return plan
 }

@@ -2,15 +2,16 @@
 // blocks), then the bands the rendering reads, resampled to the tile's pixels. The worker turns the values into
 // pixels (render.js); a mosaic combines several datasets' values first. Runs in the raster workers.
 import { sourceGrid, chooseLevel, windowOf, resample, sampleScale, tileRatio } from './warp.js'
-import { blockTable, readWindow } from './blocks.js'
+import { blockTable, maskRule, readWindow } from './blocks.js'
 import { RasterError } from './errors.js'
 import { applyExpression } from './expression.js'
 import { gatherValues } from './direct.js'
 import { tileExtent } from '../tilemath.js'
 
 /**
- * Where tile z/x/y (n × n pixels) falls in `ds`: { grid, level, resampling, spread, win, table }, the window's
- * decoded blocks read; null where the tile reaches no pixel of the file.
+ * Where tile z/x/y (n × n pixels) falls in `ds`: { grid, level, resampling, spread, win, table, rule }, the window's
+ * decoded blocks read and which of their pixels the request's bands hide (maskRule: `bidx`, or the bands band math
+ * reads, `bandMath` for a STAC asset's share of the stack); null where the tile reaches no pixel of the file.
  */
 export async function locate (ds, z, x, y, n, options, scratch) {
   // A remote file found changed by an earlier read: no tile from its blocks decoded before (they may be all it needs).
@@ -31,7 +32,8 @@ export async function locate (ds, z, x, y, n, options, scratch) {
     if (i + 1 >= ds.levels.length) throw new RasterError('this tile would need too large a part of the raster')
   }
   const table = await blockTable(ds, level, win)
-  return { grid, level, resampling, spread, win, table, n }
+  const rule = maskRule(ds, options.bidx, options.nodata, Boolean(options.expression) || options.bandMath === true)
+  return { grid, level, resampling, spread, win, table, rule, n }
 }
 
 /**
@@ -40,14 +42,14 @@ export async function locate (ds, z, x, y, n, options, scratch) {
  * outputs); null where every pixel is transparent. The arrays are the scratch's, valid until its next use.
  */
 export function valuesAt (at, options, scratch) {
-  const { level, table, win, grid, resampling, spread, n } = at
+  const { level, table, win, grid, resampling, spread, rule, n } = at
   const nb = options.bidx.length
   const values = scratchValues(scratch, n * n * nb)
   const { alpha } = scratch
   if (resampling === 'nearest') { // straight from the blocks, no window copied out first
-    if (!gatherValues(level, table, grid, options.bidx, options.nodata, values, alpha)) return null
+    if (!gatherValues(level, table, grid, options.bidx, options.nodata, rule, values, alpha)) return null
   } else {
-    const window = readWindow(level, table, win, options.bidx, options.nodata, scratch)
+    const window = readWindow(level, table, win, options.bidx, options.nodata, rule, scratch)
     if (window === null) return null
     resample(level, win, window.bands, window.opaque ? null : window.density, grid, resampling, values, alpha, spread, scratch)
   }

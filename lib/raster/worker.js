@@ -153,7 +153,7 @@ async function render ({ src, z, x, y, format, options }, n, scratch) {
 function pixelsAt (ds, at, options, scratch, colour, opacity) {
   // Integers: lookup tables; floats and 32-bit integers: a converter (not for band math, which needs the values).
   const lut = at.resampling === 'nearest' ? lookupFor(ds, options) ?? converterFor(ds, options) : null
-  if (lut !== null) return gatherNearest(at.level, at.table, at.grid, lut, options.nodata, colour, opacity) ? lut.channels : 0
+  if (lut !== null) return gatherNearest(at.level, at.table, at.grid, lut, options.nodata, at.rule, colour, opacity) ? lut.channels : 0
   const tile = valuesAt(at, options, scratch)
   if (tile === null) return 0
   return drawValues(tile, at.n, options, ds.palette, colour, opacity)
