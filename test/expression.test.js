@@ -318,6 +318,11 @@ test('bad expressions are 400 with what and where; injection-like text is a plai
   await bad(e('b1 + min(b2)'), /min\(\) takes 2 or more arguments, not 1 at position 5/)
   await bad(e('sqrt'), /sqrt is a function/)
   await bad(e('b1 + b5'), /^expression: b5 at position 5 is not a band of this file \(b1-b4\)$/)
+  // However many digits (21 and more were read as 1e+21 and answered 'too complex once written out').
+  for (const digits of [6, 20, 21, 400]) {
+    await bad(e(`b1 + b${'9'.repeat(digits)}`), new RegExp(`^expression: b9{${digits}} at position 5 is not a band of this file \\(b1-b4\\)$`))
+  }
+  await bad(e('b1 + b65536'), /^expression: b65536 at position 5 is not a band of this file \(b1-b4\)$/)
   await bad(e('b0'), /unknown name 'b0'/)
   // Injection-like text: names are looked up in a fixed table, nothing is evaluated.
   for (const text of ['constructor', '__proto__', 'process.exit()', 'this.constructor', 'globalThis', 'require("fs")',

@@ -40,6 +40,9 @@ const FUNCTIONS = new Map([['where', 3], ['abs', 1], ['sqrt', 1], ['log', 1], ['
 // Hints for characters people bring from other languages.
 const HINTS = { '^': " (powers are '**')", '=': " (equality is '==')", '&': ' (combine conditions with where() or *)', '|': ' (combine conditions with where() or max())' }
 
+// The band a number past any file's bands is read as (0-based: b65536): a TIFF counts its bands in 16 bits.
+const PAST_ANY_BAND = 65535
+
 // Precedence levels, for printing the canonical text with only the parentheses it needs.
 const LEVEL = { compare: 1, sum: 2, product: 3, unary: 4, power: 5, primary: 6 }
 const levelOf = (node) => {
@@ -207,7 +210,9 @@ class Parser {
       this.at += name[0].length
       const word = name[0]
       const band = /^[bB]([1-9]\d*)$/.exec(word)
-      if (band !== null) return { band: Number(band[1]) - 1, text: word, position: start }
+      // Past 5 digits, PAST_ANY_BAND: read as a float, 21 digits or more printed as b1e+21, which the canonical text
+      // could not parse again (and several long numbers would be one band).
+      if (band !== null) return { band: band[1].length > 5 ? PAST_ANY_BAND : Number(band[1]) - 1, text: word, position: start }
       const lower = word.toLowerCase()
       if (this.take('(') === null) {
         if (FUNCTIONS.has(lower)) this.fail(`${lower} is a function: ${lower}(…)`, start)
