@@ -17,10 +17,10 @@ const HEAP_LIMIT_MB = 256
 /**
  * A pool started on demand: `acquire()` (a COG set opening) returns the running pool's `{ run(task) }`, starting it if
  * need be; `release()` (that set closing) stops it once no set uses it; `close()` stops it for good.
- * @param {{ threads: number, blockCacheMB: number, s3?: object, taskTimeLimitMs?: number, heapLimitMB?: number }} raster
- *   config.raster, and config.s3 for remote COGs (the limits: tests only)
+ * @param {{ threads: number, blockCacheMB: number, s3?: object, taskTimeLimitMs?: number, heapLimitMB?: number, replacedCloseMs?: number }} raster
+ *   config.raster, and config.s3 for remote COGs (the limits and replacedCloseMs, worker.js: tests only)
  */
-export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimitMs = TASK_TIME_LIMIT_MS, heapLimitMB = HEAP_LIMIT_MB }, log) {
+export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimitMs = TASK_TIME_LIMIT_MS, heapLimitMB = HEAP_LIMIT_MB, replacedCloseMs }, log) {
   let pool = null
   let runner = null
   let users = 0
@@ -37,7 +37,7 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimi
       // that module inert. Decoded blocks: raster.blockCacheMB per worker (by default 5 % of the machine's memory in
       // all, GDAL's default block cache, at least 64 MiB per worker; lib/config.js).
       // config.s3 (object storage settings and credentials): each worker reads remote COGs itself.
-      workerData: { blockCacheBytes: Math.floor(blockCacheMB * 2 ** 20), s3 },
+      workerData: { blockCacheBytes: Math.floor(blockCacheMB * 2 ** 20), s3, replacedCloseMs },
       resourceLimits: { maxOldGenerationSizeMb: heapLimitMB },
     })
     // A worker that dies is replaced by piscina and its task fails (503 for that tile); never an uncaught error.

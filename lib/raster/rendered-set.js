@@ -39,3 +39,11 @@ export function sayCrsNote (note, log, id) {
   saidOfCrs.add(note)
   log?.warn({ set: id }, note)
 }
+
+/**
+ * The workers' key of a local file (`file`: its stat, null when it could not be read): what the file is, its path, size,
+ * time, device and inode, so that the sets reading an unchanged file (a COG set and the mosaics over it) share its open
+ * dataset and decoded blocks in each worker (lib/raster/worker.js), and a replaced file is opened afresh. A file that
+ * cannot be stat'ed is keyed by `openedAt`, the set's opening (the worker then says why it cannot be read).
+ */
+export const localKey = (path, file, openedAt) => file ? `${path}#${file.size}/${file.mtimeMs}/${file.dev}/${file.ino}` : `${path}#${openedAt}`

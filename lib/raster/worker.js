@@ -18,8 +18,12 @@ sharp.concurrency(1) // one thread per worker: the pool already spreads tiles ov
 sharp.cache(false)
 
 const REMOTE = { s3: workerData?.s3 } // remote COGs: the object storage settings (config.s3)
-// Open datasets; one idle for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a
-// path that was re-opened (a replaced file), half a minute later so that reads under way finish.
+// Open datasets, keyed by what a file is (lib/sources/cog.js fileKey: its path, size, time and inode), so that every set
+// reading an unchanged file (a COG set and the mosaics over it) shares one open file and its decoded blocks. One idle
+// for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a path opened under a new key
+// (a replaced file), REPLACED_CLOSE_MS later (workerData.replacedCloseMs: tests only). None is closed while a task
+// uses it: a read of a closed descriptor fails (EBADF), or reads whatever file reused its number.
+const REPLACED_CLOSE_MS = workerData?.replacedCloseMs ?? 30_000
 const latest = new Map() // path or URL → key of the newest dataset
 // 256: a mosaic's tile may read a few dozen parts, and its neighbours mostly the same ones.
 const datasets = new LRUCache({
@@ -27,30 +31,53 @@ const datasets = new LRUCache({
   ttl: 10 * 60_000,
   updateAgeOnGet: true,
   ttlAutopurge: true,
-  dispose: (pending) => { pending.then((ds) => ds.tiff.close?.(), () => {}) },
+  dispose: (entry) => {
+    entry.dropped = true
+    if (entry.users === 0) closeEntry(entry)
+  },
 })
 
-function dataset (src) {
-  let pending = datasets.get(src.key)
-  if (pending === undefined) {
-    pending = openDataset(src, REMOTE)
-    pending.catch(() => datasets.delete(src.key))
-    datasets.set(src.key, pending)
+const closeEntry = (entry) => { entry.pending.then((ds) => ds.tiff.close?.(), () => {}) }
+
+/**
+ * The dataset of `src` (a promise), held for the task whose `held` set is given until releaseAll(held): dropped from
+ * `datasets` meanwhile (replaced, evicted, idle), it is closed only once no task holds it.
+ */
+function dataset (src, held) {
+  let entry = datasets.get(src.key)
+  if (entry === undefined) {
+    entry = { pending: openDataset(src, REMOTE), users: 0, dropped: false }
+    const opened = entry
+    entry.pending.catch(() => { if (datasets.peek(src.key) === opened) datasets.delete(src.key) })
+    datasets.set(src.key, entry)
     const where = src.path ?? src.url
     const previous = latest.get(where)
-    if (previous !== undefined && previous !== src.key) setTimeout(() => datasets.delete(previous), 30_000).unref()
+    if (previous !== undefined && previous !== src.key) setTimeout(() => datasets.delete(previous), REPLACED_CLOSE_MS).unref()
     latest.set(where, src.key)
   }
-  return pending
+  if (!held.has(entry)) {
+    held.add(entry)
+    entry.users++
+  }
+  return entry.pending
+}
+
+/** A task's datasets let go: one dropped while the task used it is closed now, if no other task holds it. */
+function releaseAll (held) {
+  for (const entry of held) {
+    entry.users--
+    if (entry.users === 0 && entry.dropped) closeEntry(entry)
+  }
 }
 
 export default async function run (task) {
   // The pool's clock for this task starts now (lib/raster/pool.js: its time limit), not while it was queued.
   if (task.taskNumber !== undefined) threads.parentPort?.postMessage({ rasterTaskStarted: task.taskNumber })
+  const held = new Set() // the datasets this task reads
   try {
-    if (task.op === 'describe') return await describe(task.src)
-    if (task.op === 'tile') return await tile(task)
-    if (task.op === 'mosaic') return await mosaic(task)
+    if (task.op === 'describe') return await describe(task.src, held)
+    if (task.op === 'tile') return await tile(task, held)
+    if (task.op === 'mosaic') return await mosaic(task, held)
     if (task.op === 'empty') {
       const n = 256 * task.scale
       return transferable(await encode(new Uint8Array(n * n), new Uint8Array(n * n), n, 1, task.format, false))
@@ -70,6 +97,8 @@ export default async function run (task) {
       return { failed: err.message, replaced: err.replaced === true, flipped: err.flipped === true }
     }
     throw err
+  } finally {
+    releaseAll(held)
   }
 }
 
@@ -78,8 +107,8 @@ export default async function run (task) {
  * the log should say of its CRS (read without its datum grid: dataset.js withoutGrid), since a worker has no logger, and
  * its .aux.xml as read (a remote file's is then handed to the other workers, not read again by each).
  */
-async function describe (src) {
-  const ds = await dataset(src)
+async function describe (src, held) {
+  const ds = await dataset(src, held)
   return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, crsNote: ds.crs.note ?? null, statsNote: ds.statsNote ?? null, aux: ds.aux, auxNote: ds.auxNote }
 }
 
@@ -125,18 +154,18 @@ function giveScratch (scratch) {
 }
 
 /** One tile: encoded bytes, or null where the raster has no valid pixel. */
-async function tile (task) {
+async function tile (task, held) {
   const n = 256 * task.scale
   const scratch = takeScratch(n)
   try {
-    return await render(task, n, scratch)
+    return await render(task, n, scratch, held)
   } finally {
     giveScratch(scratch)
   }
 }
 
-async function render ({ src, z, x, y, format, options }, n, scratch) {
-  const ds = await dataset(src)
+async function render ({ src, z, x, y, format, options }, n, scratch, held) {
+  const ds = await dataset(src, held)
   const at = await locate(ds, z, x, y, n, options, scratch)
   if (at === null) return null
   const { colour, opacity } = scratch
@@ -170,7 +199,7 @@ function drawValues (tile, n, options, palette, colour, opacity) {
   return opacity.some((a) => a > 0) ? channels : 0
 }
 
-const MOSAIC_ENGINE = { dataset, takeScratch, giveScratch, pixelsAt, drawValues }
+const MOSAIC_ENGINE = { takeScratch, giveScratch, pixelsAt, drawValues }
 
 // Notes on CRSs read without their datum grid (dataset.js) that this worker has passed to the main thread's log. A COG
 // set's comes back with its description; a mosaic's parts are mostly opened by tiles, whose answers carry them.
@@ -188,11 +217,11 @@ function untoldNotes (task) {
  * parts were left out (their data type) or a part's CRS note is new, { tile, leftOut: [[part, reason], …], crsNotes }
  * so that the main thread logs them.
  */
-async function mosaic (task) {
+async function mosaic (task, held) {
   const n = 256 * task.scale
   const out = takeScratch(n)
   try {
-    const channels = await mosaicPixels(task, n, out, MOSAIC_ENGINE)
+    const channels = await mosaicPixels(task, n, out, { ...MOSAIC_ENGINE, dataset: (src) => dataset(src, held) })
     const crsNotes = untoldNotes(task)
     if (task.leftOut === undefined && crsNotes.length === 0) return channels === 0 ? null : await encodeTile(out.colour, out.opacity, n, channels, task.format, task.options)
     // Copied, not moved: piscina moves a result marked as movable, not one inside an object.

@@ -1,11 +1,12 @@
 // Cloud Optimized GeoTIFF source: raster tiles rendered on request, in any CRS the file declares. This side only
 // validates options and checks that a tile touches the raster; reading, reprojecting and encoding run in the raster
 // worker pool (lib/raster/), so the event loop never decodes a pixel.
+import { stat } from 'node:fs/promises'
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { RangeReader, comparedBySize, validatorFlipped } from '../remote/reader.js'
 import { buildTileJson } from './tilejson.js'
-import { RENDERED_SET, asBuffer, emptyTiles, sayCrsNote } from '../raster/rendered-set.js'
+import { RENDERED_SET, asBuffer, emptyTiles, localKey, sayCrsNote } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -27,7 +28,10 @@ const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 export async function open (spec, context = {}) {
   const { rasterPool } = context
   if (!rasterPool) throw new Error('COG sets need the raster worker pool (context.rasterPool)')
-  const src = spec.url ? { key: `${spec.url}#${Date.now()}`, url: spec.url, comparedBySize: comparedBySize(spec.url) } : { key: `${spec.path}#${Date.now()}`, path: spec.path }
+  // A remote COG is keyed by this open (its version is pinned by ETag as it is described); a local one by what it is.
+  const src = spec.url
+    ? { key: `${spec.url}#${Date.now()}`, url: spec.url, comparedBySize: comparedBySize(spec.url) }
+    : { key: localKey(spec.path, await stat(spec.path).catch(() => null), Date.now()), path: spec.path }
   const workers = rasterPool.acquire()
   let info
   try {

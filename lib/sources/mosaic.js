@@ -12,7 +12,7 @@ import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../erro
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { buildTileJson } from './tilejson.js'
 import { declaredGrid } from './stac-grid.js'
-import { RENDERED_SET, asBuffer, emptyTiles, sayCrsNote } from '../raster/rendered-set.js'
+import { RENDERED_SET, asBuffer, emptyTiles, localKey, sayCrsNote } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { MAX_ZOOM, WORLD_BOUNDS, mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -124,8 +124,11 @@ function leftOutLog (id, log) {
   return counter
 }
 
-/** A part's source as the workers open it: keyed by the open, so a re-opened set reads files afresh. */
-const sourceOf = (where, openedAt) => (where.url ? { key: `${where.url}#${openedAt}`, url: where.url } : { key: `${where.path}#${openedAt}`, path: where.path })
+/**
+ * A part's source as the workers open it: a local file keyed by what it is (`where.file`: its stat), shared with every
+ * other set reading it unchanged; a remote one by the open, so a re-opened set reads it afresh.
+ */
+const sourceOf = (where, openedAt) => (where.url ? { key: `${where.url}#${openedAt}`, url: where.url } : { key: localKey(where.path, where.file, openedAt), path: where.path })
 
 /**
  * What the workers say of a part's file: { meta, warp, lonLatBounds, version }; null when it cannot be read, logged as
@@ -185,7 +188,7 @@ async function folderMosaic (spec, workers, log, overzoom) {
     const path = join(folder, name)
     const file = await stat(path).catch(() => null)
     if (!file?.isFile()) return null
-    const src = sourceOf({ path }, openedAt)
+    const src = sourceOf({ path, file }, openedAt)
     const info = await describePart(workers, src, name, log)
     return info === null ? null : { name, src, info, file }
   }))
@@ -284,7 +287,7 @@ async function locatePart (ref, base, roots) {
   const real = await realFileIn(path, roots.folders)
   if (real === null) return { reason: 'file not found' }
   if (real === OUTSIDE) return { reason: 'outside the served data folders' }
-  return { path: real.file }
+  return { path: real.file, file: await stat(real.file).catch(() => null) } // (its stat: the workers' key, sourceOf)
 }
 
 const intZoom = (v) => Number.isInteger(v) && v >= 0 && v <= MAX_ZOOM

@@ -1,0 +1,101 @@
+// The raster workers' open files: every set reading an unchanged file (a COG set and a mosaic over it, the usual
+// layout of a folder) shares one open file per worker, and no file is closed while a tile reads it, however often the
+// sets reading it under different keys (a file touched or replaced while its old set still serves) take turns.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { copyFileSync, mkdirSync, readdirSync, readlinkSync, utimesSync } from 'node:fs'
+import { join } from 'node:path'
+import { FIXTURES, HAVE_FIXTURES, needs } from './helpers/app.js'
+import { tempDir } from './helpers/data.js'
+import { createRasterPool } from '../lib/raster/pool.js'
+import { open as openCog } from '../lib/sources/cog.js'
+import { open as openMosaic } from '../lib/sources/mosaic.js'
+import { lonLatToTile } from '../lib/tilemath.js'
+
+const NO_FIXTURES = 'the shared fixtures (../shared/fixtures) are not present'
+const HAVE_PROC = (() => { try { return readdirSync('/proc/self/fd').length > 0 } catch { return false } })()
+
+/** A copy of the UTM fixture (tiles reprojected: several block reads each) in a folder of its own. */
+function cogInFolder (t) {
+  const folder = join(tempDir(t), 'tiles')
+  mkdirSync(folder)
+  const file = join(folder, 'utm.tif')
+  copyFileSync(join(FIXTURES, 'cog', 'cog.tif'), file)
+  return { folder, file }
+}
+
+/** The descriptors this process (its worker threads included) holds open on `file`. */
+function descriptorsOn (file) {
+  let count = 0
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try { if (readlinkSync(`/proc/self/fd/${fd}`) === file) count++ } catch {} // (one closed meanwhile)
+  }
+  return count
+}
+
+/** The tiles of a set's max zoom over its bounds' middle, a 4 × 4 block of them. */
+function tilesOf (set) {
+  const [west, south, east, north] = set.metadata.bounds
+  const z = set.metadata.maxzoom
+  const [x0, y0] = lonLatToTile((west + east) / 2, (south + north) / 2, z)
+  const tiles = []
+  for (let dx = -2; dx < 2; dx++) for (let dy = -2; dy < 2; dy++) tiles.push([z, x0 + dx, y0 + dy])
+  return tiles
+}
+
+/**
+ * Tiles of every set asked at once, again and again for `ms` (cubic: each tile reads several blocks, its task awaiting
+ * the file between them); the failures, as 'set z/x/y: message'.
+ */
+async function hammer (sets, ms) {
+  const failures = []
+  const end = performance.now() + ms
+  let round = 0
+  while (performance.now() < end) {
+    round++
+    await Promise.all(sets.flatMap((set) => tilesOf(set).map(async ([z, x, y]) => {
+      // A rescale of its own per round: every tile is drawn afresh (no set caches tiles; this keeps it so).
+      const options = set.parseQuery({ rescale: `0,${1000 + round}`, resampling: 'cubic' })
+      try {
+        await set.getTile(z, x, y, options)
+      } catch (err) {
+        failures.push(`${set.id} ${z}/${x}/${y}: ${err.message}`)
+      }
+    })))
+  }
+  return failures
+}
+
+test('a COG set and a folder mosaic over the same file share one open file in the worker; their tiles, asked together, all draw', { timeout: 60_000 }, async (t) => {
+  if (!needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  const { folder, file } = cogInFolder(t)
+  // One worker, and a replaced file's old dataset closed 20 ms after (30 s in service): both sets meet in the worker.
+  const rasterPool = createRasterPool({ threads: 1, blockCacheMB: 1, replacedCloseMs: 20 })
+  t.after(() => rasterPool.close())
+  const cog = await openCog({ id: 'utm', path: file }, { rasterPool })
+  t.after(() => cog.close())
+  const mosaic = await openMosaic({ id: 'tiles', path: folder }, { rasterPool })
+  t.after(() => mosaic.close())
+  // Each set opened the file under its own key: the worker held it open twice, and each set's opening dropped the
+  // other's dataset 20 ms later, closing its file under the tiles reading it (EBADF, a 503).
+  if (HAVE_PROC) assert.equal(descriptorsOn(file), 1, 'the file is open once')
+  const failures = await hammer([cog, mosaic], 1500)
+  assert.deepEqual(failures, [])
+  if (HAVE_PROC) assert.equal(descriptorsOn(file), 1, 'the file is open once')
+})
+
+test('sets reading one file under different keys (touched while the old set still serves): tiles of both, asked together, all draw', { timeout: 60_000 }, async (t) => {
+  if (!needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  const { file } = cogInFolder(t)
+  const rasterPool = createRasterPool({ threads: 1, blockCacheMB: 1, replacedCloseMs: 20 })
+  t.after(() => rasterPool.close())
+  const before = await openCog({ id: 'before', path: file }, { rasterPool })
+  t.after(() => before.close())
+  const later = new Date(Date.now() + 60_000)
+  utimesSync(file, later, later) // another version of the file as far as the workers know: a key of its own
+  const after = await openCog({ id: 'after', path: file }, { rasterPool })
+  t.after(() => after.close())
+  // Each set's turn drops the other's dataset 20 ms later: it was closed under the tiles still reading it (EBADF).
+  const failures = await hammer([before, after], 1500)
+  assert.deepEqual(failures, [])
+})
