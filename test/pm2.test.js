@@ -287,7 +287,11 @@ test('pm2 cluster of 2 under load: reload, a worker killed, a file replaced', as
 
   await t.test('one scrape of /metrics, whichever worker answers it, sums every worker', async () => {
     const tileRequests = (text) => Number(/^tilecannon_requests_total\{route="tile",set="parks",status="2xx"\} (\d+)$/m.exec(text)?.[1] ?? 0)
-    const scrape = async () => (await get(`${base}/metrics`)).body.toString() // a new connection each: either worker
+    // A new connection each: either worker. Gzip asked, as Prometheus asks it (/metrics is compressed for it).
+    const scrape = async () => {
+      const res = await get(`${base}/metrics`)
+      return (res.headers['content-encoding'] === 'gzip' ? gunzipSync(res.body) : res.body).toString()
+    }
     await sleep(METRICS_INTERVAL_MS * 2) // the figures of the load before, written by every worker
     const before = tileRequests(await scrape())
     for (let i = 0; i < 20; i++) await get(`${base}/parks/0/0/0`) // a connection each: pm2 deals them out round-robin
