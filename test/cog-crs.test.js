@@ -3,6 +3,8 @@
 // with and without the grid file. Each against the tile gdalwarp cuts from the same file.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { join } from 'node:path'
 import pino from 'pino'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
@@ -98,4 +100,28 @@ test('a CRS placed with no datum shift at all (a classical datum epsg-index give
   assert.equal(said[0].set, 'luref')
   assert.equal(said[0].level, 40)
   assert.match(said[0].msg, /^EPSG:4181 \(LUREF\) is used with no datum shift to WGS 84 .*a ballpark, so the raster may lie off by tens to hundreds of metres/)
+})
+
+test('a south-up file (positive pixel height, a ModelTransformation) and a GCP-georeferenced one are refused, saying what they are and to run gdalwarp; the south-up one warped is where GDAL puts it', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  const north = makeCog(dir, 'north', { width: 400, height: 300, srs: 'EPSG:4326', ullr: [10, 46, 10.8, 45.4] }, waves)
+  // -a_ullr with the top below the bottom: GDAL's geotransform (10, 0.002, 0, 45.4, 0, +0.002), rows going north.
+  execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-co', 'TILED=YES', '-a_ullr', '10', '45.4', '10.8', '46', north, join(dir, 'southup.tif')])
+  execFileSync('gdalwarp', ['-q', '-of', 'COG', join(dir, 'southup.tif'), join(dir, 'warped.tif')])
+  execFileSync('gdal_translate', ['-q', '-co', 'TILED=YES', '-gcp', '0', '0', '10', '46', '-gcp', '400', '0', '10.8', '46', '-gcp', '0', '300', '10', '45.4',
+    '-a_srs', 'EPSG:4326', north, join(dir, 'gcps.tif')])
+  const app = await makeApp(t, { paths: [dir], cacheMB: 0 })
+  const southUp = await app.inject('/southup/10/540/364.png')
+  assert.equal(southUp.statusCode, 503)
+  assert.match(southUp.json().message, /south-up .*`gdalwarp`/)
+  assert.equal((await app.inject('/southup.json')).statusCode, 503, 'no TileJSON placing it elsewhere')
+  const gcps = await app.inject('/gcps/10/540/364.png')
+  assert.equal(gcps.statusCode, 503)
+  assert.match(gcps.json().message, /georeferenced by 3 ground control points \(GCPs\).*`gdalwarp`/)
+  assert.ok(!gcps.body.includes(dir))
+  // Once warped north-up, it is served over 45.4..46°N (GDAL's corners), rows the right way up.
+  const { bounds } = (await app.inject('/warped.json')).json()
+  bounds.forEach((v, i) => assert.ok(Math.abs(v - [10, 45.4, 10.8, 46][i]) < 0.01, `bounds ${bounds}`))
+  await matchesGdal(app, dir, 'warped', join(dir, 'warped.tif'), [10, ...lonLatToTile(10.4, 45.7, 10)])
 })

@@ -334,21 +334,35 @@ function citedCrs (keys, centre) {
   throw new RasterError(`unsupported CRS: a user-defined CRS that only WKT describes (projection "${name}"), which proj4 cannot use`)
 }
 
-/** Affine of the full image: [originX, resX, originY, resY] (resY positive, rows go south). */
+/**
+ * Affine of the full image: [originX, resX, originY, resY] (resY positive, rows go south). Read off the tags as GDAL
+ * reads them (ModelPixelScale and a ModelTiepoint, else ModelTransformation), not by geotiff.js's getResolution,
+ * which turns a ModelTransformation's pixel height into its opposite: a south-up file (positive pixel height) passed
+ * for north-up, served mirrored in the wrong place, and a north-up one was refused as flipped.
+ */
 function geotransformOf (image) {
   const fd = image.fileDirectory
   const transform = fd.getValue('ModelTransformation')
-  if (transform && (transform[1] !== 0 || transform[4] !== 0)) throw new RasterError('rotated or sheared rasters are not supported')
-  let origin, res
-  try {
-    origin = image.getOrigin()
-    res = image.getResolution()
-  } catch {
+  const scale = fd.getValue('ModelPixelScale')
+  const tiepoints = fd.getValue('ModelTiepoint')
+  let ox, rx, oy, pixelHeight // pixelHeight: GDAL's geotransform[5], negative for north-up
+  if (scale?.length >= 2 && scale[0] !== 0 && scale[1] !== 0 && tiepoints?.length >= 6) { // GDAL's order
+    // The tie point's pixel (i, j) is at model (x, y): the origin is moved back from it, as GDAL does.
+    const [i, j, , x, y] = tiepoints
+    ;[rx, pixelHeight] = [scale[0], -scale[1]]
+    ;[ox, oy] = [x - i * rx, y - j * pixelHeight]
+  } else if (transform?.length === 16) {
+    if (transform[1] !== 0 || transform[4] !== 0) throw new RasterError('rotated or sheared rasters are not supported')
+    ;[ox, rx, oy, pixelHeight] = [transform[3], transform[0], transform[7], transform[5]]
+  } else if (tiepoints?.length >= 6) { // tie points without a pixel scale: GCPs, which GDAL warps
+    throw new RasterError(`the file is georeferenced by ${Math.floor(tiepoints.length / 6)} ground control points (GCPs), not a geotransform, which is not supported: warp it onto a grid with \`gdalwarp\` (e.g. \`gdalwarp -of COG in.tif out.tif\`)`)
+  } else {
     throw new RasterError('the file has no georeferencing (no tie point and pixel scale)')
   }
-  let [ox, oy] = origin
-  const rx = res[0]
-  const ry = -res[1]
+  if (pixelHeight > 0 && rx > 0) {
+    throw new RasterError('unsupported georeferencing: the raster is south-up (positive pixel height, rows going north): rewrite it north-up with `gdalwarp` (e.g. `gdalwarp -of COG in.tif out.tif`)')
+  }
+  const ry = -pixelHeight
   if (!(rx > 0) || !(ry > 0)) throw new RasterError('unsupported georeferencing: flipped or zero pixel size')
   // PixelIsPoint: the tie point is a pixel centre. GDAL moves it to the corner; so do we.
   if (image.getGeoKeys()?.GTRasterTypeGeoKey === 2) {
