@@ -760,6 +760,30 @@ test('outside the raster 404, or a transparent tile with emptyTiles; a sparse CO
   }
 })
 
+test('a block a sparse YCbCr JPEG COG leaves out (SPARSE_OK) is black, as GDAL reads it, not green (zeros taken for YCbCr)', async (t) => {
+  if (!needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  // 1024 px over z11 tile 1080/728 in blocks of 512: the lower-right block is all 0, so GDAL does not write it.
+  const [west, , , north] = tileExtent(11, 1080, 728)
+  const side = tileExtent(11, 1080, 728)[2] - west
+  asciiGrid(join(dir, 'src.asc'), { width: 1024, height: 1024, x0: 0, y0: 0, cell: 1 }, (c, r) => (c >= 512 && r >= 512 ? 0 : ((c >> 2) % 200) + 40))
+  const file = join(dir, 'sparse_jpeg.tif')
+  execFileSync('gdal_translate', ['-q', '-of', 'COG', '-a_srs', 'EPSG:3857', '-a_ullr', west, north, west + side, north - side, '-a_nodata', 'none', '-ot', 'Byte',
+    '-b', '1', '-b', '1', '-b', '1', '-co', 'COMPRESS=JPEG', '-co', 'SPARSE_OK=TRUE', '-co', 'BLOCKSIZE=512', join(dir, 'src.asc'), file].map(String))
+  const app = await makeApp(t, { paths: [file], cacheMB: 0 })
+  const missing = await app.inject('/sparse_jpeg/13/4322/2914.png') // within the block not written
+  assert.equal(missing.statusCode, 200)
+  const rgba = await sharp(missing.rawPayload).ensureAlpha().raw().toBuffer()
+  assert.deepEqual([...rgba.subarray(0, 4)], [0, 0, 0, 255], 'GDAL reads the block as 0, 0, 0')
+  const written = await sharp((await app.inject('/sparse_jpeg/13/4320/2912.png')).rawPayload).raw().toBuffer()
+  assert.ok(Math.abs(written[0] - written[1]) <= 2 && written[0] > 30, `a block written is grey: ${[...written.subarray(0, 3)]}`)
+  if (HAVE_FIXTURES) { // a block the NAIP fixture leaves out (rio-tiler and gdalwarp give black)
+    const naip = await makeApp(t, { paths: [join(COG, 'usda_naip_512_jpeg_z5.tif')], cacheMB: 0 })
+    const tile = await sharp((await naip.inject('/usda_naip_512_jpeg_z5/18/42711/97347.png')).rawPayload).ensureAlpha().raw().toBuffer()
+    assert.deepEqual([...tile.subarray(0, 4)], [0, 0, 0, 255])
+  }
+})
+
 test('broken, non-COG and unsupported TIFFs are unavailable with a reason; the other sets keep serving', async (t) => {
   const cog = anyCog(t)
   if (cog === null) return

@@ -223,7 +223,8 @@ function block (ds, level, bx, by) {
       samplesOf(level.image, bx, by, ds.bands, ds.dtype),
       level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : null,
     ])
-    if (ds.photometric === 6) ycbcrToRgb(samples, level.tileWidth * level.tileHeight)
+    // A block not written (a sparse file: no bytes) is zeros from geotiff.js, black as GDAL reads it: not YCbCr.
+    if (ds.photometric === 6 && await hasBytes(level.image, bx, by)) ycbcrToRgb(samples, level.tileWidth * level.tileHeight)
     const pixels = level.tileWidth * level.tileHeight
     const shared = densityOf(ds, samples, mask, pixels, NO_VALUES_TESTED)
     const arrays = new Set(samples.map((s) => s.data))
@@ -310,6 +311,12 @@ function densityOf (ds, samples, mask, n, rule) {
     if (d !== 255) { density[p] = d; opaque = false }
   }
   return opaque ? null : density
+}
+
+/** Whether block (bx, by) of a pixel-interleaved level has bytes in the file (a sparse file leaves blocks out: 0). */
+async function hasBytes (image, bx, by) {
+  const across = Math.ceil(image.getWidth() / image.getTileWidth())
+  return Number(await image.fileDirectory.loadValueIndexed('TileByteCounts', by * across + bx)) > 0
 }
 
 /** JPEG-in-TIFF stored as YCbCr: geotiff.js hands back raw YCbCr; libjpeg (GDAL) would give RGB. Converted in place. */
