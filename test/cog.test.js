@@ -6,11 +6,12 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { once } from 'node:events'
 import { createServer } from 'node:http'
 import sharp from 'sharp'
+import pino from 'pino'
 import { fromFile } from 'geotiff'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { tempDir } from './helpers/data.js'
@@ -21,6 +22,7 @@ import { openDataset } from '../lib/raster/dataset.js'
 import { open as openCog } from '../lib/sources/cog.js'
 import { createRasterPool } from '../lib/raster/pool.js'
 import { ConfigError, loadConfig } from '../lib/config.js'
+import { buildApp } from '../lib/app.js'
 import { gridRow, sourceGrid, tileRatio } from '../lib/raster/warp.js'
 
 const HAVE_GDAL = spawnSync('gdalwarp', ['--version']).status === 0
@@ -660,11 +662,15 @@ test('COG zoom range: advertised by rio-tiler\'s rule, served from a few pixels 
   const flat = (await flatApp.inject('/flat.json')).json()
   const flatServed = (await flatApp.inject('/flat/meta')).json().servedZooms
   const flatWarp = gdalWarpOutput(dir, join(dir, 'flat.tif'))
-  assert.deepEqual([flat.minzoom, flat.maxzoom], Object.values(rioTilerZooms(flatWarp)))
-  assert.ok(flatServed.minzoom > flat.minzoom, `served from ${flatServed.minzoom}, advertised from ${flat.minzoom}`)
+  // TileJSON advertises that range, not rio-tiler's (which counts on overviews the file lacks): its minzoom and centre
+  // were zooms whose tiles are all 404, a blank map where a client opens it.
+  const ruled = rioTilerZooms(flatWarp)
+  assert.ok(flatServed.minzoom > ruled.minzoom, `served from ${flatServed.minzoom}, rio-tiler's rule from ${ruled.minzoom}`)
+  assert.deepEqual([flat.minzoom, flat.maxzoom], [flatServed.minzoom, ruled.maxzoom])
+  assert.ok(flat.center[2] >= flat.minzoom, `centre at z${flat.center[2]}`)
   const side = (z) => (256 * Z0_PIXEL) / 2 ** z / flatWarp.resolution // raster pixels across one tile
   assert.ok(side(flatServed.minzoom) <= 2048 && side(flatServed.minzoom - 1) > 2048)
-  for (const [z, status] of [[flat.minzoom, 404], [flatServed.minzoom, 200]]) {
+  for (const [z, status] of [[flat.minzoom - 1, 404], [flat.minzoom, 200], [flat.center[2], 200]]) {
     const [, x, y] = tileAt(flat, z)
     assert.equal((await flatApp.inject(`/flat/${z}/${x}/${y}.png`)).statusCode, status, `z${z}`)
   }
@@ -782,6 +788,25 @@ test('a block a sparse YCbCr JPEG COG leaves out (SPARSE_OK) is black, as GDAL r
     const tile = await sharp((await naip.inject('/usda_naip_512_jpeg_z5/18/42711/97347.png')).rawPayload).ensureAlpha().raw().toBuffer()
     assert.deepEqual([...tile.subarray(0, 4)], [0, 0, 0, 255])
   }
+})
+
+test('overviews in a .ovr sidecar and a mask in a .msk, which GDAL reads and tile-cannon does not, are said once at open', async (t) => {
+  const cog = anyCog(t)
+  if (cog === null || !needs(t, HAVE_GDAL, NO_GDAL)) return
+  const dir = tempDir(t)
+  const file = join(dir, 'side.tif')
+  execFileSync('gdal_translate', ['-q', '-of', 'GTiff', '-outsize', '512', '512', '-co', 'TILED=YES', '-b', '1', '-mask', '1', '--config', 'GDAL_TIFF_INTERNAL_MASK', 'NO', cog.file, file])
+  execFileSync('gdaladdo', ['-q', '-ro', file, '2', '4'])
+  assert.ok(existsSync(`${file}.ovr`) && existsSync(`${file}.msk`))
+  const logs = []
+  const { config } = loadConfig({ overrides: { paths: [file], cacheMB: 0, watch: false, demo: false } })
+  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, { write: (line) => logs.push(JSON.parse(line)) }) })
+  t.after(() => app.close())
+  for (let i = 0; i < 2; i++) assert.equal((await app.inject('/side.json')).statusCode, 200)
+  const said = logs.filter((l) => /beside the file/.test(l.msg ?? ''))
+  assert.equal(said.filter((l) => /^side\.tif\.ovr .*overviews .*not read here.*GDAL and rio-tiler read it/.test(l.msg)).length, 1, JSON.stringify(said))
+  assert.equal(said.filter((l) => /^side\.tif\.msk .*mask .*not read here/.test(l.msg)).length, 1, JSON.stringify(said))
+  assert.ok(said.every((l) => l.level === 40 && !l.msg.includes(dir)), 'a warning, no path')
 })
 
 test('broken, non-COG and unsupported TIFFs are unavailable with a reason; the other sets keep serving', async (t) => {

@@ -39,7 +39,7 @@ export function maximumOverviewLevel (width, height, minsize = 256) {
  * which the smaller side of that output is 256 px at most (whether the file has such an overview or not). Served, as
  * titiler does, beyond it: below, down to where the raster spans about 4 pixels (tiles read the coarsest overview),
  * unless a tile there would read more than MAX_WINDOW_PIXELS of it (a large file without overviews); above, up to
- * `overzoom` levels past maxzoom (upsampled).
+ * `overzoom` levels past maxzoom (upsampled). The advertised minzoom is raised to the served one where that is higher.
  */
 export function zoomRange (meta, warp, overzoom) {
   const maxzoom = zoomForResolution(warp.resolution)
@@ -53,5 +53,7 @@ export function zoomRange (meta, warp, overzoom) {
     return Math.min(levelWidth, side) * Math.min(levelHeight, side)
   }
   while (servedMin < maxzoom && windowPixels(servedMin) > MAX_WINDOW_PIXELS) servedMin++
-  return { minzoom, maxzoom, served: { minzoom: servedMin, maxzoom: Math.min(MAX_ZOOM, maxzoom + overzoom) } }
+  // Never advertised below what is served: a file whose overviews TileJSON's rule counts on but which has none (or
+  // has them in a .ovr sidecar, not read) would otherwise open a map at zooms that are all 404.
+  return { minzoom: Math.max(minzoom, servedMin), maxzoom, served: { minzoom: servedMin, maxzoom: Math.min(MAX_ZOOM, maxzoom + overzoom) } }
 }
