@@ -407,6 +407,13 @@ test('COG options: bidx, rescale, colormap_name, nodata, resampling, formats and
   // One band chosen explicitly, with cubic resampling.
   const bidx = await app.inject(`${base}.png?bidx=1&resampling=cubic`)
   assert.equal(bidx.statusCode, 200)
+  // An empty bidx= is no bidx, as the other empty options are; an empty band within a list says so.
+  const emptyBidx = await app.inject(`${base}.png?bidx=`)
+  assert.equal(emptyBidx.statusCode, 200, emptyBidx.body)
+  assert.equal(emptyBidx.headers.etag, png.headers.etag)
+  const emptyBand = await app.inject(`${base}.png?bidx=1,,1`)
+  assert.equal(emptyBand.statusCode, 400)
+  assert.match(emptyBand.json().message, /^bidx has an empty band number/)
 
   for (const bad of ['bidx=0', 'bidx=9', 'bidx=1&bidx=1', 'rescale=5,1', 'rescale=a,b', 'rescale=1', 'colormap_name=nope',
     'resampling=lanczos2', 'encoding=png', 'nodata=abc', 'nodata=Infinity', 'nodata=0x10', 'nodata=%20', 'rescale=0,Infinity',

@@ -55,7 +55,7 @@ function expressionOf (text) {
  * requests share a tile however they were spelled). `file` is the file's description (/meta).
  */
 export function resolveOptions (file, query, rendering) {
-  const bidxList = list(query.bidx)
+  const bidxList = query.bidx === '' ? [] : list(query.bidx) // an empty bidx= is not given, as the other empty options
   const expressionText = single(query, 'expression')
   let bidx
   let expression = null
@@ -71,6 +71,7 @@ export function resolveOptions (file, query, rendering) {
   } else if (bidxList.length > 0) {
     bidx = bidxList.map((s) => {
       const b = number(s)
+      if (s === '') throw new OptionError(`bidx has an empty band number: bands are 1-${file.bands}, separated by ','`)
       if (!Number.isInteger(b) || b < 1 || b > file.bands) throw new OptionError(`bidx ${s} is not a band of this file (1-${file.bands})`)
       return b - 1
     })
