@@ -115,7 +115,10 @@ function decoderOf (image) {
         predictor: (await fd.loadValue('Predictor')) || 1,
         samplesPerPixel: image.getSamplesPerPixel(),
       }
-      if (compression === 7) parameters.JPEGTables = await fd.loadValue('JPEGTables')
+      if (compression === 7) {
+        parameters.JPEGTables = await fd.loadValue('JPEGTables')
+        parameters.photometric = fd.getValue('PhotometricInterpretation') // YCbCr comes back as RGB (jpeg.js)
+      }
       if (compression === 34887) parameters.lercParameters = await fd.loadValue('LercParameters')
       return checked(await getDecoder(compression, parameters), blockBytes(parameters))
     })()
@@ -223,8 +226,6 @@ function block (ds, level, bx, by) {
       samplesOf(level.image, bx, by, ds.bands, ds.dtype),
       level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : null,
     ])
-    // A block not written (a sparse file: no bytes) is zeros from geotiff.js, black as GDAL reads it: not YCbCr.
-    if (ds.photometric === 6 && await hasBytes(level.image, bx, by)) ycbcrToRgb(samples, level.tileWidth * level.tileHeight)
     const pixels = level.tileWidth * level.tileHeight
     const shared = densityOf(ds, samples, mask, pixels, NO_VALUES_TESTED)
     const arrays = new Set(samples.map((s) => s.data))
@@ -311,22 +312,4 @@ function densityOf (ds, samples, mask, n, rule) {
     if (d !== 255) { density[p] = d; opaque = false }
   }
   return opaque ? null : density
-}
-
-/** Whether block (bx, by) of a pixel-interleaved level has bytes in the file (a sparse file leaves blocks out: 0). */
-async function hasBytes (image, bx, by) {
-  const across = Math.ceil(image.getWidth() / image.getTileWidth())
-  return Number(await image.fileDirectory.loadValueIndexed('TileByteCounts', by * across + bx)) > 0
-}
-
-/** JPEG-in-TIFF stored as YCbCr: geotiff.js hands back raw YCbCr; libjpeg (GDAL) would give RGB. Converted in place. */
-function ycbcrToRgb ([y, cb, cr], n) {
-  const clamp = (v) => (v < 0 ? 0 : v > 255 ? 255 : Math.round(v))
-  for (let p = 0; p < n; p++) {
-    const i = p * y.stride + y.start; const j = p * cb.stride + cb.start; const k = p * cr.stride + cr.start
-    const l = y.data[i]; const b = cb.data[j] - 128; const r = cr.data[k] - 128
-    y.data[i] = clamp(l + 1.402 * r)
-    cb.data[j] = clamp(l - 0.344136 * b - 0.714136 * r)
-    cr.data[k] = clamp(l + 1.772 * b)
-  }
 }

@@ -12,6 +12,7 @@ import Lerc from 'lerc'
 import sharp from 'sharp'
 import { ZSTDDecoder } from 'zstddec'
 import { footprint } from './footprint.js'
+import './jpeg.js' // JPEG blocks by libjpeg, as GDAL decodes them
 import { angularFactor, ballparkNote, eastingFirst, epsgProj, withoutGrid } from './epsg.js'
 import { RasterError } from './errors.js'
 import { Unavailable } from '../errors.js'
@@ -487,6 +488,8 @@ async function describe (tiff, src, remote) {
   if (!base.littleEndian && predictor > 1 && bits > 8) throw new RasterError('unsupported: a big-endian file with a predictor (rewrite it little-endian with gdal_translate -of COG)')
   const photometric = fd.getValue('PhotometricInterpretation')
   if (photometric === 6 && compression !== 7) throw new RasterError('unsupported: YCbCr pixels outside JPEG compression')
+  // (libjpeg turns YCbCr into RGB only in pixel-interleaved blocks: jpeg.js. GDAL writes no other.)
+  if (photometric === 6 && base.planarConfiguration === 2) throw new RasterError('unsupported: YCbCr pixels in separate planes')
   const extra = Array.from(fd.getValue('ExtraSamples') ?? [])
   // The alpha band, when the last extra sample is one (1: associated, 2: unassociated alpha).
   const alphaBand = extra.length > 0 && (extra[extra.length - 1] === 1 || extra[extra.length - 1] === 2) ? bands - 1 : -1
