@@ -23,7 +23,8 @@ const hooks = { logMethod (args, method) { if (args[0] !== UNSAID) method.apply(
 export function makeLogger (config, stream = process.stdout) {
   if (!humanLogs(config, stream)) return pino({ level: config.logLevel, hooks }, stream)
   // Synchronous and in this thread (no transport worker): start-up and warnings are few; access logs belong in JSON.
-  return pino({ level: config.logLevel, hooks }, pretty({ destination: stream, sync: true, colorize: stream.isTTY === true, translateTime: 'HH:MM:ss', ignore: 'pid,hostname' }))
+  // singleLine: a record's fields on its own line (`[14:02:11] INFO: request {"reqId":…}`), not one line per field.
+  return pino({ level: config.logLevel, hooks }, pretty({ destination: stream, sync: true, colorize: stream.isTTY === true, translateTime: 'HH:MM:ss', ignore: 'pid,hostname', singleLine: true }))
 }
 
 // Routes whose `set` is a TileJSON's name: `/roads.json` is the set roads (lib/resolve.js resolveTileJson).

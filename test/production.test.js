@@ -16,6 +16,7 @@ import { startPostgis, POSTGIS_MISSING, runSql } from './helpers/postgres.js'
 import { freePort } from '../bench/servers.js'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
+import { makeLogger } from '../lib/logging.js'
 
 const SERVER = join(ROOT, 'server.js')
 
@@ -257,4 +258,19 @@ test('closing never waits on a connection that sent no request, or half of one (
   for (const socket of sockets) socket.destroy() // (so that a close that waits on them ends, and the test with it)
   assert.ok(closed, 'close() did not wait on the clients')
   assert.ok(Date.now() - started < 2000, `closed in ${Date.now() - started} ms`)
+})
+
+test('on a terminal (pretty logs) a request line and the start-up line are one line each, not one line per field', async (t) => {
+  const lines = []
+  const sink = new Writable({ write (chunk, _, done) { lines.push(...String(chunk).replace(/\n$/, '').split('\n')); done() } })
+  const { config } = loadConfig({ overrides: { paths: [tileset(t)], watch: false, demo: false, logRequests: true, logFormat: 'pretty' } })
+  const app = await buildApp(config, { loggerInstance: makeLogger(config, sink) })
+  t.after(() => app.close())
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  await (await fetch(`http://127.0.0.1:${app.server.address().port}/roads/2/1/1.pbf`)).arrayBuffer()
+  const request = lines.filter((l) => /INFO: request\b/.test(l))
+  assert.equal(request.length, 1, lines.join('\n'))
+  assert.match(request[0], /^\[\d\d:\d\d:\d\d\] INFO: request \{.*"status":200,"set":"roads".*\}$/)
+  assert.ok(lines.some((l) => /INFO: serving \{.*"set":"roads".*"maxzoom":/.test(l)), lines.join('\n'))
+  assert.ok(!lines.some((l) => /^\s+(reqId|status|set): /.test(l)), `no field on a line of its own:\n${lines.join('\n')}`)
 })
