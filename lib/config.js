@@ -453,11 +453,26 @@ function readConfigFile (file) {
 
 const LISTS = new Set(['paths', 'allowedHosts', 'apiKeys']) // comma-separated in the environment and in flags
 
+/** The schema of a config key ('features.enabled': the `enabled` of the `features` section). */
+const schemaOf = (key) => key.split('.').reduce((node, part) => node?.properties?.[part], schema)
+
+// Variables whose key is true/false only: the spellings people write for a switch, any case. Keys that also take a
+// number or a list (TILE_CANNON_TRUST_PROXY, TILE_CANNON_CORS) keep their own reading: there 1 could mean something.
+const BOOLEAN_ENV = new Set(Object.keys(ENV).filter((name) => schemaOf(ENV[name])?.type === 'boolean'))
+const SWITCH_WORDS = new Map([['true', true], ['1', true], ['yes', true], ['on', true], ['false', false], ['0', false], ['no', false], ['off', false]])
+
+// Variables whose values are not repeated in an error (they end up in logs).
+const SECRET_ENV = new Set(['TILE_CANNON_API_KEYS', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'TILE_CANNON_REDIS_URL'])
+
 function fromEnv (env) {
   const out = {}
   for (const [name, key] of Object.entries(ENV)) {
-    const value = env[name]
+    let value = env[name]
     if (value === undefined || value === '') continue
+    if (BOOLEAN_ENV.has(name)) {
+      value = SWITCH_WORDS.get(value.trim().toLowerCase())
+      if (value === undefined) throw new ConfigError(`invalid configuration: ${name}=${JSON.stringify(env[name])} is not a switch: write true or false (1/0, yes/no, on/off also work)`)
+    }
     const [section, inner] = key.split('.')
     if (inner !== undefined) (out[section] ??= {})[inner] = value
     else out[key] = LISTS.has(key) ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
@@ -539,7 +554,9 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   const extra = Object.fromEntries(Object.keys(extraFlags).filter((k) => values[k] !== undefined).map((k) => [k, values[k]]))
   if (values.help) return { config: null, help: true, extra }
   const file = values.config ?? env.TILE_CANNON_CONFIG
-  const layers = [DEFAULTS, file ? readConfigFile(resolve(cwd, file)) : {}, fromEnv(env), fromFlags(values, positionals), overrides]
+  const envLayer = fromEnv(env)
+  const flagsLayer = fromFlags(values, positionals)
+  const layers = [DEFAULTS, file ? readConfigFile(resolve(cwd, file)) : {}, envLayer, flagsLayer, overrides]
   const merged = mergeLayers(layers)
   merged.postgres = { ...merged.postgres }
   // Set here, not in DEFAULTS: a config file's `postgres` section replaces the whole default one.
@@ -558,9 +575,22 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   for (const key of ['allowedHosts', 'apiKeys']) if (typeof merged[key] === 'string') merged[key] = merged[key].split(',').map((s) => s.trim()).filter(Boolean)
   if (!validate(merged)) {
     // An unknown key is named (ajv says only "must NOT have additional properties"): a typo is found at once.
+    // A value from the environment is named by its variable: the user wrote TILE_CANNON_CACHE_MB, not cacheMB.
+    const at = (layer, key) => key.split('.').reduce((node, part) => node?.[part], layer)
+    const variableOf = (key) => {
+      const name = Object.keys(ENV).findLast((n) => ENV[n] === key && env[n] !== undefined && env[n] !== '')
+      return name !== undefined && at(flagsLayer, key) === undefined && at(overrides, key) === undefined ? name : undefined
+    }
     const problems = validate.errors.map((e) => {
       const where = e.instancePath.slice(1).replaceAll('/', '.') || 'config'
-      return e.keyword === 'additionalProperties' ? `${where} has no setting ${JSON.stringify(e.params.additionalProperty)}` : `${where} ${e.message}`
+      if (e.keyword === 'additionalProperties') return `${where} has no setting ${JSON.stringify(e.params.additionalProperty)}`
+      const value = at(merged, where)
+      // ajv's enum message lists nothing ("must be equal to one of the allowed values"): list them.
+      const message = e.keyword === 'enum' ? `must be one of ${e.params.allowedValues.map((v) => JSON.stringify(v)).join(', ')}, not ${JSON.stringify(value)}` : e.message
+      const parts = where.split('.') // paths.0: the list TILE_CANNON_PATHS set
+      const variable = parts.map((_, i) => variableOf(parts.slice(0, i + 1).join('.'))).find((name) => name !== undefined)
+      if (variable === undefined) return `${where} ${message}`
+      return `${SECRET_ENV.has(variable) ? variable : `${variable}=${JSON.stringify(env[variable])}`}: ${where} ${message}`
     })
     throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)
   }

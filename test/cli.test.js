@@ -185,6 +185,23 @@ test('config layering: flags > environment > config file > defaults', (t) => {
   assert.throws(() => loadConfig({ argv: ['--config', 'unknown.json'], cwd: dir }), /invalid configuration: config has no setting "prot"$/)
 })
 
+test('a bad value from the environment names its variable; switches take the usual spellings; enums list their values', (t) => {
+  const fails = (options) => { try { loadConfig(options) } catch (err) { return err.message } }
+  assert.equal(fails({ env: { TILE_CANNON_LOG_REQUESTS: 'maybe' } }), 'invalid configuration: TILE_CANNON_LOG_REQUESTS="maybe" is not a switch: write true or false (1/0, yes/no, on/off also work)')
+  assert.match(fails({ env: { TILE_CANNON_METRICS: 'nah' } }), /^invalid configuration: TILE_CANNON_METRICS="nah" is not a switch/)
+  for (const [word, value] of [['1', true], ['0', false], ['yes', true], ['No', false], ['TRUE', true], ['false', false], [' on ', true], ['off', false]]) {
+    const { config } = loadConfig({ env: { TILE_CANNON_LOG_REQUESTS: word, TILE_CANNON_METRICS: word, TILE_CANNON_WATCH: word } })
+    assert.deepEqual([config.logRequests, config.metrics.enabled, config.watch], [value, value, value], word)
+  }
+  assert.equal(fails({ env: { TILE_CANNON_CACHE_MB: '1g' } }), 'invalid configuration: TILE_CANNON_CACHE_MB="1g": cacheMB must be number')
+  assert.equal(fails({ argv: ['--cache-mb', '1g'], env: { TILE_CANNON_CACHE_MB: '1g' } }), 'invalid configuration: cacheMB must be number', 'the flag set it, not the variable')
+  assert.equal(fails({ env: { TILE_CANNON_API_KEYS: 'a b' } }), 'invalid configuration: TILE_CANNON_API_KEYS: apiKeys.0 must match pattern "^[\\x21-\\x7e]+$"', 'a secret is not repeated')
+  // Enums: the values allowed, and the one given.
+  assert.equal(fails({ argv: ['--log-level', 'verbose'] }), 'invalid configuration: logLevel must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent", not "verbose"')
+  assert.equal(fails({ env: { TILE_CANNON_LOG_FORMAT: 'text' } }), 'invalid configuration: TILE_CANNON_LOG_FORMAT="text": logFormat must be one of "auto", "pretty", "json", not "text"')
+  assert.equal(fails({ overrides: { sets: { roads: { path: '/x.mbtiles', missingStatus: 500 } } } }), 'invalid configuration: sets.roads.missingStatus must be one of 204, 404, not 500')
+})
+
 test('a set named like a route (styles, list, health…) is served under another id, with a warning naming both', async (t) => {
   const dir = tempDir(t)
   for (const name of ['styles', 'list', 'roads']) writeMbtiles(join(dir, `${name}.mbtiles`), { tiles: vectorTiles([[0, 0, 0]]) })
