@@ -1,11 +1,12 @@
 // The HTTP behaviour map clients and CDNs rely on, on generated MBTiles and PMTiles sets.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { text } from 'node:stream/consumers'
 import { brotliDecompressSync, gunzipSync, gzipSync } from 'node:zlib'
 import { decompress as fzstdDecompress } from 'fzstd'
@@ -13,7 +14,7 @@ import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader as Pbf } from 'pbf'
 import xxhash from 'xxhash-wasm'
 import Database from 'better-sqlite3'
-import { makeApp } from './helpers/app.js'
+import { ROOT, makeApp, needs } from './helpers/app.js'
 import { PNG, makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
 function decodeMvt (buf) {
@@ -425,6 +426,38 @@ test('broken files never stop the others: left out of /list, 503 with a reason, 
   const health = (await app.inject({ url: '/health' })).json()
   assert.equal(health.unavailable.length, 8)
   assert.ok(!JSON.stringify(health).includes(dir), 'no folder in /health either')
+})
+
+test('an unreadable MBTiles says why in the words a PMTiles does (EACCES), and a damaged PMTiles root directory says which part', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'locked.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  writePmtiles(join(dir, 'locked.pmtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  for (const file of ['locked.mbtiles', 'locked.pmtiles']) chmodSync(join(dir, file), 0o000)
+  chmodSync(dir, 0o755)
+  // root reads any file: there the sets are opened as nobody.
+  const root = process.getuid?.() === 0
+  if (!needs(t, !root || spawnSync('setpriv', ['--version']).status === 0, 'setpriv (util-linux) is not installed: it opens the files as another user than root')) return
+  const sources = pathToFileURL(join(ROOT, 'lib/sources/')).href
+  const script = `for (const kind of ['mbtiles', 'pmtiles']) {
+    const { open } = await import(${JSON.stringify(sources)} + kind + '.js')
+    await open({ id: kind, path: ${JSON.stringify(dir)} + '/locked.' + kind }).then(() => console.log('opened'), (err) => console.log(err.message))
+  }`
+  const command = root ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', process.execPath] : [process.execPath]
+  const out = execFileSync(command[0], [...command.slice(1), '--input-type=module', '-e', script], { encoding: 'utf8' })
+  // (the catalog takes the folder out of a reason: the PMTiles one has it here)
+  assert.deepEqual(out.replaceAll(`${dir}/`, '').trim().split('\n'), ["EACCES: permission denied, open 'locked.mbtiles'", "EACCES: permission denied, open 'locked.pmtiles'"])
+
+  // A root directory whose gzip stream is damaged (its header intact): zlib's words alone named no part of the file.
+  const damaged = writePmtiles(join(dir, 'damaged.pmtiles'), { tiles: vectorTiles(pyramid(0, 2)) })
+  const rootOffset = Number(damaged.readBigUInt64LE(8))
+  const rootLength = Number(damaged.readBigUInt64LE(16))
+  damaged.fill(0xff, rootOffset + 10, rootOffset + rootLength - 8)
+  writeFileSync(join(dir, 'damaged.pmtiles'), damaged)
+  chmodSync(join(dir, 'locked.mbtiles'), 0o644) // (the app below runs as this user)
+  const app = await makeApp(t, { paths: [join(dir, 'damaged.pmtiles')] })
+  const [unavailable] = app.catalog.unavailable()
+  assert.match(unavailable.reason, new RegExp(`^damaged PMTiles archive: the root directory \\(${rootLength} bytes at offset ${rootOffset}\\) cannot be decompressed \\(gzip\\): \\S`))
+  assert.equal((await app.inject({ url: '/damaged/0/0/0' })).statusCode, 503)
 })
 
 test('a tile read that fails at request time is a 503 for that set only', async (t) => {

@@ -237,5 +237,14 @@ function reason (err, path) {
   const message = String(err.message ?? err).replaceAll(path, basename(path))
   if (err.code === 'SQLITE_NOTADB') return 'not an SQLite database'
   if (err.code === 'SQLITE_CORRUPT') return 'corrupt SQLite file: database disk image is malformed'
+  if (err.code === 'SQLITE_CANTOPEN') {
+    // SQLite says only 'unable to open database file': the system's reason, in the words a PMTiles or COG gets
+    // ("EACCES: permission denied, open 'a.mbtiles'").
+    try {
+      closeSync(openSync(path, 'r'))
+    } catch (cause) {
+      return cause.message.replaceAll(path, basename(path))
+    }
+  }
   return message
 }

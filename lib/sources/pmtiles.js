@@ -35,10 +35,15 @@ export async function decompressInternal (buf, compression) {
   const data = Buffer.from(buf)
   let out
   if (compression === Compression.None || compression === Compression.Unknown) return buf
-  if (compression === Compression.Gzip) out = await gunzip(data)
-  else if (compression === Compression.Brotli) out = await brotliDecompress(data)
-  else if (compression === Compression.Zstd && zstdDecompress) out = await zstdDecompress(data)
-  else throw new Error(`unsupported internal compression ${COMPRESSION[compression] ?? compression}`)
+  try {
+    if (compression === Compression.Gzip) out = await gunzip(data)
+    else if (compression === Compression.Brotli) out = await brotliDecompress(data)
+    else if (compression === Compression.Zstd && zstdDecompress) out = await zstdDecompress(data)
+  } catch (err) {
+    err.decompression = true // zlib's words ('invalid bit length repeat') name no part of the file: open() does
+    throw err
+  }
+  if (out === undefined) throw new Error(`unsupported internal compression ${COMPRESSION[compression] ?? compression}`)
   return out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength)
 }
 
@@ -131,11 +136,19 @@ export async function open (spec, context = {}) {
       source = new FileRangeSource(fd, spec.path)
       size = (await fstatFd(fd)).size
     }
-    checkHeader(await (reader === null ? source.read(0, HEADER_BYTES) : reader.readCached(0, HEADER_BYTES)), size)
+    const headerBytes = await (reader === null ? source.read(0, HEADER_BYTES) : reader.readCached(0, HEADER_BYTES))
+    checkHeader(headerBytes, size)
+    // zlib's words ('invalid bit length repeat') name no part of the file. The root directory is decompressed with
+    // the header (the library reads both at once) or below.
+    const damagedRoot = (err) => {
+      const where = `the root directory (${headerBytes.readBigUInt64LE(16)} bytes at offset ${headerBytes.readBigUInt64LE(8)})`
+      const what = err.decompression ? `cannot be decompressed (${COMPRESSION[headerBytes[97]] ?? 'unknown compression'})` : 'cannot be read'
+      throw new Error(`damaged PMTiles archive: ${where} ${what}: ${err.message}`)
+    }
     // A private directory cache per archive: a reload or a removed file drops it with the source.
     const cache = new ResolvedValueCache(256, false, decompressInternal)
     const archive = new PMTiles(source, cache, decompressInternal)
-    const header = await archive.getHeader()
+    const header = await archive.getHeader().catch((err) => { if (err.decompression) damagedRoot(err); throw err })
     let json = {}
     let other // JSON metadata that is not an object (an array, a number): kept whole under `json` in /:set/meta
     try {
@@ -157,7 +170,7 @@ export async function open (spec, context = {}) {
       ? [header.minLon, header.minLat, header.maxLon, header.maxLat]
       : undefined
     // The root directory is read on every lookup: hold it here rather than behind the cache's async lookup.
-    const rootEntries = await cache.getDirectory(source, header.rootDirectoryOffset, header.rootDirectoryLength, header)
+    const rootEntries = await cache.getDirectory(source, header.rootDirectoryOffset, header.rootDirectoryLength, header).catch(damagedRoot)
     const tileDataOffset = header.tileDataOffset
     const leafDirectoryOffset = header.leafDirectoryOffset
     // The first tile, found through the leaf directories where the root points at leaves (every large archive's root
