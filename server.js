@@ -90,5 +90,8 @@ async function serve () {
   process.on('SIGINT', () => shutdown('SIGINT'))
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('message', (msg) => { if (msg === 'shutdown') shutdown('shutdown message') }) // pm2 on Windows
+  // A server a bench started (bench/servers.js) goes with the bench, killed or out of memory: it would be left
+  // serving under init otherwise. Only then: pm2's cluster workers have an IPC channel too, and outlive its daemon.
+  if (process.env.TILE_CANNON_EXIT_WITH_PARENT === '1') process.on('disconnect', () => shutdown('parent gone'))
   if (typeof process.send === 'function') process.send('ready') // pm2 wait_ready
 }

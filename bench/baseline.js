@@ -16,3 +16,4 @@ createServer((req, res) => {
   res.writeHead(a.status, a.head)
   res.end(a.body)
 }).listen(Number(port), '127.0.0.1', () => process.send?.('ready'))
+process.on('disconnect', () => process.exit(0)) // the bench that forked it is gone

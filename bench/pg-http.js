@@ -26,3 +26,4 @@ createServer(async (req, res) => {
   }
 }).listen(Number(port), '127.0.0.1', () => process.send?.('ready'))
 process.on('SIGTERM', () => provider.close().finally(() => process.exit(0)))
+process.on('disconnect', () => provider.close().finally(() => process.exit(0))) // the bench that forked it is gone

@@ -6,32 +6,64 @@
 // With no --styles: OSM Liberty from ../shared/fixtures over koh-samui_thailand.mbtiles, as the tests set it up.
 // --soak N renders N more tiles after the measurements and reports PSS every 1,000: flat memory is the goal.
 import { readFileSync, readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import os from 'node:os'
-import { startTileCannon } from './servers.js'
+import { StartError, startTileCannon } from './servers.js'
 import { tileRange } from '../lib/tilemath.js'
 import { tempDir } from '../test/helpers/data.js'
-import { FIXTURES } from '../test/helpers/app.js'
+import { FIXTURES, HAVE_FIXTURES } from '../test/helpers/app.js'
 import { writeLiberty } from '../test/helpers/styles.js'
 
-const { values } = parseArgs({
-  options: {
-    styles: { type: 'string' },
-    style: { type: 'string', default: 'liberty' },
-    fonts: { type: 'string' },
-    data: { type: 'string', multiple: true, default: [] },
-    duration: { type: 'string', default: '20' },
-    concurrency: { type: 'string', default: '8' },
-    zooms: { type: 'string', default: '12-14' },
-    soak: { type: 'string', default: '0' },
-  },
-})
+const USAGE = `Usage: node bench/render.js [--styles DIR --style ID --fonts DIR --data PATH] [--duration 20] [--concurrency 8]
+                           [--zooms 12-14] [--soak 5000]
+  --styles DIR, --style ID   the styles folder and the style rendered (default: OSM Liberty from ../shared/fixtures)
+  --fonts DIR                glyphs (default with no --styles: the fixtures')
+  --data PATH                files or folders the style's sources read (repeatable); the tiles asked for are those
+                             over the served sets' bounds at --zooms, at most ${(100_000).toLocaleString('en')}
+  --duration S               seconds per case (default 20)
+  --concurrency N            requests at once (default 8)
+  --zooms A-B                zoom levels (default 12-14)
+  --soak N                   N more tiles after the measurements, PSS every 1,000
+  -h, --help`
+const MAX_TILES = 100_000 // the URLs of a case are held in memory: a world at z12 (16.8 M tiles) is not a bench
+
+/** A mistake in what the bench was asked: one line and exit 2, no stack. */
+class UsageError extends Error {}
+const refuse = (message) => {
+  console.error(`bench/render.js: ${message}`)
+  process.exit(2)
+}
+
+let values
+try {
+  ({ values } = parseArgs({
+    options: {
+      styles: { type: 'string' },
+      style: { type: 'string', default: 'liberty' },
+      fonts: { type: 'string' },
+      data: { type: 'string', multiple: true, default: [] },
+      duration: { type: 'string', default: '20' },
+      concurrency: { type: 'string', default: '8' },
+      zooms: { type: 'string', default: '12-14' },
+      soak: { type: 'string', default: '0' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  }))
+} catch (err) {
+  refuse(`${err.message} (see --help)`)
+}
+if (values.help) {
+  console.log(USAGE)
+  process.exit(0)
+}
+if (!/^\d+(-\d+)?$/.test(values.zooms)) refuse('--zooms must look like 12 or 12-14')
 
 let styles = values.styles
 let fonts = values.fonts
 let data = values.data
 if (styles === undefined) {
+  if (!HAVE_FIXTURES) refuse(`with no --styles the style and data are the test fixtures, and ${FIXTURES} is not there: give --styles, --style, --fonts and --data`)
   styles = join(tempDir(), 'styles')
   writeLiberty(styles)
   fonts ??= join(FIXTURES, 'styles', 'glyphs')
@@ -87,23 +119,33 @@ async function drive (urls, { seconds = Infinity, count = Infinity, concurrency 
   return { requests: latencies.length, failed, perSecond: latencies.length / wall, p50: pct(latencies, 0.5), p95: pct(latencies, 0.95) }
 }
 
-const server = await startTileCannon(['--styles', styles, ...(fonts ? ['--fonts', fonts] : []), ...data], { cache: false })
+let server
+try {
+  server = await startTileCannon(['--styles', styles, ...(fonts ? ['--fonts', fonts] : []), ...data], { cache: false })
+} catch (err) {
+  if (!(err instanceof StartError)) throw err
+  console.error(`bench/render.js: ${err.message}`)
+  process.exit(err.exitCode === 2 ? 2 : 1)
+}
 try {
   const base = server.base
   const pid = server.child.pid
-  const tj = await (await fetch(`${base}/${encodeURIComponent(data.length ? readdirOrId(data[0]) : '')}.json`)).json().catch(() => null)
-  const bounds = tj?.bounds ?? [-180, -85, 180, 85]
+  const { bounds, center } = await servedArea(base, data)
   const [a, b] = values.zooms.split('-').map(Number)
+  const ranges = []
+  for (let z = a; z <= (b ?? a); z++) ranges.push([z, ...tileRange(bounds, z)])
+  const count = ranges.reduce((sum, [, minX, minY, maxX, maxY]) => sum + (maxX - minX + 1) * (maxY - minY + 1), 0)
+  if (count > MAX_TILES) {
+    throw new UsageError(`zooms ${values.zooms} over the served sets' bounds (${bounds.map((v) => v.toFixed(2)).join(', ')}) are ${count.toLocaleString('en')} tiles, more than ${MAX_TILES.toLocaleString('en')}: give lower --zooms, or --data over a smaller area`)
+  }
   const tiles = []
-  for (let z = a; z <= (b ?? a); z++) {
-    const [minX, minY, maxX, maxY] = tileRange(bounds, z)
+  for (const [z, minX, minY, maxX, maxY] of ranges) {
     for (let x = minX; x <= maxX; x++) for (let y = minY; y <= maxY; y++) tiles.push([z, x, y])
   }
   // In the order a map asks for them (zoom by zoom, row by row): neighbours share the engine's source tiles, as in a
   // browser; --concurrency is how many a client asks for at once.
   const concurrency = Number(values.concurrency)
   const id = encodeURIComponent(values.style)
-  const center = tj?.center ?? [0, 0, 2]
   const cases = [
     ['256 px tiles', tiles.map(([z, x, y]) => `${base}/styles/${id}/${z}/${x}/${y}.png`)],
     ['512 px tiles', tiles.map(([z, x, y]) => `${base}/styles/${id}/512/${z}/${x}/${y}.png`)],
@@ -130,11 +172,24 @@ try {
     }
     console.log(`soak of ${soak} tiles, PSS (MiB) after each thousand: ${samples.join(', ')}`)
   }
+} catch (err) {
+  if (!(err instanceof UsageError)) throw err
+  console.error(`bench/render.js: ${err.message}`)
+  process.exitCode = 2
 } finally {
   await server.stop()
 }
 
-function readdirOrId (path) {
-  const name = path.split('/').pop()
-  return name.replace(/\.(mbtiles|pmtiles)$/, '')
+/**
+ * Where the tiles are: the bounds of the set a file given first serves, else of every set served (a folder's, or
+ * several files'); the world when none says. The centre is the first such set's (static images are drawn there).
+ */
+async function servedArea (base, data) {
+  const ids = await (await fetch(`${base}/list`)).json()
+  const named = data.length > 0 ? basename(data[0]).replace(/\.(mbtiles|pmtiles)$/, '') : undefined
+  const chosen = ids.includes(named) ? [named] : ids.slice(0, 100)
+  const tilejsons = (await Promise.all(chosen.map((id) => fetch(`${base}/${encodeURIComponent(id)}.json`).then((r) => (r.ok ? r.json() : null))))).filter((tj) => Array.isArray(tj?.bounds))
+  if (tilejsons.length === 0) return { bounds: [-180, -85, 180, 85], center: [0, 0, 2] }
+  const bounds = tilejsons.map((tj) => tj.bounds).reduce((u, b) => [Math.min(u[0], b[0]), Math.min(u[1], b[1]), Math.max(u[2], b[2]), Math.max(u[3], b[3])])
+  return { bounds, center: tilejsons[0].center ?? [(bounds[0] + bounds[2]) / 2, (bounds[1] + bounds[3]) / 2, 2] }
 }

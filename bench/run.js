@@ -9,7 +9,7 @@ import os from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
-import { findNginx, startBaseline, startNginx, startPgHttp, startTileCannon } from './servers.js'
+import { StartError, findNginx, startBaseline, startNginx, startPgHttp, startTileCannon } from './servers.js'
 import { cpuSeconds, findTaskset, otherCpus, parseCpuList, pin } from './cpu.js'
 import { findWrk, wrk } from './wrk.js'
 import { mirror } from './mirror.js'
@@ -595,7 +595,12 @@ async function main () {
       process.exitCode = 1
     }
   } catch (err) {
-    console.error(`bench: ${err instanceof UsageError ? err.message : err.stack}`)
+    // A server that refused its command line (a --data path that does not exist): its one line, exit 2 as a usage error.
+    if (err instanceof StartError && err.exitCode === 2) {
+      console.error(`bench: ${err.message}`)
+      process.exit(2)
+    }
+    console.error(`bench: ${err instanceof UsageError || err instanceof StartError ? err.message : err.stack}`)
     process.exit(1)
   }
 }

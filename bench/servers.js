@@ -4,7 +4,7 @@ import { fork, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { findTaskset } from './cpu.js'
 
@@ -26,19 +26,28 @@ function taskset () {
   return bin
 }
 
+/** A server that exited before it was ready; `exitCode` 2 is tile-cannon's for bad flags, configuration or paths. */
+export class StartError extends Error {
+  constructor (message, exitCode) {
+    super(message)
+    this.exitCode = exitCode
+  }
+}
+
 /**
  * Forks a Node script and resolves once it sends 'ready' (as server.js does for pm2). With `cpus`, Node starts under
  * `taskset -c cpus` (which execs it: same pid, same IPC channel), so every thread it ever starts is on those cores.
  */
 async function forkReady (script, args, { timeoutMs = 60_000, env, cpus = null } = {}) {
   const pinned = cpus === null ? {} : { execPath: taskset(), execArgv: ['-c', cpus, process.execPath, ...process.execArgv] }
-  const child = fork(script, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, ...env }, ...pinned })
+  // TILE_CANNON_EXIT_WITH_PARENT: the server closes when this process dies (its IPC channel closes), however it dies.
+  const child = fork(script, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, TILE_CANNON_EXIT_WITH_PARENT: '1', ...env }, ...pinned })
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
   await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${script} did not start in ${timeoutMs / 1000} s`)), timeoutMs)
     child.on('message', (m) => { if (m === 'ready') { clearTimeout(timer); resolve() } })
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${script} exited with ${code}: ${stderr.trim().split('\n').pop() ?? ''}`)) })
+    child.on('exit', (code) => { clearTimeout(timer); reject(new StartError(`${basename(script)} exited with ${code}: ${stderr.trim().split('\n').pop() ?? ''}`, code)) })
   })
   child.removeAllListeners('exit')
   return {

@@ -3,8 +3,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { once } from 'node:events'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { FIXTURES, HAVE_FIXTURES, ROOT, needs } from './helpers/app.js'
 import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
@@ -95,6 +97,60 @@ test('bench: bad input is a clear message and a non-zero exit, never a stack', a
   const badZooms = bench(['--zooms', 'ten'])
   assert.equal(badZooms.status, 2)
   for (const r of [noPlaceholders, unreachable, empty, badZooms]) assert.doesNotMatch(r.stderr, /at .*\.js:\d+/)
+})
+
+test('bench and bench/render.js: --help, a bad flag, a path that does not exist, too many tiles: one line, never a stack', (t) => {
+  const RENDER = join(ROOT, 'bench', 'render.js')
+  const render = (args) => spawnSync(process.execPath, [RENDER, ...args], { encoding: 'utf8', timeout: 60_000 })
+  const help = render(['--help'])
+  assert.equal(help.status, 0, help.stderr)
+  assert.match(help.stdout, /^Usage: node bench\/render\.js/)
+  const unknown = render(['--bogus'])
+  assert.equal(unknown.status, 2)
+  assert.equal(unknown.stderr, "bench/render.js: Unknown option '--bogus' (see --help)\n")
+  const dir = tempDir(t)
+  const missing = bench(['--data', join(dir, 'nonexistent.mbtiles'), '--duration', '1'])
+  assert.equal(missing.status, 2)
+  assert.equal(missing.stderr.split('\n').at(-2), `bench: server.js exited with 2: tile-cannon: the path given does not exist: ${join(dir, 'nonexistent.mbtiles')}`)
+  assert.doesNotMatch(missing.stderr, /at .*\.js:\d+/)
+  const renderMissing = render(['--styles', dir, '--data', join(dir, 'nonexistent.mbtiles')])
+  assert.equal(renderMissing.status, 2)
+  assert.match(renderMissing.stderr, /^bench\/render\.js: server\.js exited with 2: tile-cannon: the path given does not exist: [^\n]+\n$/)
+  // A folder: the tiles are over its sets' bounds (it has no TileJSON of its own: the world was asked, 4^12 tiles at
+  // z12, and the bench ran out of memory); over 100,000 tiles is refused.
+  mkdirSync(join(dir, 'tiles'))
+  writeMbtiles(join(dir, 'tiles', 'quarter.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]), metadata: { bounds: '0,0,45,45' } })
+  const tooMany = render(['--styles', dir, '--data', join(dir, 'tiles'), '--zooms', '12', '--duration', '1'])
+  assert.equal(tooMany.status, 2, tooMany.stderr)
+  assert.match(tooMany.stderr, /^bench\/render\.js: zooms 12 over the served sets' bounds \(0\.00, 0\.00, 45\.00, 45\.00\) are [\d,]+ tiles, more than 100,000: give lower --zooms, or --data over a smaller area\n$/)
+})
+
+test('a server a bench started goes when the bench dies (SIGKILL); one forked without the bench\'s flag, as pm2\'s workers are, stays', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'a.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const alive = (pid) => { try { process.kill(pid, 0); return true } catch { return false } }
+  const serverOf = async (script) => {
+    const file = join(dir, `parent-${Math.random().toString(36).slice(2)}.mjs`) // (a fork inherits -e's --input-type)
+    writeFileSync(file, script)
+    const parent = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] })
+    t.after(() => parent.kill('SIGKILL'))
+    const [line] = await once(parent.stdout, 'data')
+    const pid = Number(String(line).trim())
+    t.after(() => { if (alive(pid)) process.kill(pid, 'SIGKILL') })
+    parent.kill('SIGKILL')
+    await once(parent, 'exit')
+    return pid
+  }
+  const servers = JSON.stringify(pathToFileURL(join(ROOT, 'bench', 'servers.js')).href)
+  const benched = await serverOf(`const { startTileCannon } = await import(${servers}); const s = await startTileCannon([${JSON.stringify(dir)}]); console.log(s.child.pid)`)
+  // A plain fork with an IPC channel (pm2 cluster workers have one): its parent's death is no reason to stop.
+  const forked = await serverOf(`import { fork } from 'node:child_process'; const { freePort } = await import(${servers})
+    const child = fork(${JSON.stringify(join(ROOT, 'server.js'))}, ['--port', String(await freePort()), '--host', '127.0.0.1', '--log-level', 'warn', '--no-watch', ${JSON.stringify(dir)}], { stdio: 'ignore', env: { ...process.env, TILE_CANNON_EXIT_WITH_PARENT: '' } })
+    child.on('message', (m) => { if (m === 'ready') console.log(child.pid) })`)
+  const deadline = Date.now() + 10_000
+  while (alive(benched) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+  assert.equal(alive(benched), false, 'the bench\'s server exited with it')
+  assert.equal(alive(forked), true, 'the plain fork is still serving')
 })
 
 test('bench baselines answer exactly what tile-cannon answers: node:http and nginx', async (t) => {
