@@ -1,20 +1,20 @@
 // The entry point as users run it: `tile-cannon <paths>`, --help, bad flags, config layering, graceful shutdown.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
-import { ROOT } from './helpers/app.js'
+import { ROOT, needs } from './helpers/app.js'
 import { freePort } from '../bench/servers.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
 import { ConfigError, loadConfig } from '../lib/config.js'
 
 const SERVER = join(ROOT, 'server.js')
 
-function run (args, { cwd = ROOT, env = {} } = {}) {
-  const child = spawn(process.execPath, [SERVER, ...args], { cwd, env: { ...process.env, ...env, TILE_CANNON_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+function run (args, { cwd = ROOT, env = {}, as = [] } = {}) {
+  const child = spawn(as[0] ?? process.execPath, [...as.slice(1), ...(as.length > 0 ? [process.execPath] : []), SERVER, ...args], { cwd, env: { ...process.env, ...env, TILE_CANNON_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout.on('data', (d) => { out += d })
   child.stderr.on('data', (d) => { out += d })
@@ -120,6 +120,68 @@ test('a path given that does not exist: logged once and the rest served, never t
   const bad = run(['nginx', '--cache-mb=-1', '--tile-dir', join(dir, 'made')])
   assert.equal((await once(bad.child, 'exit'))[0], 2)
   assert.match(bad.output(), /^tile-cannon nginx: .*cacheMB.* \(see tile-cannon nginx --help\)\n$/, 'one line, not the usage after it')
+})
+
+// Root lists any folder: the server runs as nobody (setpriv) for a folder it cannot list.
+const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0 && process.getuid?.() === 0
+const asNobody = (args, options) => run(args, { ...options, as: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] })
+
+test('a folder given that cannot be listed: logged once and the rest served (at start-up and at SIGHUP); alone, one line and exit 2', { timeout: 30_000 }, async (t) => {
+  if (!needs(t, hasSetpriv, 'setpriv, run as root, to run the server as a user that cannot list a folder')) return
+  const dir = tempDir(t)
+  chmodSync(dir, 0o755)
+  for (const name of ['locked', 'good', 'other']) mkdirSync(join(dir, name), { mode: 0o755 })
+  writeMbtiles(join(dir, 'good', 'one.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  writeMbtiles(join(dir, 'other', 'two.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  chmodSync(join(dir, 'locked'), 0)
+  const port = await freePort()
+  const some = asNobody(['--port', String(port), '--host', '127.0.0.1', '--log-format', 'json', '--no-watch', join(dir, 'locked'), join(dir, 'good'), join(dir, 'other')])
+  t.after(() => some.child.kill('SIGKILL'))
+  await waitForHealth(port)
+  assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/list`)).json(), ['one', 'two'])
+  const said = some.output().split('\n').filter((l) => l.includes('cannot be listed'))
+  assert.equal(said.length, 1)
+  assert.equal(JSON.parse(said[0]).path, join(dir, 'locked'))
+  assert.doesNotMatch(some.output(), /\n\s+at /, 'no stack')
+
+  // A reload while another folder cannot be listed serves what is new elsewhere; the locked folder's sets go.
+  chmodSync(join(dir, 'other'), 0)
+  writeMbtiles(join(dir, 'good', 'new.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  some.child.kill('SIGHUP')
+  for (let i = 0; i < 50 && !some.output().includes('catalog reloaded'); i++) await new Promise((resolve) => setTimeout(resolve, 100))
+  assert.deepEqual((await (await fetch(`http://127.0.0.1:${port}/list`)).json()).sort(), ['new', 'one'])
+  assert.doesNotMatch(some.output(), /reload failed/)
+
+  const none = asNobody(['--port', String(port + 1), '--host', '127.0.0.1', join(dir, 'locked')])
+  assert.equal((await once(none.child, 'exit'))[0], 2)
+  assert.match(none.output(), /^tile-cannon: nothing given can be served: .*locked \(the folder cannot be listed \(EACCES\)\)\n$/)
+  const nginx = asNobody(['nginx', join(dir, 'locked'), '--tile-dir', join(dir, 'made')])
+  assert.equal((await once(nginx.child, 'exit'))[0], 2)
+  assert.match(nginx.output(), /^tile-cannon nginx: nothing given can be served: .*locked \(the folder cannot be listed \(EACCES\)\)\n$/)
+})
+
+test('paths given that can never be sets (a config file without --config, a .zip, a style) are one line and exit 2; an empty folder is served and said', { timeout: 30_000 }, async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, 'tile-cannon.yaml'), 'port: 3000\n')
+  writeFileSync(join(dir, 'style.json'), '{"version": 8, "sources": {}, "layers": []}')
+  writeFileSync(join(dir, 'tiles.zip'), 'PK')
+  const port = await freePort()
+  const none = run(['--port', String(port), '--host', '127.0.0.1', join(dir, 'tile-cannon.yaml')])
+  t.after(() => none.child.kill('SIGKILL'))
+  assert.equal((await once(none.child, 'exit'))[0], 2)
+  assert.match(none.output(), /^tile-cannon: nothing given can be served: .*tile-cannon\.yaml \(not a tileset file .*; did you mean --config .*tile-cannon\.yaml\?\)\n$/)
+  const style = run(['--port', String(port), '--host', '127.0.0.1', join(dir, 'style.json'), join(dir, 'tiles.zip')])
+  t.after(() => style.child.kill('SIGKILL'))
+  assert.equal((await once(style.child, 'exit'))[0], 2)
+  assert.match(style.output(), /style\.json \(not a MosaicJSON\/STAC file .*\), .*tiles\.zip \(not a tileset file \(MBTiles/)
+
+  mkdirSync(join(dir, 'empty'))
+  const empty = run(['--port', String(port), '--host', '127.0.0.1', '--log-format', 'json', join(dir, 'empty'), join(dir, 'tiles.zip')])
+  t.after(() => empty.child.kill('SIGKILL'))
+  await waitForHealth(port)
+  assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/list`)).json(), [])
+  assert.equal(empty.output().split('\n').filter((l) => l.includes('no tileset file in this folder (yet): it is watched')).length, 1)
+  assert.equal(empty.output().split('\n').filter((l) => l.includes('tiles.zip')).length, 1)
 })
 
 test('--help prints usage; a bad flag or config is a clear message and exit 2, no stack', async (t) => {

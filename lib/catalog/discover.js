@@ -3,7 +3,7 @@
 // (a .json that is not a mosaic: a style, a TileJSON). A bucket prefix (s3://bucket/prefix/) is listed like a folder.
 // A configured folder with `mosaic: true` is one set.
 import { readdir, stat } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { extname, join, resolve } from 'node:path'
 import { FALLBACK, GROUP_KINDS, KINDS, fileKindsText, kindForFile, kindForUrl } from '../sources/index.js'
 import { isS3Url } from '../remote/s3.js'
 import { listRemotePrefix } from '../remote/reader.js'
@@ -73,9 +73,10 @@ export const namedCount = (config) => config.paths.length + Object.values(config
 /**
  * Every spec the configured paths, sets and group URLs (a database) hold now; the demo when nothing is named. Prefixes
  * that could not be listed are added to `unlisted` (the catalog tries them again, and keeps the sets found there);
- * local paths that do not exist to `missing` (as given, or `sets.<id>.path`), for the caller to say.
+ * local paths that do not exist to `missing` (as given, or `sets.<id>.path`), and paths given that nothing can be served
+ * from to `unserved` ({ path, why }: a folder that cannot be listed, a file of no kind), for the caller to say.
  */
-export async function discoverSpecs (config, log, unlisted = [], missing = []) {
+export async function discoverSpecs (config, log, unlisted = [], missing = [], unserved = []) {
   const specs = []
   const has = (spec) => specs.some((s) => (spec.path ? s.path === spec.path : s.url === spec.url))
   for (const [id, options] of Object.entries(config.sets)) {
@@ -111,14 +112,27 @@ export async function discoverSpecs (config, log, unlisted = [], missing = []) {
       continue
     }
     if (info.isDirectory()) {
-      for (const name of (await readdir(path)).sort()) {
-        const spec = specOf(join(path, name))
-        if (spec.kind && !has(spec) && await claimed(spec, log)) specs.push(spec)
+      let names
+      try {
+        names = await readdir(path)
+      } catch (err) {
+        unserved.push({ path: item, why: `the folder cannot be listed (${err.code ?? err.message})` })
+        continue
       }
+      let found = 0
+      for (const name of names.sort()) {
+        const spec = specOf(join(path, name))
+        if (spec.kind && !has(spec) && await claimed(spec, log)) {
+          specs.push(spec)
+          found++
+        }
+      }
+      // Still served: files put there later are (watched, or at SIGHUP); said so an empty catalog is not a mystery.
+      if (found === 0) log.warn({ path: item }, `no tileset file in this folder (yet): ${config.watch ? 'it is watched, and files put there are served' : 'files put there are served at SIGHUP'}`)
     } else if (kindForFile(path) && await claimed(specOf(path), log)) {
       if (!has({ path })) specs.push(specOf(path))
     } else {
-      log.error({ path: item }, `not a tileset file (${fileKindsText()}): skipped`)
+      unserved.push({ path: item, why: notServedWhy(path) })
     }
   }
   for (const kind of GROUP_KINDS) {
@@ -126,4 +140,13 @@ export async function discoverSpecs (config, log, unlisted = [], missing = []) {
   }
   if (!namesSomething(config) && config.demo && FALLBACK) specs.push({ id: 'countries', kind: FALLBACK })
   return specs
+}
+
+/** Why a file given is not served, and for a config file's look the flag that was likely meant. */
+function notServedWhy (path) {
+  const ext = extname(path).toLowerCase()
+  const why = kindForFile(path)
+    ? `not a ${kindForFile(path).title} file (a style, a TileJSON or a config is not a tileset)`
+    : `not a tileset file (${fileKindsText()})`
+  return ['.yaml', '.yml', '.json'].includes(ext) ? `${why}; did you mean --config ${path}?` : why
 }

@@ -87,22 +87,28 @@ export class Catalog {
   async load () {
     const unlisted = []
     const missing = []
-    const specs = await discoverSpecs(this.config, this.log, unlisted, missing)
-    // Nothing named exists: a typo, a volume not mounted. Said as a bad flag is (one line, exit 2), never served as an
-    // empty (or demo) catalog that calls itself ready.
-    if (missing.length > 0 && missing.length === namedCount(this.config)) {
+    const unserved = []
+    const specs = await discoverSpecs(this.config, this.log, unlisted, missing, unserved)
+    // Nothing named exists, or can be served: a typo, a volume not mounted, a config file given without --config. Said
+    // as a bad flag is (one line, exit 2), never served as an empty (or demo) catalog that calls itself ready.
+    if (missing.length > 0 && unserved.length === 0 && missing.length === namedCount(this.config)) {
       throw new ConfigError(`${missing.length === 1 ? 'the path given does not exist' : 'none of the paths given exists'}: ${missing.join(', ')}`)
     }
-    this.sayMissing(missing)
+    if (unserved.length > 0 && missing.length + unserved.length === namedCount(this.config)) {
+      const each = [...missing.map((path) => `${path} (does not exist)`), ...unserved.map(({ path, why }) => `${path} (${why})`)]
+      throw new ConfigError(`nothing given can be served: ${each.join(', ')}`)
+    }
+    this.sayMissing(missing, unserved)
     for (const spec of specs) await this.openSpec(spec)
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
     this.loaded = true
   }
 
-  /** Paths given that do not exist: each logged at start-up and at each reload, while the rest is served. */
-  sayMissing (missing) {
+  /** Paths given that do not exist or serve nothing: each logged at start-up and at each reload, while the rest is served. */
+  sayMissing (missing, unserved) {
     for (const path of missing) this.log.error({ path }, 'path not found: nothing served from it')
+    for (const { path, why } of unserved) this.log.error({ path }, `${why}: nothing served from it`)
   }
 
   /**
@@ -190,8 +196,9 @@ export class Catalog {
     const seen = new Set()
     const unlisted = []
     const missing = []
-    const specs = await discoverSpecs(this.config, this.log, unlisted, missing)
-    this.sayMissing(missing)
+    const unserved = []
+    const specs = await discoverSpecs(this.config, this.log, unlisted, missing, unserved)
+    this.sayMissing(missing, unserved)
     for (const spec of specs) {
       if (spec.path) {
         seen.add(spec.path)
