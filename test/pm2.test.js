@@ -412,3 +412,24 @@ for (const signal of ['SIGTERM', 'SIGINT']) {
     assert.equal(run.failures.stuck, 0, 'requests never answered')
   })
 }
+
+test('pm2 as a new user runs it: no TILE_CANNON_ARGS and no ./tiles serves the demo on TILE_CANNON_PORT; a config error (exit 2) is not restarted', { timeout: 90_000 }, async (t) => {
+  const home = mkdtempSync(join(tmpdir(), 'tile-cannon-pm2-'))
+  t.after(async () => {
+    await pm2(home, ['kill']).catch(() => {})
+    stopDaemon(home)
+    rmSync(home, { recursive: true, force: true })
+  })
+  const port = await freePort()
+  // The user's shell: no TILE_CANNON_ARGS, a port of their own (the checkout has no ./tiles).
+  const env = { TILE_CANNON_ARGS: '', TILE_CANNON_INSTANCES: '1', TILE_CANNON_PORT: String(port), TILE_CANNON_HOST: '127.0.0.1' }
+  await pm2(home, ['start', join(ROOT, 'ecosystem.config.cjs')], env)
+  await until(async () => (await get(`http://127.0.0.1:${port}/health`).catch(() => ({}))).status === 200, 20_000, 'the demo to answer on TILE_CANNON_PORT')
+  assert.deepEqual(JSON.parse((await get(`http://127.0.0.1:${port}/list`)).body), ['countries'])
+  await pm2(home, ['delete', 'tile-cannon'])
+
+  await pm2(home, ['start', join(ROOT, 'ecosystem.config.cjs')], { ...env, TILE_CANNON_ARGS: '--cache-mb=-1' })
+  await until(async () => (await workers(home)).every((w) => w.status === 'stopped'), 20_000, 'the worker to stop after exit 2')
+  await sleep(1500)
+  assert.deepEqual((await workers(home)).map((w) => [w.status, w.restarts]), [['stopped', 0]], 'not restarted')
+})
