@@ -184,6 +184,21 @@ test('paths given that can never be sets (a config file without --config, a .zip
   assert.equal(empty.output().split('\n').filter((l) => l.includes('tiles.zip')).length, 1)
 })
 
+test('tile-cannon nginx --listen takes a port (1-65535) or address:port; anything else is one line and exit 2, never printed into a config', async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'one.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  for (const listen of ['99999', 'abc', '0', '127.0.0.1:70000', '8080; include /etc/passwd']) {
+    const nginx = run(['nginx', dir, '--tile-dir', join(dir, 'made'), '--listen', listen])
+    assert.equal((await once(nginx.child, 'exit'))[0], 2, listen)
+    assert.match(nginx.output(), /^tile-cannon nginx: --listen is a port \(1-65535\) or address:port .*\n$/, listen)
+  }
+  for (const listen of ['8080', '127.0.0.1:8080', '[::1]:8080']) {
+    const nginx = run(['nginx', dir, '--tile-dir', join(dir, 'made'), '--listen', listen])
+    assert.equal((await once(nginx.child, 'exit'))[0], 0, listen)
+    assert.ok(nginx.output().includes(`listen ${listen};`), listen)
+  }
+})
+
 test('--help prints usage; a bad flag or config is a clear message and exit 2, no stack', async (t) => {
   const help = run(['--help'])
   assert.equal((await once(help.child, 'exit'))[0], 0)

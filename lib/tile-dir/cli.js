@@ -13,6 +13,12 @@ Prints an nginx configuration (for its http {} block) that serves the tiles tile
 everything else to tile-cannon at URL (default http://127.0.0.1:<--port, 3000>). nginx listens on PORT (default 8080).
 Run tile-cannon with the same paths, options and --tile-dir.`
 
+/** A port nginx's `listen` takes: 1-65535, alone or after an address (a host name, an IPv4 or a bracketed IPv6 one). */
+function isListen (text) {
+  const match = /^(?:(?:[\w-]+(?:\.[\w-]+)*|\[[\da-f:.]+\]):)?(\d{1,5})$/i.exec(text)
+  return match !== null && Number(match[1]) >= 1 && Number(match[1]) <= 65535
+}
+
 export async function main (argv) {
   let loaded
   try {
@@ -37,8 +43,12 @@ export async function main (argv) {
     return 2
   }
   const upstream = extra.upstream ?? `http://127.0.0.1:${config.port}`
-  if (!/^http:\/\/[^/]+\/?$/.test(upstream) || (extra.listen !== undefined && !/^[\w.:[\]]+$/.test(extra.listen))) {
-    console.error(`tile-cannon nginx: --upstream is http://host:port, --listen a port or address:port\n\n${USAGE}`)
+  if (!/^http:\/\/[^/]+\/?$/.test(upstream)) {
+    console.error(`tile-cannon nginx: --upstream is http://host:port (see tile-cannon nginx --help)`)
+    return 2
+  }
+  if (extra.listen !== undefined && !isListen(extra.listen)) {
+    console.error(`tile-cannon nginx: --listen is a port (1-65535) or address:port (127.0.0.1:8080, [::1]:8080), not ${JSON.stringify(extra.listen)} (see tile-cannon nginx --help)`)
     return 2
   }
   // Its sets, not its folder; warnings (a set that does not open) on stderr: stdout is the configuration, often
