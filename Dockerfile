@@ -1,4 +1,5 @@
-# tile-cannon: serves every .mbtiles/.pmtiles in the /data volume on port 3000; styles and fonts from /styles, /fonts.
+# tile-cannon: serves every .mbtiles, .pmtiles, .tif/.tiff (COG), .geojson and MosaicJSON/STAC .json in the /data
+# volume on port 3000 (TILE_CANNON_PORT); styles and fonts from /styles, /fonts.
 #   docker build -t tile-cannon .
 #   docker run -p 3000:3000 -v "$PWD/tiles:/data:ro" -v "$PWD/styles:/styles:ro" -v "$PWD/fonts:/fonts:ro" \
 #     -e TILE_CANNON_STYLES=/styles -e TILE_CANNON_FONTS=/fonts tile-cannon
@@ -27,5 +28,6 @@ COPY routes ./routes
 USER node
 VOLUME ["/data"]
 EXPOSE 3000
-HEALTHCHECK --interval=30s --timeout=3s CMD ["node", "-e", "fetch('http://127.0.0.1:3000/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# Shell form: the port the server listens on, when -e TILE_CANNON_PORT changes it.
+HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:${TILE_CANNON_PORT:-3000}/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"
 CMD ["node", "server.js", "/data"]

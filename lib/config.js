@@ -404,8 +404,8 @@ Options:
       --no-watch          do not watch folders for new, replaced or deleted files (SIGHUP still reloads; env
                           TILE_CANNON_WATCH=false)
       --no-demo           serve nothing rather than the demo when no path is given (env TILE_CANNON_DEMO=false)
-      --no-viewer         no map viewer (/viewer/…, the home page's previews): a server of tiles only (env
-                          TILE_CANNON_VIEWER=false)
+      --no-viewer         no map viewer (/viewer/…, and the home page's links to it; its previews stay) and
+                          feature pages as tables only (env TILE_CANNON_VIEWER=false)
       --styles DIR        MapLibre styles, NAME/style.json or NAME.json (default ./styles if it exists; env
                           TILE_CANNON_STYLES)
       --fonts DIR         glyph PBFs as "Font Name/0-255.pbf" (default ./fonts if it exists; env TILE_CANNON_FONTS)

@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { ROOT, needs } from './helpers/app.js'
@@ -199,10 +199,23 @@ test('tile-cannon nginx --listen takes a port (1-65535) or address:port; anythin
   }
 })
 
+test("the Dockerfile's HEALTHCHECK asks the port the server listens on (TILE_CANNON_PORT), not 3000 whatever it is", async (t) => {
+  const healthcheck = /^HEALTHCHECK .*? CMD (.*)$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))[1]
+  assert.doesNotMatch(healthcheck, /^\[/, 'the shell form: the exec form expands no variable')
+  const port = await freePort()
+  const server = run(['--port', String(port), '--host', '127.0.0.1'])
+  t.after(() => server.child.kill('SIGKILL'))
+  await waitForHealth(port)
+  const check = spawnSync('sh', ['-c', healthcheck], { env: { ...process.env, TILE_CANNON_PORT: String(port) }, timeout: 10_000 })
+  assert.equal(check.status, 0, String(check.stderr))
+})
+
 test('--help prints usage; a bad flag or config is a clear message and exit 2, no stack', async (t) => {
   const help = run(['--help'])
   assert.equal((await once(help.child, 'exit'))[0], 0)
   assert.match(help.output(), /Usage: tile-cannon/)
+  // What --no-viewer does (the home page keeps its previews: routes/index.js), not what it does not.
+  assert.match(help.output(), /--no-viewer +no map viewer \(\/viewer\/…, and the home page's links to it; its previews stay\)/)
   const bad = run(['--bogus'])
   assert.equal((await once(bad.child, 'exit'))[0], 2)
   assert.match(bad.output(), /tile-cannon: .*bogus/)
