@@ -6,7 +6,7 @@ import { once } from 'node:events'
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
-import { ROOT, needs } from './helpers/app.js'
+import { ROOT, WITHOUT_FILE_OVERRIDES, needs } from './helpers/app.js'
 import { freePort } from '../bench/servers.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
 import { ConfigError, loadConfig } from '../lib/config.js'
@@ -122,12 +122,11 @@ test('a path given that does not exist: logged once and the rest served, never t
   assert.match(bad.output(), /^tile-cannon nginx: .*cacheMB.* \(see tile-cannon nginx --help\)\n$/, 'one line, not the usage after it')
 })
 
-// Root lists any folder: the server runs as nobody (setpriv) for a folder it cannot list.
-const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0 && process.getuid?.() === 0
-const asNobody = (args, options) => run(args, { ...options, as: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] })
+// Root lists any folder: the server runs without the capabilities that let it (helpers/app.js WITHOUT_FILE_OVERRIDES).
+const withoutOverrides = (args, options) => run(args, { ...options, as: WITHOUT_FILE_OVERRIDES })
 
 test('a folder given that cannot be listed: logged once and the rest served (at start-up and at SIGHUP); alone, one line and exit 2', { timeout: 30_000 }, async (t) => {
-  if (!needs(t, hasSetpriv, 'setpriv, run as root, to run the server as a user that cannot list a folder')) return
+  if (!needs(t, WITHOUT_FILE_OVERRIDES !== null, 'setpriv (util-linux) is not installed: as root, the server would list any folder')) return
   const dir = tempDir(t)
   chmodSync(dir, 0o755)
   for (const name of ['locked', 'good', 'other']) mkdirSync(join(dir, name), { mode: 0o755 })
@@ -135,7 +134,7 @@ test('a folder given that cannot be listed: logged once and the rest served (at 
   writeMbtiles(join(dir, 'other', 'two.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
   chmodSync(join(dir, 'locked'), 0)
   const port = await freePort()
-  const some = asNobody(['--port', String(port), '--host', '127.0.0.1', '--log-format', 'json', '--no-watch', join(dir, 'locked'), join(dir, 'good'), join(dir, 'other')])
+  const some = withoutOverrides(['--port', String(port), '--host', '127.0.0.1', '--log-format', 'json', '--no-watch', join(dir, 'locked'), join(dir, 'good'), join(dir, 'other')])
   t.after(() => some.child.kill('SIGKILL'))
   await waitForHealth(port)
   assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/list`)).json(), ['one', 'two'])
@@ -152,10 +151,10 @@ test('a folder given that cannot be listed: logged once and the rest served (at 
   assert.deepEqual((await (await fetch(`http://127.0.0.1:${port}/list`)).json()).sort(), ['new', 'one'])
   assert.doesNotMatch(some.output(), /reload failed/)
 
-  const none = asNobody(['--port', String(port + 1), '--host', '127.0.0.1', join(dir, 'locked')])
+  const none = withoutOverrides(['--port', String(port + 1), '--host', '127.0.0.1', join(dir, 'locked')])
   assert.equal((await once(none.child, 'exit'))[0], 2)
   assert.match(none.output(), /^tile-cannon: nothing given can be served: .*locked \(the folder cannot be listed \(EACCES\)\)\n$/)
-  const nginx = asNobody(['nginx', join(dir, 'locked'), '--tile-dir', join(dir, 'made')])
+  const nginx = withoutOverrides(['nginx', join(dir, 'locked'), '--tile-dir', join(dir, 'made')])
   assert.equal((await once(nginx.child, 'exit'))[0], 2)
   assert.match(nginx.output(), /^tile-cannon nginx: nothing given can be served: .*locked \(the folder cannot be listed \(EACCES\)\)\n$/)
 })

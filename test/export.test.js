@@ -560,11 +560,20 @@ test('a style whose remote source cannot be read: its incomplete tiles are not w
 
   const failing = await exportCli(args)
   assert.equal(failing.code, 1, failing.stderr)
-  assert.match(failing.stderr, /0 tiles written, 0 absent, 0 failed, 5 left out incomplete/)
-  assert.match(failing.stderr, new RegExp(`5 tiles left out: drawn without remote source 127\\.0\\.0\\.1:${flaky} \\(HTTP 500\\), which could not be read \\(read again 3 times\\); run the same command again to fill them`))
+  // The tiles that show the failing source (z0, and z1's east column) are never written. A west tile does not need it,
+  // but the engine does not say which source a render lacked: one drawn after the failure counts as incomplete too, and
+  // one drawn in a retry round before any failure of that round is complete and written (the order is the engine's).
+  const [, written, leftOut] = /(\d+) tiles written, 0 absent, 0 failed, (\d+) left out incomplete/.exec(failing.stderr) ?? []
+  assert.equal(Number(written) + Number(leftOut), 5, failing.stderr)
+  assert.ok(Number(leftOut) >= 3, failing.stderr)
+  assert.match(failing.stderr, new RegExp(`${leftOut} tiles left out: drawn without remote source 127\\.0\\.0\\.1:${flaky} \\(HTTP 500\\), which could not be read \\(read again 3 times\\); run the same command again to fill them`))
   assert.ok(!failing.stderr.includes(`127.0.0.1:${good} (`), 'the source that works is not named')
   for (const secret of ['s3cret', 'k3y']) assert.ok(!failing.stderr.includes(secret), `no ${secret} in what export says`)
-  assert.equal(countTiles(out), 0, 'no incomplete tile in the archive')
+  const db = new Database(out, { readonly: true })
+  const kept = db.prepare('SELECT zoom_level, tile_column FROM tiles').all()
+  db.close()
+  assert.equal(kept.length, Number(written))
+  assert.ok(kept.every((tile) => tile.zoom_level === 1 && tile.tile_column === 0), 'no tile showing the failing source in the archive')
   assert.equal(JSON.parse(readMetadata(out)['tile-cannon:export']).complete, false)
 
   // The source back: the same command fills what was left out.
@@ -572,7 +581,7 @@ test('a style whose remote source cannot be read: its incomplete tiles are not w
   const again = await exportCli(args)
   assert.equal(again.code, 0, again.stderr)
   assert.match(again.stderr, /resuming/)
-  assert.match(again.stderr, /5 tiles written, 0 absent, 0 failed/)
+  assert.match(again.stderr, new RegExp(`${5 - Number(written)} tiles written, 0 absent, 0 failed`)) // (those written before are found)
   assert.equal(countTiles(out), 5)
   const z1 = new Database(out, { readonly: true }).prepare('SELECT tile_column, tile_data FROM tiles WHERE zoom_level = 1 AND tile_row = 1').all()
   const colour = async (png) => Array.from((await sharp(png).raw().toBuffer()).subarray(0, 3))

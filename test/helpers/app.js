@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process'
 // Test helpers: an app built from config overrides (logs silenced), and the skip rule for missing dependencies.
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -14,6 +15,17 @@ export const HAVE_FIXTURES = existsSync(FIXTURES)
  * Builds the app like server.js does; closed after the test. `logs`: an array to push its log lines to (parsed, info
  * and above; silent without it).
  */
+/**
+ * The command prefix that runs a process bound by file permissions as a user is (a folder of mode 000 cannot be listed,
+ * a file of mode 000 not opened): root without the capabilities that override them (CAP_DAC_OVERRIDE,
+ * CAP_DAC_READ_SEARCH), dropped from the bounding set by setpriv. It stays root, so it still reads the checkout
+ * wherever that is (CI's copy of the tree is in a mktemp folder of mode 700, which another user cannot enter). [] when
+ * not root (permissions bind already); null when root without setpriv (util-linux).
+ */
+export const WITHOUT_FILE_OVERRIDES = process.getuid?.() !== 0
+  ? []
+  : spawnSync('setpriv', ['--version']).status === 0 ? ['setpriv', '--bounding-set=-dac_override,-dac_read_search'] : null
+
 export async function makeApp (t, overrides = {}, { logs } = {}) {
   const { config } = loadConfig({ overrides: { logLevel: 'silent', watch: false, demo: false, ...overrides } })
   const loggerInstance = logs === undefined ? undefined : pino({ level: 'info' }, { write: (line) => logs.push(JSON.parse(line)) })
