@@ -273,6 +273,74 @@ test('a geography line over the antimeridian is in each bbox over where it runs,
   assert.deepEqual((await query(`SELECT id FROM geo_lines WHERE ST_Intersects(geog, ST_MakeEnvelope(${w}, ${s}, ${e}, ${n}, 4326)::geography)`)).map((r) => r.id), [1], 'as PostGIS says')
 })
 
+test('a geography line or polygon over the antimeridian is cut there (RFC 7946 3.1.9): a Multi* whose parts each keep to one side, in CRS84, EPSG:4326 and EPSG:3857; the rest as stored', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  // Cast to geometry, the 20° line from 170° to -170° came out as [[170,10],[-170,10]], which MapLibre, Leaflet and
+  // QGIS draw 340° round through 0°. The same line in a `geometry` column does run through 0°: it stays so.
+  await runSql(db.url, `CREATE TABLE geo_crossing (id integer PRIMARY KEY, geog geography(Geometry, 4326));
+    INSERT INTO geo_crossing VALUES (1, 'SRID=4326;LINESTRING(170 10, -170 10)'),
+      (2, 'SRID=4326;POLYGON((170 -10, -170 -10, -170 -20, 170 -20, 170 -10))'),
+      (3, 'SRID=4326;LINESTRING(10 10, 20 20, 170 20)'), (4, 'SRID=4326;POLYGON((0 0, 10 0, 10 10, 0 10, 0 0))'),
+      (5, 'SRID=4326;POINT(179.5 0)'), (6, 'SRID=4326;GEOMETRYCOLLECTION(POINT(175 0), LINESTRING(170 10, -170 10))');
+    CREATE INDEX ON geo_crossing USING gist (geog);
+    CREATE TABLE planar_crossing (id integer PRIMARY KEY, geom geometry(LineString, 4326));
+    INSERT INTO planar_crossing VALUES (1, 'SRID=4326;LINESTRING(170 10, -170 10)');`)
+  t.after(() => runSql(db.url, 'DROP TABLE geo_crossing, planar_crossing'))
+  const app = await appOf(t)
+  const items = async (url) => {
+    const res = await get(app, url)
+    assert.equal(res.statusCode, 200, `${url}: ${res.body.slice(0, 300)}`)
+    return Object.fromEntries(res.json().features.map((f) => [f.id, f.geometry]))
+  }
+  const positionsOf = (part) => (typeof part[0] === 'number' ? [part] : part.flatMap(positionsOf))
+  /** Checks that `geometry` is the Multi* `type` in two parts, one by each side of 180° (`edge`, ±180 in its units) */
+  const cut = (geometry, type, edge, message) => {
+    assert.equal(geometry.type, type, message)
+    const sides = geometry.coordinates.map((part) => {
+      const xs = positionsOf(part).map(([x]) => x)
+      assert.ok(xs.every((x) => Math.abs(x) <= edge), `${message}: in [-180°, 180°], ${JSON.stringify(xs)}`)
+      assert.ok(xs.every((x) => x >= 0) || xs.every((x) => x <= 0), `${message}: a part on one side, ${JSON.stringify(xs)}`)
+      assert.ok(xs.some((x) => Math.abs(x) > edge * 0.999), `${message}: a part up to 180°, ${JSON.stringify(xs)}`)
+      return Math.sign(xs.reduce((a, b) => a + b))
+    })
+    assert.deepEqual(sides.sort(), [-1, 1], `${message}: a part on each side`)
+  }
+  const asStored = {
+    3: { type: 'LineString', coordinates: [[10, 10], [20, 20], [170, 20]] },
+    4: { type: 'Polygon', coordinates: [[[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]]] },
+    5: { type: 'Point', coordinates: [179.5, 0] },
+  }
+  for (const url of ['/ogc/collections/geo_crossing/items', `/ogc/collections/geo_crossing/items?crs=${encodeURIComponent(CRS84)}`]) {
+    const geometries = await items(url)
+    cut(geometries[1], 'MultiLineString', 180, `${url}: the line`)
+    cut(geometries[2], 'MultiPolygon', 180, `${url}: the polygon`)
+    assert.deepEqual(positionsOf(geometries[1].coordinates).sort(([a], [b]) => a - b), [[-180, 10], [-170, 10], [170, 10], [180, 10]], `${url}: cut where it meets 180°`)
+    for (const id of [3, 4, 5]) assert.deepEqual(geometries[id], asStored[id], `${url}: ${id} as stored`)
+    assert.deepEqual(geometries[6].geometries[0], { type: 'Point', coordinates: [175, 0] }, `${url}: a collection's point`)
+    cut(geometries[6].geometries[1], 'MultiLineString', 180, `${url}: a collection's line`)
+  }
+  const one = (await get(app, '/ogc/collections/geo_crossing/items/2')).json().geometry
+  cut(one, 'MultiPolygon', 180, 'the polygon by its id')
+  // lat,lon: the longitudes second
+  const latLon = await items(`/ogc/collections/geo_crossing/items?crs=${encodeURIComponent(EPSG(4326))}`)
+  const flip = (geometry) => ({ ...geometry, coordinates: JSON.parse(JSON.stringify(geometry.coordinates), (k, v) => (Array.isArray(v) && typeof v[0] === 'number' ? [v[1], v[0]] : v)) })
+  cut(flip(latLon[1]), 'MultiLineString', 180, 'EPSG:4326: the line')
+  cut(flip(latLon[2]), 'MultiPolygon', 180, 'EPSG:4326: the polygon')
+  // Web Mercator, as the tiles draw it: the parts up to the world's edges, ±20037508 m
+  const mercator = await items('/ogc/collections/geo_crossing/items?crs=EPSG:3857')
+  cut(mercator[1], 'MultiLineString', 20037508.35, 'EPSG:3857: the line')
+  cut(mercator[2], 'MultiPolygon', 20037508.35, 'EPSG:3857: the polygon')
+  assert.equal(mercator[3].type, 'LineString')
+  // bbox finds each by where it runs, and gives it cut
+  for (const [bbox, expected] of [['175,5,180,15', [1, 6]], ['-180,5,-175,15', [1, 6]], ['-180,-25,-175,-5', [2]], ['179,-30,-179,30', [1, 2, 5, 6]], ['0,0,30,30', [3, 4]]]) {
+    const geometries = await items(`/ogc/collections/geo_crossing/items?bbox=${bbox}`)
+    assert.deepEqual(sortedNumbers(Object.keys(geometries).map(Number)), expected, bbox)
+    if (geometries[1]) cut(geometries[1], 'MultiLineString', 180, `bbox ${bbox}: the line`)
+    if (geometries[2]) cut(geometries[2], 'MultiPolygon', 180, `bbox ${bbox}: the polygon`)
+  }
+  assert.deepEqual((await items('/ogc/collections/planar_crossing/items'))[1], { type: 'LineString', coordinates: [[170, 10], [-170, 10]] }, 'a geometry column as stored')
+})
+
 test('tables in a regional CRS (British National Grid, LAEA Europe): a whole-world bbox finds every row, a box far away none (200, not 503)', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await appOf(t)
