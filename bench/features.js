@@ -8,7 +8,10 @@
 //   - the database-bound ceiling, run here: a bare node:http server that runs the very same statement through pg
 //     (tile-cannon's own parameter reading and SQL, lib/features) and writes the rows' text out (target: 0.9×).
 //   node bench/features.js [--db-cpus 1 --bench-cpus 0] [--duration 8] [--connections 4,8,16,32] [--order key,none]
-//                          [--points N --lines N]
+//                          [--points N --lines N] [--layout random|clustered]
+// --layout: how the rows lie on disk. `random` (the default): in id order, each viewport's rows scattered over the
+// table's pages. `clustered`: rewritten in the order of their geometries (CLUSTER on the spatial index), as osm2pgsql
+// writes the tables it imports (its default), so a viewport's rows share a few pages.
 // As bench/postgis.js: --db-cpus pins the throwaway PostgreSQL to its own core(s), --bench-cpus the servers and the
 // client (autocannon, in this process) to the others, as when the database runs on its own machine.
 import { fork } from 'node:child_process'
@@ -95,8 +98,23 @@ INSERT INTO osm_lines SELECT s.i, 'street ' || s.i, (ARRAY['residential', 'servi
                (random() - 0.5) * 0.002 AS dx, (random() - 0.5) * 0.002 AS dy, 2 + (random() * 5)::int AS n FROM generate_series(1, ${lines}) AS i) AS s
   CROSS JOIN LATERAL (SELECT ST_MakeLine(ST_MakePoint(s.x0 + k * s.dx + (random() - 0.5) * 0.0003, s.y0 + k * s.dy + (random() - 0.5) * 0.0003) ORDER BY k) AS line
                       FROM generate_series(0, s.n) AS k) AS l;
-CREATE INDEX ON osm_points USING gist (geom);
-CREATE INDEX ON osm_lines USING gist (geom);`
+CREATE INDEX osm_points_geom ON osm_points USING gist (geom);
+CREATE INDEX osm_lines_geom ON osm_lines USING gist (geom);`
+
+const CLUSTERED = `CLUSTER osm_points USING osm_points_geom;
+CLUSTER osm_lines USING osm_lines_geom;`
+
+const USAGE = `Usage: node bench/features.js [options]
+
+  --db-cpus LIST       pin the throwaway PostgreSQL to these cores (e.g. 1)
+  --bench-cpus LIST    pin the servers and the client to these (e.g. 0)
+  --duration S         seconds per level and server (default 8)
+  --connections LIST   concurrent requests, comma-separated (default 4,8,16,32)
+  --order LIST         key (stable paging, the default), none (the spatial index's order), or both (default key,none)
+  --points N --lines N rows generated (default 200000 and 100000)
+  --layout L           random (default: rows in id order, scattered) or clustered (rows in geometry order, as osm2pgsql
+                       writes them)
+  -h, --help`
 
 /** Forks this file as the ceiling server, pinned like tile-cannon. */
 async function startCeiling (url, cpus, byKey) {
@@ -135,6 +153,10 @@ function load (base, paths, connections, duration) {
 }
 
 async function main () {
+  if (args.includes('-h') || args.includes('--help')) {
+    console.log(USAGE)
+    return
+  }
   const dbCpus = take('--db-cpus')
   const benchCpus = take('--bench-cpus')
   const duration = Number(take('--duration', '8'))
@@ -142,6 +164,11 @@ async function main () {
   const orders = take('--order', 'key,none').split(',')
   const points = Number(take('--points', '200000'))
   const lines = Number(take('--lines', '100000'))
+  const layout = take('--layout', 'random')
+  if (layout !== 'random' && layout !== 'clustered') {
+    console.error(`bench/features.js: --layout is random or clustered, not '${layout}'`)
+    process.exit(2)
+  }
   const db = await startPostgis({ cpus: dbCpus })
   if (db === null) {
     console.error('bench/features.js: PostgreSQL with PostGIS is not installed (Debian: postgresql postgresql-15-postgis-3) and DATABASE_URL is not set')
@@ -151,9 +178,10 @@ async function main () {
   try {
     let started = Date.now()
     await runSql(db.url, DATA(points, lines))
+    if (layout === 'clustered') await runSql(db.url, CLUSTERED)
     await runSql(db.url, 'VACUUM ANALYZE osm_points') // one statement each: VACUUM runs outside a transaction
     await runSql(db.url, 'VACUUM ANALYZE osm_lines')
-    console.error(`data: ${points} points, ${lines} lines in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+    console.error(`data: ${points} points, ${lines} lines, ${layout}, in ${((Date.now() - started) / 1000).toFixed(1)} s`)
     if (benchCpus !== undefined) pin(process.pid, benchCpus) // the client beside the servers, off the database's cores
     const dir = mkdtempSync(join(os.tmpdir(), 'tile-cannon-bench-'))
     for (const order of orders) {
