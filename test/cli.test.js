@@ -143,12 +143,13 @@ test('a folder given that cannot be listed: logged once and the rest served (at 
   assert.equal(JSON.parse(said[0]).path, join(dir, 'locked'))
   assert.doesNotMatch(some.output(), /\n\s+at /, 'no stack')
 
-  // A reload while another folder cannot be listed serves what is new elsewhere; the locked folder's sets go.
+  // A reload while another folder cannot be listed serves what is new elsewhere; the locked folder's sets are kept
+  // (test/catalog-folders.test.js).
   chmodSync(join(dir, 'other'), 0)
   writeMbtiles(join(dir, 'good', 'new.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
   some.child.kill('SIGHUP')
   for (let i = 0; i < 50 && !some.output().includes('catalog reloaded'); i++) await new Promise((resolve) => setTimeout(resolve, 100))
-  assert.deepEqual((await (await fetch(`http://127.0.0.1:${port}/list`)).json()).sort(), ['new', 'one'])
+  assert.deepEqual((await (await fetch(`http://127.0.0.1:${port}/list`)).json()).sort(), ['new', 'one', 'two'])
   assert.doesNotMatch(some.output(), /reload failed/)
 
   const none = withoutOverrides(['--port', String(port + 1), '--host', '127.0.0.1', join(dir, 'locked')])

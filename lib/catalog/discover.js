@@ -74,7 +74,8 @@ export const namedCount = (config) => config.paths.length + Object.values(config
  * Every spec the configured paths, sets and group URLs (a database) hold now; the demo when nothing is named. Prefixes
  * that could not be listed are added to `unlisted` (the catalog tries them again, and keeps the sets found there);
  * local paths that do not exist to `missing` (as given, or `sets.<id>.path`), and paths given that nothing can be served
- * from to `unserved` ({ path, why }: a folder that cannot be listed, a file of no kind), for the caller to say.
+ * from to `unserved` ({ path, why }: a folder that cannot be listed, with its absolute path as `folder`, whose sets the
+ * catalog keeps; a file of no kind), for the caller to say.
  */
 export async function discoverSpecs (config, log, unlisted = [], missing = [], unserved = []) {
   const specs = []
@@ -116,7 +117,7 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
       try {
         names = await readdir(path)
       } catch (err) {
-        unserved.push({ path: item, why: `the folder cannot be listed (${err.code ?? err.message})` })
+        unserved.push({ path: item, why: `the folder cannot be listed (${err.code ?? err.message})`, folder: path })
         continue
       }
       let found = 0

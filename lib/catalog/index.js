@@ -99,6 +99,7 @@ export class Catalog {
       throw new ConfigError(`nothing given can be served: ${each.join(', ')}`)
     }
     this.sayMissing(missing, unserved)
+    this.files.setUnlisted(unserved.filter((u) => u.folder), { say: false })
     for (const spec of specs) await this.openSpec(spec)
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
@@ -198,7 +199,9 @@ export class Catalog {
     const missing = []
     const unserved = []
     const specs = await discoverSpecs(this.config, this.log, unlisted, missing, unserved)
-    this.sayMissing(missing, unserved)
+    // A served folder that cannot be listed now is said once while it stays so (setUnlisted), not at each reload.
+    this.sayMissing(missing, unserved.filter((u) => !u.folder))
+    this.files.setUnlisted(unserved.filter((u) => u.folder))
     for (const spec of specs) {
       if (spec.path) {
         seen.add(spec.path)
@@ -218,8 +221,9 @@ export class Catalog {
     }
     this.remote.setUnlisted(unlisted)
     for (const entry of [...registry.entries.values()]) {
-      // Sets of a bucket prefix that could not be listed now are kept: a blip of the store drops nothing.
-      const kept = seen.has(entry.path ?? entry.group ?? entry.url ?? entry.kind) || this.remote.underUnlisted(entry)
+      // Sets of a bucket prefix or a folder that could not be listed now are kept: a blip of the store or of a mount, a
+      // permissions slip, drops nothing (their open handles serve on).
+      const kept = seen.has(entry.path ?? entry.group ?? entry.url ?? entry.kind) || this.remote.underUnlisted(entry) || this.files.underUnlisted(entry)
       if (!kept) registry.remove(entry)
     }
     this.log.info({ sets: this.available().length, unavailable: this.unavailable().length }, 'catalog reloaded')

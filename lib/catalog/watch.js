@@ -13,6 +13,8 @@ export const isWriting = (path) => kindForFile(path)?.writing?.(path) ?? false
 /** The mark of a file's companions (an SQLite `-wal`) that changes with its data while the file does not, or null. */
 export const companionStamp = (path) => kindForFile(path)?.companionStamp?.(path) ?? null
 const WRITING_RECHECK_MS = 1000 // how often a file being written is looked at again
+// How often a served folder that cannot be listed is tried again when nothing in it says so (a remount fires no event).
+const UNLISTED_RECHECK_MS = 10_000
 /** The tileset file a changed name stands for: itself, or the file it is a companion of (an SQLite `-wal`). */
 const tilesetName = (name) => {
   for (const kind of KINDS) {
@@ -37,7 +39,9 @@ export class FileWatcher {
     this.pending = new Map() // path given, not there yet → its watch (awaitPath)
     this.configuredIds = new Map() // sets.<id>.path → id: the set's id whenever its file appears
     this.mosaics = new Set() // folders configured as one set (`mosaic: true`)
+    this.unlisted = new Map() // served folder that could not be listed → { path: as given, timer: its next listing }
     this.timers = new Map()
+    this.watching = false
     this.closed = false
   }
 
@@ -48,7 +52,10 @@ export class FileWatcher {
     let info = null
     try {
       info = await stat(path)
-    } catch {}
+    } catch (err) {
+      // Its folder cannot be searched now (EACCES: a permissions slip, see setUnlisted): kept, served from its handle.
+      if (known && err.code !== 'ENOENT' && err.code !== 'ENOTDIR') return
+    }
     // A folder that is one set (a mosaic of its files): re-opened, whatever changed in it (its own stat may not say).
     const folderSet = known !== undefined && info?.isDirectory() === true
     if (info === null || (!info.isFile() && !folderSet)) {
@@ -110,12 +117,68 @@ export class FileWatcher {
    * path given that is not there yet (a volume mounted late, a file still to be copied) for it to appear.
    */
   watch () {
+    this.watching = true
     const sets = Object.entries(this.config.sets).filter(([, s]) => s.path)
     this.configuredIds = new Map(sets.map(([id, s]) => [resolve(s.path), id]))
     this.mosaics = new Set(sets.filter(([, s]) => s.mosaic).map(([, s]) => resolve(s.path)))
     for (const item of [...this.config.paths, ...sets.map(([, s]) => s.path)]) {
-      if (!isUrl(item)) this.follow(resolve(item))
+      // A folder that cannot be listed cannot be watched either: followed once it lists (listAgain).
+      if (!isUrl(item) && !this.unlisted.has(resolve(item))) this.follow(resolve(item))
     }
+    for (const folder of this.unlisted.keys()) this.listLater(folder)
+  }
+
+  /**
+   * The served folders that could not be listed at a discovery ({ path: as given, folder: absolute }): the sets found in
+   * them before are kept, served from their open handles, as the folder will likely be back (a mount glitch, a
+   * permissions slip). Each is said once while it stays so (`say` false: said already, with the other paths given at
+   * start-up), and listed again at the next reload; with watching on also at an event in it (its mode changed back),
+   * and every UNLISTED_RECHECK_MS. A folder not among them any more lists again.
+   */
+  setUnlisted (folders, { say = true } = {}) {
+    const now = new Set(folders.map(({ folder }) => folder))
+    for (const [folder, { path }] of this.unlisted) if (!now.has(folder)) this.listed(folder, path)
+    for (const { path, folder, why } of folders) {
+      if (this.unlisted.has(folder)) continue
+      this.unlisted.set(folder, { path, timer: null })
+      if (say) this.log.error({ path }, `${why}: its sets are kept as they were until it can be listed`)
+      if (this.watching) this.listLater(folder)
+    }
+  }
+
+  /** Is this set's file in a served folder that cannot be listed now (a reload keeps it)? */
+  underUnlisted (entry) {
+    return entry.path !== null && this.unlisted.has(dirname(entry.path))
+  }
+
+  /** Lists a folder that could not be listed again in `delayMs` (once, whatever asks meanwhile). */
+  listLater (folder, delayMs = UNLISTED_RECHECK_MS) {
+    const unlisted = this.unlisted.get(folder)
+    if (unlisted === undefined || this.closed) return
+    clearTimeout(unlisted.timer)
+    unlisted.timer = setTimeout(() => this.listAgain(folder).catch((err) => this.log.error({ err: err.message }, 'listing a folder again failed')), delayMs).unref()
+  }
+
+  async listAgain (folder) {
+    let names
+    try {
+      names = await readdir(folder)
+    } catch {
+      return this.listLater(folder)
+    }
+    const unlisted = this.unlisted.get(folder)
+    if (unlisted === undefined || this.closed) return
+    this.listed(folder, unlisted.path)
+    // New files opened, replaced ones re-opened, those gone dropped, as the watch would have seen them.
+    const known = [...this.registry.byPath.keys()].filter((path) => dirname(path) === folder)
+    for (const path of new Set([...names.filter((name) => kindForFile(name)).map((name) => join(folder, name)), ...known])) this.schedule(path, 0)
+  }
+
+  listed (folder, path) {
+    clearTimeout(this.unlisted.get(folder)?.timer)
+    this.unlisted.delete(folder)
+    this.log.info({ path }, 'the folder can be listed again: its files are served as they are now')
+    if (this.watching) this.follow(folder) // its watch, if it could not be made while the folder could not be listed
   }
 
   /** Watches what a path given is now: a folder's files, a file in its folder, a folder served as one set; or for it to be. */
@@ -137,6 +200,7 @@ export class FileWatcher {
     try {
       const watcher = watch(folder, { persistent: false }, (event, filename) => {
         if (!filename) return
+        if (this.unlisted.has(folder)) this.listLater(folder, this.config.watchDebounceMs) // its mode changed back?
         const target = tilesetName(filename)
         if (!kindForFile(target)) return
         if (watched.mosaic) this.schedule(folder)
@@ -145,6 +209,7 @@ export class FileWatcher {
       watcher.on('error', (err) => this.log.warn({ err: err.message }, 'watching a folder failed'))
       this.watchers.push(watcher)
     } catch (err) {
+      this.folders.delete(folder) // made again when followed again (a folder that lists again)
       this.log.warn({ err: err.message }, 'cannot watch a folder: changes need SIGHUP')
     }
     return watched
@@ -212,6 +277,7 @@ export class FileWatcher {
     for (const w of this.watchers) w.close()
     for (const t of this.timers.values()) clearTimeout(t)
     for (const { watcher, timer } of this.pending.values()) { watcher.close(); clearTimeout(timer) }
+    for (const { timer } of this.unlisted.values()) clearTimeout(timer)
     this.watchers = []
     this.pending.clear()
   }

@@ -1,0 +1,90 @@
+// Served folders that misbehave for a while: one that cannot be listed at a reload (a mount glitch, a permissions
+// slip).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { chmodSync, mkdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { ROOT, WITHOUT_FILE_OVERRIDES, needs } from './helpers/app.js'
+import { freePort } from '../bench/servers.js'
+import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
+
+/** Polls until `check` holds, failing after a few seconds. */
+async function eventually (check, what, tries = 100) {
+  for (let i = 0; i < tries; i++) {
+    if (await check()) return
+    await sleep(50)
+  }
+  assert.fail(`timed out waiting for: ${what}`)
+}
+
+/**
+ * The server as a user runs it, bound by file permissions (root reads and lists any folder: helpers/app.js
+ * WITHOUT_FILE_OVERRIDES), its JSON log lines gathered.
+ */
+async function serve (t, args) {
+  const port = await freePort()
+  const command = [...WITHOUT_FILE_OVERRIDES, process.execPath, join(ROOT, 'server.js'), '--port', String(port), '--host', '127.0.0.1', '--log-format', 'json', '--log-level', 'info', ...args]
+  const child = spawn(command[0], command.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] })
+  t.after(() => child.kill('SIGKILL'))
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { out += d })
+  const lines = () => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
+  const get = (path) => fetch(`http://127.0.0.1:${port}${path}`)
+  await eventually(async () => (await get('/health').catch(() => null))?.status === 200, 'the server to start')
+  const reloads = () => lines().filter((l) => l.msg === 'catalog reloaded').length
+  const reload = async () => {
+    const before = reloads()
+    child.kill('SIGHUP')
+    await eventually(() => reloads() > before, 'the reload')
+  }
+  return { get, lines, reload, list: async () => (await (await get('/list')).json()).sort(), output: () => out }
+}
+
+const said = (server, words) => server.lines().filter((l) => l.msg.includes(words))
+
+for (const watching of [false, true]) {
+  test(`a served folder that cannot be listed at a reload keeps its sets (said once), and is served as it is once it lists again (${watching ? 'watched' : 'at SIGHUP'})`, { timeout: 30_000 }, async (t) => {
+    if (!needs(t, WITHOUT_FILE_OVERRIDES !== null, 'setpriv (util-linux) is not installed: as root, the server would list any folder')) return
+    const dir = tempDir(t)
+    chmodSync(dir, 0o755)
+    const tiles = join(dir, 'tiles')
+    mkdirSync(tiles, { mode: 0o755 })
+    mkdirSync(join(dir, 'other'), { mode: 0o755 })
+    writeMbtiles(join(tiles, 'a.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { maxzoom: '1' } })
+    writePmtiles(join(tiles, 'p.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)) })
+    writeMbtiles(join(dir, 'other', 'b.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+    const server = await serve(t, [...(watching ? [] : ['--no-watch']), tiles, join(dir, 'other')])
+    assert.deepEqual(await server.list(), ['a', 'b', 'p'])
+
+    chmodSync(tiles, 0)
+    await server.reload()
+    assert.deepEqual(await server.list(), ['a', 'b', 'p'], 'its sets are kept')
+    // Tiles not read before (not cached): read through the handles opened before.
+    assert.equal((await server.get('/a/1/1/1')).status, 200)
+    assert.equal((await server.get('/p/1/0/1')).status, 200)
+    const lines = said(server, 'cannot be listed')
+    assert.equal(lines.length, 1)
+    assert.equal(lines[0].path, tiles)
+    assert.match(lines[0].msg, /^the folder cannot be listed \(EACCES\): its sets are kept/)
+    assert.doesNotMatch(server.output(), /\n\s+at |reload failed/, 'no stack')
+
+    // Still so at the next reload: kept, and not said again. Files added and removed meanwhile (by root) wait for the
+    // listing.
+    writeMbtiles(join(tiles, 'c.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+    rmSync(join(tiles, 'p.pmtiles'))
+    await server.reload()
+    assert.deepEqual(await server.list(), ['a', 'b', 'p'])
+    assert.equal((await server.get('/p/1/1/1')).status, 200)
+    assert.equal(said(server, 'cannot be listed').length, 1, 'said once while it stays so')
+
+    chmodSync(tiles, 0o755)
+    if (!watching) await server.reload()
+    await eventually(async () => said(server, 'can be listed again').length > 0 && (await server.list()).includes('c') && !(await server.list()).includes('p'), 'the folder listed again')
+    assert.deepEqual(await server.list(), ['a', 'b', 'c'])
+    assert.equal(said(server, 'can be listed again').length, 1)
+    assert.equal((await server.get('/c/0/0/0')).status, 200)
+  })
+}
