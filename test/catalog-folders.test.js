@@ -1,12 +1,12 @@
 // Served folders that misbehave for a while: one that cannot be listed at a reload (a mount glitch, a permissions
-// slip).
+// slip), a link in one whose target is not there (yet).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { chmodSync, mkdirSync, rmSync } from 'node:fs'
+import { chmodSync, mkdirSync, renameSync, rmSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { ROOT, WITHOUT_FILE_OVERRIDES, needs } from './helpers/app.js'
+import { ROOT, WITHOUT_FILE_OVERRIDES, makeApp, needs } from './helpers/app.js'
 import { freePort } from '../bench/servers.js'
 import { pyramid, tempDir, vectorTiles, writeMbtiles, writePmtiles } from './helpers/data.js'
 
@@ -88,3 +88,46 @@ for (const watching of [false, true]) {
     assert.equal((await server.get('/c/0/0/0')).status, 200)
   })
 }
+
+test('a link in a served folder whose target is missing is said once (by its name in the folder), and served once the target is there: watched, or at SIGHUP', async (t) => {
+  for (const watch of [true, false]) {
+    const dir = tempDir(t)
+    const served = join(dir, 'served')
+    mkdirSync(served)
+    writeMbtiles(join(served, 'a.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+    symlinkSync('../elsewhere/x.mbtiles', join(served, 'x.mbtiles'))
+    symlinkSync('elsewhere/given.mbtiles', join(dir, 'given.mbtiles')) // a path given that is such a link
+    const logs = []
+    const app = await makeApp(t, { paths: [served, join(dir, 'given.mbtiles')], watch, watchDebounceMs: 50 }, { logs })
+    const list = async () => (await app.inject({ url: '/list' })).json().sort()
+    const broken = () => logs.filter((l) => /the link's target does not exist/.test(l.msg))
+    assert.deepEqual(await list(), ['a'])
+    assert.equal(broken().length, 1)
+    assert.deepEqual([broken()[0].path, broken()[0].file], [served, 'x.mbtiles'])
+    assert.match(broken()[0].msg, watch ? /it is watched/ : /at SIGHUP/)
+    assert.doesNotMatch(JSON.stringify(broken()[0]), /elsewhere/, 'the target is not needed')
+
+    await app.catalog.reload()
+    assert.equal(broken().length, 1, 'not said again while it stays so')
+
+    // Its target's folder appears, then the file, renamed into place.
+    mkdirSync(join(dir, 'elsewhere'))
+    for (const name of ['x', 'given']) {
+      writeMbtiles(join(dir, 'elsewhere', `${name}.tmp`), { tiles: vectorTiles([[0, 0, 0]]) })
+      renameSync(join(dir, 'elsewhere', `${name}.tmp`), join(dir, 'elsewhere', `${name}.mbtiles`))
+    }
+    if (watch) await eventually(async () => (await list()).length === 3, 'the links served once their targets are there')
+    else await app.catalog.reload()
+    assert.deepEqual(await list(), ['a', 'given', 'x'])
+    assert.equal((await app.inject({ url: '/x/0/0/0' })).statusCode, 200)
+
+    if (watch) {
+      // A broken link put in the folder later is said and waited for too.
+      symlinkSync('../elsewhere/y.mbtiles', join(served, 'y.mbtiles'))
+      await eventually(() => broken().length === 2, 'the new broken link said')
+      assert.equal(broken()[1].file, 'y.mbtiles')
+      writeMbtiles(join(dir, 'elsewhere', 'y.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+      await eventually(async () => (await list()).includes('y'), 'the new link served once its target is there')
+    }
+  }
+})

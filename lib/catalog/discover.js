@@ -75,9 +75,10 @@ export const namedCount = (config) => config.paths.length + Object.values(config
  * that could not be listed are added to `unlisted` (the catalog tries them again, and keeps the sets found there);
  * local paths that do not exist to `missing` (as given, or `sets.<id>.path`), and paths given that nothing can be served
  * from to `unserved` ({ path, why }: a folder that cannot be listed, with its absolute path as `folder`, whose sets the
- * catalog keeps; a file of no kind), for the caller to say.
+ * catalog keeps; a file of no kind), for the caller to say. Links in a served folder whose target does not exist (yet)
+ * go to `broken` ({ path: the folder as given, name, link: its absolute path }), for the caller to say and wait for.
  */
-export async function discoverSpecs (config, log, unlisted = [], missing = [], unserved = []) {
+export async function discoverSpecs (config, log, unlisted = [], missing = [], unserved = [], broken = []) {
   const specs = []
   const has = (spec) => specs.some((s) => (spec.path ? s.path === spec.path : s.url === spec.url))
   for (const [id, options] of Object.entries(config.sets)) {
@@ -113,17 +114,22 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
       continue
     }
     if (info.isDirectory()) {
-      let names
+      let files
       try {
-        names = await readdir(path)
+        files = await readdir(path, { withFileTypes: true })
       } catch (err) {
         unserved.push({ path: item, why: `the folder cannot be listed (${err.code ?? err.message})`, folder: path })
         continue
       }
       let found = 0
-      for (const name of names.sort()) {
-        const spec = specOf(join(path, name))
-        if (spec.kind && !has(spec) && await claimed(spec, log)) {
+      for (const file of files.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+        const spec = specOf(join(path, file.name))
+        if (!spec.kind || has(spec)) continue
+        // A link to a file not there (yet): nothing to open or claim; the catalog says so and waits for its target.
+        if (file.isSymbolicLink() && !(await exists(spec.path))) {
+          broken.push({ path: item, name: file.name, link: spec.path })
+          found++
+        } else if (await claimed(spec, log)) {
           specs.push(spec)
           found++
         }

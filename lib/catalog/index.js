@@ -88,7 +88,8 @@ export class Catalog {
     const unlisted = []
     const missing = []
     const unserved = []
-    const specs = await discoverSpecs(this.config, this.log, unlisted, missing, unserved)
+    const broken = []
+    const specs = await discoverSpecs(this.config, this.log, unlisted, missing, unserved, broken)
     // Nothing named exists, or can be served: a typo, a volume not mounted, a config file given without --config. Said
     // as a bad flag is (one line, exit 2), never served as an empty (or demo) catalog that calls itself ready.
     if (missing.length > 0 && unserved.length === 0 && missing.length === namedCount(this.config)) {
@@ -100,6 +101,7 @@ export class Catalog {
     }
     this.sayMissing(missing, unserved)
     this.files.setUnlisted(unserved.filter((u) => u.folder), { say: false })
+    this.files.setBroken(broken)
     for (const spec of specs) await this.openSpec(spec)
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
@@ -198,10 +200,12 @@ export class Catalog {
     const unlisted = []
     const missing = []
     const unserved = []
-    const specs = await discoverSpecs(this.config, this.log, unlisted, missing, unserved)
+    const broken = []
+    const specs = await discoverSpecs(this.config, this.log, unlisted, missing, unserved, broken)
     // A served folder that cannot be listed now is said once while it stays so (setUnlisted), not at each reload.
     this.sayMissing(missing, unserved.filter((u) => !u.folder))
     this.files.setUnlisted(unserved.filter((u) => u.folder))
+    this.files.setBroken(broken)
     for (const spec of specs) {
       if (spec.path) {
         seen.add(spec.path)

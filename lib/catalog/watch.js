@@ -2,7 +2,7 @@
 // first), a deleted one dropped. Bursts of events are debounced, a file still being written is left until it stops,
 // and a source that can go faster once its file has stopped changing (`settle`) is told when that is. A folder served
 // as one set (`mosaic: true`) is re-opened when a file in it changes.
-import { statSync, watch } from 'node:fs'
+import { lstatSync, readlinkSync, statSync, watch } from 'node:fs'
 import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { KINDS, kindForFile } from '../sources/index.js'
@@ -40,6 +40,7 @@ export class FileWatcher {
     this.configuredIds = new Map() // sets.<id>.path → id: the set's id whenever its file appears
     this.mosaics = new Set() // folders configured as one set (`mosaic: true`)
     this.unlisted = new Map() // served folder that could not be listed → { path: as given, timer: its next listing }
+    this.broken = new Set() // links in served folders whose target is missing, said once while so
     this.timers = new Map()
     this.watching = false
     this.closed = false
@@ -60,8 +61,10 @@ export class FileWatcher {
     const folderSet = known !== undefined && info?.isDirectory() === true
     if (info === null || (!info.isFile() && !folderSet)) {
       if (known) this.registry.remove(known)
+      if (info === null && linkTarget(path) !== null) this.brokenLink({ path: dirname(path), name: basename(path), link: path })
       return
     }
+    this.broken.delete(path)
     if (folderSet) {
       await this.open(path, known.id)
       return
@@ -126,6 +129,7 @@ export class FileWatcher {
       if (!isUrl(item) && !this.unlisted.has(resolve(item))) this.follow(resolve(item))
     }
     for (const folder of this.unlisted.keys()) this.listLater(folder)
+    for (const link of this.broken) this.awaitPath(link)
   }
 
   /**
@@ -181,6 +185,33 @@ export class FileWatcher {
     if (this.watching) this.follow(folder) // its watch, if it could not be made while the folder could not be listed
   }
 
+  /**
+   * A link in a served folder whose target does not exist (yet) ({ path: the folder, name, link }): said once while it
+   * stays so, and with watching on its target is waited for (awaitPath), the link's set served once it is there.
+   */
+  brokenLink ({ path, name, link }) {
+    if (this.broken.has(link)) return
+    this.broken.add(link)
+    this.log.warn({ path, file: name }, `the link's target does not exist (yet): ${this.config.watch ? 'it is watched, and the set is served once it is there' : 'the set is served at SIGHUP once it is there'}`)
+    if (this.watching) this.awaitPath(link)
+  }
+
+  /** The broken links a discovery found: each new one said (and waited for), those fixed or gone forgotten. */
+  setBroken (links) {
+    const now = new Set(links.map(({ link }) => link))
+    for (const link of this.broken) {
+      if (now.has(link)) continue
+      this.broken.delete(link)
+      const waiting = this.pending.get(link)
+      if (waiting !== undefined) {
+        waiting.watcher.close()
+        clearTimeout(waiting.timer)
+        this.pending.delete(link)
+      }
+    }
+    for (const link of links) this.brokenLink(link)
+  }
+
   /** Watches what a path given is now: a folder's files, a file in its folder, a folder served as one set; or for it to be. */
   follow (path) {
     let info = null
@@ -221,8 +252,11 @@ export class FileWatcher {
    * once the path is there. A burst of events (a copy) is one look, `watchDebounceMs` after the last.
    */
   awaitPath (path) {
-    let above = dirname(path)
-    let next = basename(path)
+    if (this.pending.has(path)) return
+    // A link that leads nowhere (yet) is there once its target is: that is waited for, wherever it is.
+    const wanted = linkTarget(path) ?? path
+    let above = dirname(wanted)
+    let next = basename(wanted)
     while (!isFolder(above) && dirname(above) !== above) {
       next = basename(above)
       above = dirname(above)
@@ -289,6 +323,15 @@ function isPresent (path) {
     return true
   } catch {
     return false
+  }
+}
+
+/** Where a link leads (absolute), or null for a path that is not a link. */
+function linkTarget (path) {
+  try {
+    return lstatSync(path).isSymbolicLink() ? resolve(dirname(path), readlinkSync(path)) : null
+  } catch {
+    return null
   }
 }
 
