@@ -84,6 +84,31 @@ export function readWindow (level, table, win, samples, nodataOption, rule, scra
 }
 
 /**
+ * The window [x0, y0, x1, y1) of `level` as one Float32Array per band, every pixel whatever hides it: the values the
+ * statistics of an NBITS file are read off (dataset.js). geotiff.js's readRasters misreads the samples it unpacks
+ * itself: as file-order bytes (a big-endian file's swapped) at whole-byte offsets (the second of interleaved 12-bit
+ * samples at byte 1.5, read at 1).
+ */
+export async function windowValues (ds, level, win) {
+  const [x0, y0, x1, y1] = win
+  const w = x1 - x0
+  const { tileWidth: tw, tileHeight: th } = level
+  const { blocks, bx0, by0, nbx } = await blockTable(ds, level, win)
+  const bands = Array.from({ length: ds.bands }, () => new Float32Array(w * (y1 - y0)))
+  blocks.forEach((b, i) => {
+    const left = (bx0 + (i % nbx)) * tw; const top = (by0 + Math.floor(i / nbx)) * th
+    const cx0 = Math.max(x0, left); const cx1 = Math.min(x1, left + tw, level.width)
+    for (let r = Math.max(y0, top), end = Math.min(y1, top + th, level.height); r < end; r++) {
+      bands.forEach((band, s) => {
+        const { data, stride, start } = b.samples[s]
+        for (let c = cx0; c < cx1; c++) band[(r - y0) * w + c - x0] = data[((r - top) * tw + c - left) * stride + start]
+      })
+    }
+  })
+  return bands
+}
+
+/**
  * A nodata value given in the request: pixels where every band holds it (or `any` band: band math, see maskRule) become
  * transparent. Returns whether any did.
  */
@@ -184,7 +209,8 @@ async function samplesOf (image, bx, by, samples, type) {
     await checkInFile(image, (planar ? s * across * down : 0) + by * across + bx) // geotiff.js's block numbering
     const { data } = await image.getTileOrStrip(bx, by, s, decoder)
     if (half) return halfFloats(data, length, image.littleEndian)
-    if (!image.littleEndian && size > 1) swapBytes(new Uint8Array(data, 0, length * size), size)
+    // (NBITS samples come unpacked by geotiff.js, in this machine's order already.)
+    if (!image.littleEndian && size > 1 && image.getBitsPerSample() % 8 === 0) swapBytes(new Uint8Array(data, 0, length * size), size)
     return new Array_(data, 0, length)
   }
   if (planar) {

@@ -11,6 +11,7 @@ import proj4 from 'proj4'
 import Lerc from 'lerc'
 import sharp from 'sharp'
 import { ZSTDDecoder } from 'zstddec'
+import { windowValues } from './blocks.js'
 import { footprint } from './footprint.js'
 import './jpeg.js' // JPEG blocks by libjpeg, as GDAL decodes them
 import { angularFactor, ballparkNote, eastingFirst, epsgProj, withoutGrid } from './epsg.js'
@@ -454,6 +455,22 @@ export async function openDataset (src, remote = {}) {
   }
 }
 
+/**
+ * Refuses NBITS samples tile-cannon cannot read as GDAL does: geotiff.js unpacks a sample from at most the four bytes it
+ * starts in (27 to 31 bits reach a fifth), leaves 24-bit ones packed (read as if 32-bit), unpacks only unsigned ones,
+ * and only where the codec gives it packed bits (JPEG, LERC and WebP blocks hold whole samples: GDAL writes none of
+ * them with NBITS, other software may).
+ */
+function checkPacked (fd, nbits, compression) {
+  const sizes = Array.from(fd.getValue('BitsPerSample'))
+  const convert = `rewrite it with whole-byte samples (\`gdal_translate -of COG -ot ${nbits < 8 ? 'Byte' : nbits < 16 ? 'UInt16' : 'UInt32'} in.tif out.tif\`, without -co NBITS)`
+  if (sizes.some((b) => b !== nbits)) throw new RasterError(`unsupported sample type: samples of different sizes (${sizes.join(', ')} bits): ${convert}`)
+  if (nbits === 24 || nbits > 26) throw new RasterError(`unsupported sample type: ${nbits}-bit samples (NBITS=${nbits}), which geotiff.js does not unpack correctly: ${convert}`)
+  if (COMPRESSIONS[compression] === 'JPEG' || COMPRESSIONS[compression] === 'LERC' || COMPRESSIONS[compression] === 'WEBP') {
+    throw new RasterError(`unsupported sample type: ${nbits}-bit samples (NBITS=${nbits}) in ${COMPRESSIONS[compression]} blocks: ${convert}`)
+  }
+}
+
 async function describe (tiff, src, remote) {
   const count = await tiff.getImageCount()
   const images = []
@@ -473,7 +490,14 @@ async function describe (tiff, src, remote) {
   const crs = crsOf(base, [ox + (width * rx) / 2, oy - (height * ry) / 2])
   const bands = base.getSamplesPerPixel()
   const sampleFormat = base.getSampleFormat()
-  const bits = base.getBitsPerSample()
+  // GDAL's NBITS packs unsigned samples into 1 to 31 bits (a 1-bit mask, 4-bit classes, 12-bit sensor data); GDAL reads
+  // them as its smallest type that holds them (Byte, UInt16, UInt32), and so are they here: geotiff.js unpacks each
+  // block into that type's array as it decodes it (normalizeArray). `bits` is that type's, `nbits` the file's.
+  const nbits = base.getBitsPerSample()
+  const packed = sampleFormat === 1 && nbits !== 8 && nbits !== 16 && nbits < 32
+  const bits = packed ? (nbits < 8 ? 8 : nbits < 16 ? 16 : 32) : nbits
+  const compression = fd.getValue('Compression') ?? 1
+  if (packed) checkPacked(fd, nbits, compression)
   // Complex samples (SampleFormat 5 and 6: GDAL's CInt16 … CFloat64) are two values a pixel, which no rendering draws.
   if (sampleFormat === 5 || sampleFormat === 6) throw new RasterError(`unsupported sample type: complex data (${sampleFormat === 5 ? 'CInt' : 'CFloat'}${bits / 2}) is not supported`)
   // 64-bit integers: geotiff.js has no arrays for them (and JavaScript numbers cannot hold them all). Floats of 16 bits
@@ -481,7 +505,6 @@ async function describe (tiff, src, remote) {
   if (!DTYPES[sampleFormat] || ![8, 16, 32, 64].includes(bits) || (sampleFormat === 3 && bits < 16) || (sampleFormat !== 3 && bits === 64)) {
     throw new RasterError(`unsupported sample type: ${bits}-bit ${DTYPES[sampleFormat] ?? 'format ' + sampleFormat}`)
   }
-  const compression = fd.getValue('Compression') ?? 1
   if (!COMPRESSIONS[compression]) throw new RasterError(`unsupported compression ${compression}`)
   const predictor = fd.getValue('Predictor') ?? 1
   // geotiff.js undoes the predictor on file-order bytes: wrong for big-endian samples wider than a byte.
@@ -506,6 +529,9 @@ async function describe (tiff, src, remote) {
     const map = await fd.loadValue('ColorMap')
     if (map) palette = Uint16Array.from(map)
   }
+  // A one-band 1-bit file without a colour table is a bitmap, which GDAL gives one: 0 black and 1 white (the other
+  // way round for MinIsWhite), what titiler draws it with.
+  if (palette === null && nbits === 1 && bands === 1) palette = Uint16Array.from(photometric === 0 ? [65535, 0, 65535, 0, 65535, 0] : [0, 65535, 0, 65535, 0, 65535])
   const levels = images
     .map((image) => ({
       image,
@@ -531,6 +557,7 @@ async function describe (tiff, src, remote) {
     height,
     bands,
     bits,
+    nbits,
     sampleFormat,
     dtype: `${DTYPES[sampleFormat]}${bits}`,
     nodata,
@@ -616,7 +643,8 @@ async function statistics (ds, aux) {
     const x0 = Math.floor((level.width - w) / 2)
     const y0 = Math.floor((level.height - h) / 2)
     try {
-      rasters = await level.image.readRasters({ window: [x0, y0, x0 + w, y0 + h] })
+      const window = [x0, y0, x0 + w, y0 + h]
+      rasters = ds.nbits === ds.bits ? await level.image.readRasters({ window }) : await windowValues(ds, level, window)
     } catch (err) {
       // A remote read that failed is the set's unavailability, not damage: never read around.
       if (err instanceof Unavailable || index === 0 || index === smallest - 2) throw err
@@ -747,6 +775,7 @@ export function describeDataset (ds) {
     height: ds.height,
     bands: ds.bands,
     dtype: ds.dtype,
+    ...(ds.nbits !== ds.bits && { nbits: ds.nbits }), // samples packed smaller than dtype (GDAL's NBITS)
     crs: ds.crs.mercator ? 'EPSG:3857' : ds.crs.proj.trim(),
     nodata: ds.nodata === null ? null : Number.isNaN(ds.nodata) ? 'nan' : ds.nodata,
     alpha: ds.alphaBand >= 0,
