@@ -222,6 +222,35 @@ async function samplesOf (image, bx, by, samples, type) {
 }
 
 /**
+ * Block (bx, by) of a level's mask read off a finer mask (`level.maskFrom`: { image, fx, fy }) by nearest sample, the
+ * pixel under each one's centre, as GDAL reads a band at a coarser scale. Pixels past the level's edge take its last.
+ */
+async function sampledMask (level, bx, by) {
+  const { image, fx, fy } = level.maskFrom
+  const { tileWidth: tw, tileHeight: th } = level
+  const mtw = image.getTileWidth(); const mth = image.getTileHeight()
+  const under = (n, first, f, last) => Int32Array.from({ length: n }, (_, i) => Math.min(Math.floor((first + i + 0.5) * f), last))
+  const cols = under(tw, bx * tw, fx, image.getWidth() - 1)
+  const rows = under(th, by * th, fy, image.getHeight() - 1)
+  const across = Math.floor(cols[tw - 1] / mtw) - Math.floor(cols[0] / mtw) + 1
+  const first = [Math.floor(cols[0] / mtw), Math.floor(rows[0] / mth)]
+  const reads = []
+  for (let y = first[1]; y * mth <= rows[th - 1]; y++) for (let x = first[0]; x < first[0] + across; x++) reads.push(samplesOf(image, x, y, 1, 'uint8'))
+  const blocks = (await Promise.all(reads)).map((m) => m[0].data)
+  const out = new Uint8Array(tw * th)
+  for (let j = 0; j < th; j++) {
+    const r = rows[j]
+    const row = (Math.floor(r / mth) - first[1]) * across
+    const within = (r % mth) * mtw
+    for (let i = 0; i < tw; i++) {
+      const c = cols[i]
+      out[j * tw + i] = blocks[row + Math.floor(c / mtw) - first[0]][within + (c % mtw)]
+    }
+  }
+  return out
+}
+
+/**
  * Half floats (GDAL's Float16, or floats written with NBITS=16) as Float32, which every later step reads, as GDAL
  * widens them; in the file's byte order (a floating-point predictor has already put them in this machine's, which
  * only little-endian files are read with: dataset.js).
@@ -250,7 +279,7 @@ function block (ds, level, bx, by) {
   const promise = (async () => {
     const [samples, mask] = await Promise.all([
       samplesOf(level.image, bx, by, ds.bands, ds.dtype),
-      level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : null,
+      level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : level.maskFrom ? sampledMask(level, bx, by) : null,
     ])
     const pixels = level.tileWidth * level.tileHeight
     const shared = densityOf(ds, samples, mask, pixels, NO_VALUES_TESTED)

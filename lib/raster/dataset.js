@@ -3,6 +3,7 @@
 // which keep datasets open.
 import { close, fstat, open, read } from 'node:fs'
 import { lstat, readFile } from 'node:fs/promises'
+import { basename } from 'node:path'
 import { promisify } from 'node:util'
 import { inflateSync } from 'node:zlib'
 import { GeoTIFF, addDecoder, BaseDecoder } from 'geotiff'
@@ -444,12 +445,15 @@ export async function openDataset (src, remote = {}) {
     if (err instanceof Unavailable) throw err
     throw new RasterError(`not a readable TIFF: ${err.message}`)
   }
+  let maskTiff = null
   try {
-    const ds = await describe(tiff, src, remote)
+    maskTiff = await maskSidecar(src)
+    const ds = await describe(tiff, src, remote, maskTiff)
     ds.reader = reader
     return ds
   } catch (err) {
     tiff.close?.()
+    maskTiff?.close?.()
     if (err instanceof RasterError || err instanceof Unavailable) throw err
     throw new RasterError(`not a usable GeoTIFF: ${err?.message ?? err}`)
   }
@@ -471,7 +475,37 @@ function checkPacked (fd, nbits, compression) {
   }
 }
 
-async function describe (tiff, src, remote) {
+/** Closes what openDataset opened: the file, and the mask sidecar beside it if there is one. */
+export function closeDataset (ds) {
+  ds.tiff.close?.()
+  ds.maskTiff?.close?.()
+}
+
+/**
+ * GDAL's per-dataset mask in a sidecar beside a local file (`<file>.msk`: what `gdal_translate -mask` or
+ * CreateMaskBand write with GDAL_TIFF_INTERNAL_MASK=NO), opened as a GeoTIFF whose images are masks as an internal
+ * mask's are; null when there is none. Read only when it is a file of its own, not a link (as the .aux.xml). A remote
+ * file's is not looked for.
+ */
+async function maskSidecar (src) {
+  if (src.url) return null
+  const path = `${src.path}.msk`
+  try {
+    if (!(await lstat(path)).isFile()) return null
+  } catch {
+    return null
+  }
+  let source = null
+  try {
+    source = await fileSource(path)
+    return await GeoTIFF.fromSource(source)
+  } catch (err) {
+    source?.close()
+    throw new RasterError(`the mask beside the file (${basename(path)}) is not a readable TIFF: ${err.message}`)
+  }
+}
+
+async function describe (tiff, src, remote, maskTiff) {
   const count = await tiff.getImageCount()
   const images = []
   const masks = []
@@ -481,6 +515,10 @@ async function describe (tiff, src, remote) {
     if (type & 4) masks.push(image)
     else if (i === 0 || type & 1) images.push(image)
   }
+  // The .msk's images (every one a mask, whatever its subfile type), for levels without an internal mask: GDAL reads
+  // the internal one first.
+  const sidecarMasks = []
+  for (let i = 0, n = maskTiff === null ? 0 : await maskTiff.getImageCount(); i < n; i++) sidecarMasks.push(await maskTiff.getImage(i))
   const base = images[0]
   const fd = base.fileDirectory
   if (!fd.hasTag('TileWidth')) throw new RasterError('not a Cloud Optimized GeoTIFF: the image is stored in strips, not tiles (convert it with `gdal_translate -of COG`)')
@@ -539,7 +577,7 @@ async function describe (tiff, src, remote) {
       height: image.getHeight(),
       tileWidth: image.getTileWidth(),
       tileHeight: image.getTileHeight(),
-      mask: masks.find((m) => m.getWidth() === image.getWidth() && m.getHeight() === image.getHeight()) ?? null,
+      mask: masks.find((m) => sameSize(m, image)) ?? sidecarMask(sidecarMasks.find((m) => sameSize(m, image)), image),
     }))
     .filter((l) => l.image === base || l.image.fileDirectory.hasTag('TileWidth'))
     .sort((a, b) => b.width - a.width)
@@ -548,10 +586,21 @@ async function describe (tiff, src, remote) {
     level.fx = width / level.width
     level.fy = height / level.height
   })
+  // A level without a mask of its own where the .msk has one at a finer level (a .msk holds the full image's only,
+  // however many overviews the file has) reads it by nearest sample, as GDAL reads a mask band at a coarser scale.
+  if (sidecarMasks.length > 0) {
+    for (const level of levels) {
+      if (level.mask !== null) continue
+      const finer = sidecarMasks.filter((m) => m.getWidth() >= level.width && m.getHeight() >= level.height)
+        .sort((a, b) => a.getWidth() - b.getWidth())[0]
+      if (finer !== undefined) level.maskFrom = { image: sidecarMask(finer, finer), fx: finer.getWidth() / level.width, fy: finer.getHeight() / level.height }
+    }
+  }
 
   const ds = {
     key: src.key,
     tiff,
+    maskTiff,
     levels,
     width,
     height,
@@ -575,6 +624,23 @@ async function describe (tiff, src, remote) {
   Object.assign(ds, { lonLatBounds, warp, resolution: warp.resolution })
   ds.stats = await statistics(ds, aux)
   return ds
+}
+
+const sameSize = (a, b) => a.getWidth() === b.getWidth() && a.getHeight() === b.getHeight()
+
+/**
+ * A .msk image as the mask of `image` (null for none): one byte a pixel, in blocks the size of the image's, which
+ * blocks.js reads beside the image's own (GDAL writes them so).
+ */
+function sidecarMask (mask, image) {
+  if (mask === undefined) return null
+  const fd = mask.fileDirectory
+  const blocks = fd.hasTag('TileWidth') ? [mask.getTileWidth(), mask.getTileHeight()] : null
+  if (blocks === null || blocks[0] !== image.getTileWidth() || blocks[1] !== image.getTileHeight()) {
+    throw new RasterError(`the mask beside the file (.msk) is not in blocks of the file's ${image.getTileWidth()} × ${image.getTileHeight()} pixels: rewrite the file with its mask inside (\`gdal_translate -of COG\`)`)
+  }
+  if (mask.getSamplesPerPixel() !== 1 || mask.getBitsPerSample() > 8) throw new RasterError('the mask beside the file (.msk) is not a mask (one band of at most 8 bits)')
+  return mask
 }
 
 /**

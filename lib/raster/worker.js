@@ -4,7 +4,7 @@ import * as threads from 'node:worker_threads'
 import { move, workerData } from 'piscina'
 import sharp from 'sharp'
 import { LRUCache } from 'lru-cache'
-import { openDataset, describeDataset, RasterError } from './dataset.js'
+import { closeDataset, openDataset, describeDataset, RasterError } from './dataset.js'
 import { Unavailable } from '../errors.js'
 import { locate, valuesAt } from './sample.js'
 import { converterFor, gatherNearest, lookupFor } from './direct.js'
@@ -37,7 +37,7 @@ const datasets = new LRUCache({
   },
 })
 
-const closeEntry = (entry) => { entry.pending.then((ds) => ds.tiff.close?.(), () => {}) }
+const closeEntry = (entry) => { entry.pending.then(closeDataset, () => {}) }
 
 /**
  * The dataset of `src` (a promise), held for the task whose `held` set is given until releaseAll(held): dropped from

@@ -22,9 +22,9 @@ export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 
 // Sidecars GDAL and rio-tiler read beside a local GeoTIFF, which this server does not: what that means for its tiles.
+// (A mask in `<file>.msk` is read: lib/raster/dataset.js.)
 const SIDECARS = {
   '.ovr': 'overviews (gdaladdo -ro), not read here: tiles are made from the file\'s own levels, and zooms where they would read too much of them are not served',
-  '.msk': 'mask (GDAL\'s CreateMaskBand), not read here: the pixels it hides are drawn',
 }
 
 /** Says once, at open, which sidecars lie beside the file unread, so that tiles different from GDAL's are understood. */

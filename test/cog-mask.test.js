@@ -1,0 +1,113 @@
+// GDAL's per-dataset mask in a sidecar (`<file>.msk`), read as an internal mask is: transparent where rio-tiler's mask
+// is 0. Files written by rasterio with GDAL_TIFF_INTERNAL_MASK=NO, as older GDAL wrote every mask.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import pino from 'pino'
+import sharp from 'sharp'
+import { makeApp, needs } from './helpers/app.js'
+import { tempDir } from './helpers/data.js'
+import { loadConfig } from '../lib/config.js'
+import { buildApp } from '../lib/app.js'
+
+const RIO_PYTHON = process.env.RIO_TILER_PYTHON || 'python3'
+const HAVE_RIO_TILER = spawnSync(RIO_PYTHON, ['-c', 'import rio_tiler'], { stdio: 'ignore' }).status === 0
+const NO_RIO_TILER = 'rio-tiler is not installed (pip install rio-tiler, or set RIO_TILER_PYTHON to a python that has it)'
+
+// `masked.tif` and `fullmask.tif`: 512 px of grey over z11 tile 1080/728 in blocks of 256, a 2:1 overview inside, the
+// mask (a disc and a strip on the west edge hidden) in the .msk beside, with its overview (masked) or without one
+// (fullmask: GDAL samples the full mask for it); `strips.tif`, whose .msk is in strips. rio-tiler's mask (1 valid) for
+// each tile asked.
+const MASK_SCRIPT = `
+import json, math, sys, warnings
+warnings.filterwarnings('ignore')
+import numpy as np, rasterio
+from rasterio.enums import Resampling
+from rasterio.transform import from_origin
+from rio_tiler.io import Reader
+d, tiles = sys.argv[1], sys.argv[2:]
+W = 2 * math.pi * 6378137.0
+prof = dict(driver='GTiff', width=512, height=512, count=1, dtype='uint8', crs='EPSG:3857', tiled=True, blockxsize=256,
+            blockysize=256, transform=from_origin(-W / 2 + 1080 * W / 2048, W / 2 - 728 * W / 2048, W / 2048 / 512, W / 2048 / 512))
+yy, xx = np.mgrid[0:512, 0:512]
+valid = ~(((xx - 200) ** 2 + (yy - 300) ** 2 < 120 ** 2) | (xx < 41))
+with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False):
+    # masked: the mask written first, its overview with the file's in the .msk; fullmask: written after the overview
+    for name in ['masked', 'fullmask']:
+        with rasterio.open(f'{d}/{name}.tif', 'w', **prof) as f:
+            f.write(((xx + 2 * yy) % 200 + 20).astype('u1'), 1)
+            if name == 'masked':
+                f.write_mask((valid * 255).astype('u1'))
+        with rasterio.open(f'{d}/{name}.tif', 'r+') as f:
+            f.build_overviews([2], Resampling.nearest)
+            if name == 'fullmask':
+                f.write_mask((valid * 255).astype('u1'))
+    with rasterio.open(f'{d}/strips.tif', 'w', **prof) as f:
+        f.write(np.full((512, 512), 99, 'u1'), 1)
+    with rasterio.open(f'{d}/strips.tif.msk', 'w', driver='GTiff', width=512, height=512, count=1, dtype='uint8') as f:
+        f.write((valid * 255).astype('u1'), 1)
+out = {}
+for name in ['masked', 'fullmask']:
+    with Reader(f'{d}/{name}.tif') as r, rasterio.open(f'{d}/{name}.tif.msk') as m:
+        out[name] = {'overviews': m.overviews(1)}
+        for t in tiles:
+            z, x, y = map(int, t.split('/'))
+            out[name][t] = (r.tile(x, y, z).mask > 0).astype('u1').ravel().tolist()
+print(json.dumps(out))
+`
+
+/** How many pixels of tile `url` are opaque where `valid` says transparent, or the other way round. */
+async function differing (app, url, valid) {
+  const res = await app.inject(url)
+  assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+  const rgba = await sharp(res.rawPayload).ensureAlpha().raw().toBuffer()
+  return valid.filter((v, p) => v !== (rgba[p * 4 + 3] > 0 ? 1 : 0)).length
+}
+
+test('a mask in a .msk sidecar is read as an internal mask is: transparent where rio-tiler masks, at the full resolution and on overviews the .msk has none for', async (t) => {
+  if (!needs(t, HAVE_RIO_TILER, NO_RIO_TILER)) return
+  const dir = tempDir(t)
+  // Full resolution (z12, z13), the overview read 1:1 (z11) and at 2:1 (z10), and a tile at the raster's edge.
+  const exact = ['12/2160/1456', '12/2160/1457', '13/4320/2913', '11/1080/728']
+  const coarser = ['10/540/364']
+  const run = spawnSync(RIO_PYTHON, ['-c', MASK_SCRIPT, dir, ...exact, ...coarser], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 })
+  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
+  const reference = JSON.parse(run.stdout)
+  assert.deepEqual([reference.masked.overviews, reference.fullmask.overviews], [[2], []], 'a .msk with an overview, one without')
+
+  const logs = []
+  const { config } = loadConfig({ overrides: { paths: [join(dir, 'masked.tif'), join(dir, 'fullmask.tif')], cacheMB: 0, watch: false, demo: false } })
+  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, { write: (line) => logs.push(JSON.parse(line)) }) })
+  t.after(() => app.close())
+  for (const id of ['masked', 'fullmask']) {
+    assert.equal((await app.inject(`/${id}/meta`)).json().mask, true, `${id}: /meta says the file has a mask`)
+    for (const tile of exact) {
+      const valid = reference[id][tile]
+      assert.ok(valid.filter((v) => v === 0).length > 1000, `${id} ${tile}: rio-tiler hides pixels`)
+      for (const query of ['', '?resampling=bilinear', '?expression=b1*2&rescale=0,255']) {
+        assert.equal(await differing(app, `/${id}/${tile}.png${query}`, valid), 0, `${id} ${tile}${query}: transparent where rio-tiler masks`)
+      }
+    }
+    // A coarser read of an overview whose mask is sampled off the full one: on the overview's grid, where GDAL samples
+    // the full mask for the tile, so the disc's edge may move by a pixel of the full image.
+    for (const tile of coarser) {
+      const wrong = await differing(app, `/${id}/${tile}.png`, reference[id][tile])
+      assert.ok(wrong <= 64, `${id} ${tile}: ${wrong} pixels other than rio-tiler's`)
+    }
+  }
+  assert.deepEqual(logs.filter((l) => /\.msk/.test(l.msg ?? '')), [], 'no warning that the mask is not read')
+
+  // A .msk that cannot be used is the set's 503, saying why, without a path; the file without one is served.
+  copyFileSync(join(dir, 'masked.tif'), join(dir, 'broken.tif'))
+  writeFileSync(join(dir, 'broken.tif.msk'), 'not a tiff')
+  const others = await makeApp(t, { paths: [join(dir, 'broken.tif'), join(dir, 'strips.tif'), join(dir, 'masked.tif')], cacheMB: 0 })
+  for (const [id, reason] of [['broken', /the mask beside the file \(broken\.tif\.msk\) is not a readable TIFF/], ['strips', /the mask beside the file \(\.msk\) is not in blocks of the file's 256 × 256 pixels: rewrite the file with its mask inside \(`gdal_translate -of COG`\)/]]) {
+    const res = await others.inject(`/${id}/12/2160/1456.png`)
+    assert.equal(res.statusCode, 503, id)
+    assert.match(res.json().message, reason, id)
+    assert.ok(!res.body.includes(dir), 'no path')
+  }
+  assert.equal(await differing(others, '/masked/12/2160/1456.png', reference.masked['12/2160/1456']), 0)
+})
