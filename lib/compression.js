@@ -1,7 +1,7 @@
 // Content codings of the answers that are not tiles (JSON, HTML, JavaScript, CSS, glyph PBFs, text): brotli or gzip
 // when the client takes it, identity always. A document is compressed once per version and coding and the bytes kept
 // (CodedDocuments), never per request; tiles have their own negotiation (lib/encoding.js, routes/tile-answer.js).
-import { BR, GZIP, acceptMask, transcode } from './encoding.js'
+import { acceptMask, chooseEncoding, transcode } from './encoding.js'
 
 /** Bytes under which an answer is not worth compressing (headers and framing outweigh the saving). */
 export const SMALL = 1024
@@ -24,12 +24,12 @@ export function compressible (type) {
 }
 
 /**
- * The coding of a document for this Accept-Encoding: brotli when taken (a document kept compressed comes out smaller
- * than gzip's at similar cost, see lib/encoding.js), else gzip, else identity.
+ * The coding of a document for this Accept-Encoding, negotiated as a raw compressible tile's (lib/encoding.js): the
+ * one the client's q-values rank highest; on a tie, or without q-values, brotli (a document kept compressed comes out
+ * smaller than gzip's at similar cost), else gzip, else identity.
  */
 export function documentCoding (acceptEncoding) {
-  const mask = acceptMask(acceptEncoding)
-  return mask & BR ? 'br' : mask & GZIP ? 'gzip' : 'identity'
+  return chooseEncoding('identity', true, acceptMask(acceptEncoding))
 }
 
 const VARIES_ON_CODING = /\baccept-encoding\b/i

@@ -104,3 +104,31 @@ test('images are never recompressed; /metrics is compressed per scrape', async (
     assert.match(DECODE[coding](res.rawPayload).toString(), /^# HELP /m)
   }
 })
+
+test('q-values rank a document\'s codings as they rank a tile\'s: the highest q wins, q=0 refuses, identity refused alone is identity', async (t) => {
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures (../shared/fixtures) are not present')) return
+  const app = await fixtureApp(t)
+  const tile = await app.inject({ url: '/koh-samui_thailand/0/0/0.pbf', headers: { 'accept-encoding': 'identity;q=0' } })
+  assert.equal(tile.statusCode, 200)
+  assert.equal(tile.headers['content-encoding'], undefined, 'a tile for a client refusing identity alone: as it is, not 406')
+  const cases = [
+    ['br;q=0.1, gzip;q=1', 'gzip'],
+    ['br;q=0, gzip', 'gzip'],
+    ['gzip;q=0.2, br;q=0.9', 'br'],
+    ['br;q=0.5, gzip;q=0.5, identity', undefined],
+    ['br;q=0, gzip;q=0', undefined],
+    ['identity;q=0', undefined],
+  ]
+  for (const url of ['/koh-samui_thailand.json', '/viewer/assets/maplibre-gl.css', '/metrics']) {
+    for (const [accept, coding] of cases) {
+      const headers = { 'accept-encoding': accept }
+      const res = await app.inject({ url, headers })
+      assert.equal(res.statusCode, 200, `${url} ${accept}`)
+      assert.equal(res.headers['content-encoding'], coding, `${url} ${accept}`)
+      assert.ok(varies(res), `${url} ${accept}: ${res.headers.vary}`)
+      if (url === '/metrics') continue
+      const revalidated = await app.inject({ url, headers: { ...headers, 'if-none-match': res.headers.etag } })
+      assert.equal(revalidated.statusCode, 304, `${url} ${accept}: 304 on the ETag of the coding sent`)
+    }
+  }
+})

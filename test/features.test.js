@@ -699,6 +699,26 @@ test('gzip and brotli answers decode to the same JSON; collections have an ETag 
   assert.match((await get(bare, '/ogc/collections/places/items?f=html')).body, /"assets":null/, 'without the viewer: a table only')
 })
 
+test('q-values choose the coding of features and their documents: the highest q wins, q=0 refuses; gzip first on a tie', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const cases = [
+    ['gzip, br', 'gzip'],
+    ['gzip;q=0.5, br', 'br'],
+    ['br;q=1, gzip;q=0.9', 'br'],
+    ['gzip;q=0, br', 'br'],
+    ['br;q=0.1, gzip', 'gzip'],
+    ['gzip;q=0.5, br;q=0.5, identity', undefined],
+  ]
+  for (const url of ['/ogc/collections/places/items?limit=500', '/ogc/collections']) {
+    for (const [accept, coding] of cases) {
+      const res = await get(app, url, { 'accept-encoding': accept })
+      assert.equal(res.statusCode, 200, `${url} ${accept}`)
+      assert.equal(res.headers['content-encoding'], coding, `${url} ${accept}`)
+    }
+  }
+})
+
 test('links carry the API key a client was let in with', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await appOf(t, { apiKeys: ['s3cret'] })

@@ -1,7 +1,7 @@
 // Which representation an answer takes: `f` when given (json, html; geojson for features), else the Accept header,
 // where HTML wins only when it is asked for explicitly above every JSON type (a browser); `*/*` gets JSON.
 import { BadRequest } from '../errors.js'
-import { BR, GZIP, acceptMask } from '../encoding.js'
+import { acceptMask, chooseEncoding } from '../encoding.js'
 
 const JSON_TYPES = new Set(['application/json', 'application/geo+json', 'application/schema+json', 'application/*'])
 
@@ -48,8 +48,11 @@ export function prefersHtml (request) {
   return q.html > 0 && q.html > Math.max(q.json, q.geojson)
 }
 
-/** The content coding of a compressible answer: gzip when taken (at the levels of lib/features/items.js, cheaper on JSON), else brotli, else none. */
+/**
+ * The content coding of a compressible answer: the one the client's q-values rank highest; on a tie, or without
+ * q-values, gzip (at the levels of lib/features/items.js, cheaper on JSON), else brotli, else none.
+ */
 export function chooseCoding (request) {
-  const mask = acceptMask(request.headers['accept-encoding'])
-  return mask & GZIP ? 'gzip' : mask & BR ? 'br' : 'identity'
+  // Negotiated as a tile stored in gzip is (lib/encoding.js): that coding first on a tie, then brotli, then gzip.
+  return chooseEncoding('gzip', true, acceptMask(request.headers['accept-encoding']))
 }
