@@ -9,6 +9,21 @@ import { SMALL, codedEtag, compressible, documentCoding, documents, varyOnCoding
  */
 export const GET_HEAD = ['GET', 'HEAD']
 
+// An HTTP-date in any of its three forms (RFC 9110 §5.6.7, which a recipient must all read): IMF-fixdate, and the
+// obsolete RFC 850 and asctime forms.
+const DAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)'
+const MONTH = '(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)'
+const TIME = String.raw`\d{2}:\d{2}:\d{2}`
+const HTTP_DATE = new RegExp(String.raw`^(?:${DAY}, \d{2} ${MONTH} \d{4} ${TIME} GMT` + // IMF-fixdate
+  String.raw`|(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, \d{2}-${MONTH}-\d{2} ${TIME} GMT` + // RFC 850
+  String.raw`|${DAY} ${MONTH} [ \d]\d ${TIME} \d{4})$`) // asctime
+
+/** An HTTP-date's time (ms), or NaN for a value that is not one (`Date.parse` reads far more, ISO dates, `0`…). */
+export function parseHttpDate (value) {
+  if (typeof value !== 'string' || !HTTP_DATE.test(value)) return NaN
+  return Date.parse(value.endsWith(' GMT') ? value : `${value} GMT`) // asctime's is GMT too, without saying so
+}
+
 /** Text made safe for HTML, in elements and in quoted attributes (the home page, the viewer's pages). */
 export const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 

@@ -7,6 +7,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync,
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { text } from 'node:stream/consumers'
+import { brotliDecompressSync } from 'node:zlib'
 import { after, before, test } from 'node:test'
 import pixelmatch from 'pixelmatch'
 import sharp from 'sharp'
@@ -405,6 +406,35 @@ test('viewer assets answer their conditions: 416 with Content-Range past the end
   const etag = (await app.inject({ url })).headers.etag
   assert.equal((await app.inject({ url, headers: { 'if-match': etag } })).statusCode, 200)
   assert.equal((await app.inject({ url: '/viewer/assets/nope.css', headers: { range: 'bytes=99999999-' } })).statusCode, 404, 'only a file not there is a 404')
+})
+
+test('viewer assets: If-Modified-Since at or after the file\'s time is a 304; a date in the future, one that is no HTTP-date, or one beside If-None-Match is not', async (t) => {
+  const app = await makeApp(t, { paths: [tempDir(t)] })
+  const url = '/viewer/assets/viewer.css'
+  const body = readFileSync(join(ROOT, 'lib', 'viewer', 'public', 'viewer.css'))
+  for (const coding of ['identity', 'br']) {
+    const ask = (headers) => app.inject({ url, headers: { 'accept-encoding': coding, ...headers } })
+    const first = await ask({})
+    assert.equal(first.statusCode, 200)
+    const modified = first.headers['last-modified']
+    assert.ok(Date.parse(modified) <= Date.now(), modified)
+    const asctime = new Date(modified).toUTCString().replace(/^(\w+), (\d+) (\w+) (\d+) (\S+) GMT$/, (_, day, date, month, year, time) => `${day} ${month} ${date.padStart(2, ' ')} ${time} ${year}`)
+    for (const since of [modified, new Date(Date.now() - 1000).toUTCString(), asctime]) {
+      const res = await ask({ 'if-modified-since': since })
+      assert.equal(res.statusCode, 304, `${coding}, If-Modified-Since: ${since}`)
+      assert.equal(res.rawPayload.length, 0)
+    }
+    const later = new Date(Date.now() + 86400e3)
+    for (const since of [later.toUTCString(), new Date(Date.now() - 1000).toISOString(), 'Tue Nov 24 2026', 'yesterday']) {
+      const res = await ask({ 'if-modified-since': since })
+      assert.equal(res.statusCode, 200, `${coding}, If-Modified-Since: ${since}`)
+      assert.deepEqual(coding === 'br' ? brotliDecompressSync(res.rawPayload) : res.rawPayload, body, `${coding}, If-Modified-Since: ${since}`)
+    }
+    // If-None-Match decides alone (RFC 9110 §13.1.3): another version's ETag is a 200 whatever the date says.
+    const stale = await ask({ 'if-none-match': '"another-version"', 'if-modified-since': modified })
+    assert.equal(stale.statusCode, 200, `${coding}: If-None-Match of another version`)
+    assert.equal((await ask({ 'if-none-match': first.headers.etag, 'if-modified-since': later.toUTCString() })).statusCode, 304, coding)
+  }
 })
 
 test('/viewer/<set> chooses an HTML or JSON 404 by Accept, and every answer says Vary: Accept', async (t) => {

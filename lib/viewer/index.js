@@ -17,7 +17,7 @@ import { isDrawable, isVector } from '../tiletype.js'
 import { tileJsonFormat } from '../resolve.js'
 import { setsOf } from '../style/rewrite.js'
 import { unionBounds } from '../tilemath.js'
-import { GET_HEAD, escapeHtml as escape } from '../../routes/http.js'
+import { GET_HEAD, escapeHtml as escape, parseHttpDate } from '../../routes/http.js'
 import { prefersHtml } from '../features/negotiate.js'
 
 const PUBLIC = join(dirname(fileURLToPath(import.meta.url)), 'public')
@@ -96,6 +96,24 @@ function holdIfNoneMatch (request, reply, done) {
   done()
 }
 
+/**
+ * onRequest of the assets, before holdIfNoneMatch: If-Modified-Since reaches @fastify/send only where RFC 9110 §13.1.3
+ * lets it count. Not beside If-None-Match (send ignores it then, but no longer once holdIfNoneMatch took that away);
+ * not a value that is no HTTP-date (send takes whatever Date.parse reads); not a date later than now (invalid in RFC
+ * 2616 §14.25: no Last-Modified of ours is, and a 304 to it would hide every change until then). asctime's form is
+ * passed as IMF-fixdate, which send reads as GMT (it read asctime's in the server's time zone).
+ */
+function checkIfModifiedSince (request, reply, done) {
+  const headers = request.raw.headers
+  const ims = headers['if-modified-since']
+  if (ims !== undefined) {
+    const since = parseHttpDate(ims)
+    if (headers['if-none-match'] !== undefined || !(since <= Date.now())) delete headers['if-modified-since']
+    else headers['if-modified-since'] = new Date(since).toUTCString()
+  }
+  done()
+}
+
 function notModified (reply, payload) {
   payload?.destroy?.()
   reply.code(304)
@@ -119,6 +137,7 @@ async function viewerPlugin (app, config) {
       if (err.statusCode >= 400 && err.statusCode < 500) return sendError(reply, new NotFound('no such file'))
       return errorHandler(err, request, reply)
     })
+    scope.addHook('onRequest', checkIfModifiedSince)
     scope.addHook('onRequest', holdIfNoneMatch)
     scope.addHook('onSend', codedAsset)
     await scope.register(fastifyStatic, {
