@@ -492,32 +492,59 @@ function mergeLayers (layers) {
   return out
 }
 
+// Each flag that takes a value → the config key it sets ('tileDir.dir': the `dir` of the `tileDir` section). An error
+// in its value names the flag (loadConfig's givenAs).
+const FLAG_KEYS = {
+  port: 'port',
+  host: 'host',
+  'public-url': 'publicUrl',
+  'cache-mb': 'cacheMB',
+  'cache-control': 'cacheControl',
+  'metadata-cache-control': 'metadataCacheControl',
+  'trust-proxy': 'trustProxy',
+  'allowed-hosts': 'allowedHosts',
+  cors: 'cors',
+  'log-level': 'logLevel',
+  'log-format': 'logFormat',
+  redis: 'cache.redis',
+  'tile-dir': 'tileDir.dir',
+  'tile-dir-max-mb': 'tileDir.maxMB',
+  styles: 'styles',
+  fonts: 'fonts',
+  icons: 'icons',
+  'default-font': 'defaultFont',
+}
+const SECRET_FLAGS = new Set(['--redis']) // as TILE_CANNON_REDIS_URL: a URL may hold a password
+
 function fromFlags (values, positionals) {
   const out = {}
-  if (values.port !== undefined) out.port = values.port
-  if (values.host !== undefined) out.host = values.host
-  if (values['public-url'] !== undefined) out.publicUrl = values['public-url']
-  if (values['cache-mb'] !== undefined) out.cacheMB = values['cache-mb']
-  if (values['cache-control'] !== undefined) out.cacheControl = values['cache-control']
-  if (values['metadata-cache-control'] !== undefined) out.metadataCacheControl = values['metadata-cache-control']
-  if (values['trust-proxy'] !== undefined) out.trustProxy = values['trust-proxy']
-  if (values['allowed-hosts'] !== undefined) out.allowedHosts = values['allowed-hosts'].split(',').map((s) => s.trim()).filter(Boolean)
-  if (values.cors !== undefined) out.cors = values.cors
-  if (values['log-level'] !== undefined) out.logLevel = values['log-level']
+  for (const [flag, key] of Object.entries(FLAG_KEYS)) {
+    const value = values[flag]
+    if (value === undefined) continue
+    const [section, inner] = key.split('.')
+    if (inner !== undefined) (out[section] ??= {})[inner] = value
+    else out[key] = LISTS.has(key) ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+  }
   if (values['log-requests']) out.logRequests = true
-  if (values['log-format'] !== undefined) out.logFormat = values['log-format']
-  if (values.redis !== undefined) out.cache = { redis: values.redis }
-  if (values['tile-dir'] !== undefined) (out.tileDir ??= {}).dir = values['tile-dir']
-  if (values['tile-dir-max-mb'] !== undefined) (out.tileDir ??= {}).maxMB = values['tile-dir-max-mb']
   if (values['no-metrics']) out.metrics = { enabled: false }
   if (values['no-watch']) out.watch = false
   if (values['no-demo']) out.demo = false
   if (values['no-viewer']) out.viewer = false
-  if (values.styles !== undefined) out.styles = values.styles
-  if (values.fonts !== undefined) out.fonts = values.fonts
-  if (values.icons !== undefined) out.icons = values.icons
-  if (values['default-font'] !== undefined) out.defaultFont = values['default-font']
   if (positionals.length > 0) out.paths = positionals
+  return out
+}
+
+/**
+ * `--cache-mb -5` as `--cache-mb=-5`: parseArgs takes an argument starting with a dash for a flag of its own (and
+ * refuses it as ambiguous), where no flag is a dash and a digit; the value then gets the setting's own error.
+ */
+function negativesJoined (argv, options) {
+  const out = []
+  for (let i = 0; i < argv.length; i++) {
+    const name = argv[i].startsWith('--') ? argv[i].slice(2) : undefined
+    if (options[name]?.type === 'string' && /^-\d/.test(argv[i + 1] ?? '')) out.push(`${argv[i]}=${argv[++i]}`)
+    else out.push(argv[i])
+  }
   return out
 }
 
@@ -544,10 +571,11 @@ function normalizeTrustProxy (value) {
  */
 export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), overrides = {}, extraFlags = {} } = {}) {
   let parsed
+  const options = { ...FLAGS, ...extraFlags }
   try {
-    parsed = parseArgs({ args: argv, options: { ...FLAGS, ...extraFlags }, allowPositionals: true, strict: true })
+    parsed = parseArgs({ args: negativesJoined(argv, options), options, allowPositionals: true, strict: true })
   } catch (err) {
-    throw new ConfigError(err.message)
+    throw new ConfigError(err.message.replace(/\s*\n\s*/g, ' ')) // one line: parseArgs writes some in three
   }
   const { values, positionals } = parsed
   // A command's own flags (`tile-cannon export --zooms …`), as parsed, beside the configuration.
@@ -573,24 +601,37 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
   if (typeof merged.cors === 'string') merged.cors = normalizeCors(merged.cors)
   if (typeof merged.trustProxy === 'string') merged.trustProxy = normalizeTrustProxy(merged.trustProxy)
   for (const key of ['allowedHosts', 'apiKeys']) if (typeof merged[key] === 'string') merged[key] = merged[key].split(',').map((s) => s.trim()).filter(Boolean)
+  // A value is named as the user gave it: a flag by the flag (--cache-mb, not cacheMB), a variable of the environment
+  // by its name and value.
+  const at = (layer, key) => key.split('.').reduce((node, part) => node?.[part], layer)
+  const givenAs = (where) => {
+    const parts = where.split('.') // allowedHosts.1: an item of the list --allowed-hosts set
+    for (let i = 1; i <= parts.length; i++) {
+      const key = parts.slice(0, i).join('.')
+      if (at(overrides, key) !== undefined) return undefined
+      const flag = Object.keys(FLAG_KEYS).find((f) => FLAG_KEYS[f] === key && values[f] !== undefined)
+      if (flag !== undefined) return { flag: `--${flag}`, value: i === parts.length ? values[flag] : at(merged, where) }
+      const variable = Object.keys(ENV).findLast((n) => ENV[n] === key && env[n] !== undefined && env[n] !== '')
+      if (variable !== undefined && at(flagsLayer, key) === undefined) return { variable }
+    }
+    return undefined
+  }
+  // "<where> <problem>" (the problem saying the value itself where `said`), named as given.
+  const problemAt = (where, problem, said = false) => {
+    const given = givenAs(where)
+    if (given?.flag !== undefined) return `${given.flag} ${problem}${said || SECRET_FLAGS.has(given.flag) ? '' : `, not ${JSON.stringify(given.value)}`}`
+    if (given?.variable === undefined) return `${where} ${problem}`
+    const { variable } = given
+    return `${SECRET_ENV.has(variable) ? variable : `${variable}=${JSON.stringify(env[variable])}`}: ${where} ${problem}`
+  }
   if (!validate(merged)) {
     // An unknown key is named (ajv says only "must NOT have additional properties"): a typo is found at once.
-    // A value from the environment is named by its variable: the user wrote TILE_CANNON_CACHE_MB, not cacheMB.
-    const at = (layer, key) => key.split('.').reduce((node, part) => node?.[part], layer)
-    const variableOf = (key) => {
-      const name = Object.keys(ENV).findLast((n) => ENV[n] === key && env[n] !== undefined && env[n] !== '')
-      return name !== undefined && at(flagsLayer, key) === undefined && at(overrides, key) === undefined ? name : undefined
-    }
     const problems = validate.errors.map((e) => {
       const where = e.instancePath.slice(1).replaceAll('/', '.') || 'config'
       if (e.keyword === 'additionalProperties') return `${where} has no setting ${JSON.stringify(e.params.additionalProperty)}`
-      const value = at(merged, where)
       // ajv's enum message lists nothing ("must be equal to one of the allowed values"): list them.
-      const message = e.keyword === 'enum' ? `must be one of ${e.params.allowedValues.map((v) => JSON.stringify(v)).join(', ')}, not ${JSON.stringify(value)}` : e.message
-      const parts = where.split('.') // paths.0: the list TILE_CANNON_PATHS set
-      const variable = parts.map((_, i) => variableOf(parts.slice(0, i + 1).join('.'))).find((name) => name !== undefined)
-      if (variable === undefined) return `${where} ${message}`
-      return `${SECRET_ENV.has(variable) ? variable : `${variable}=${JSON.stringify(env[variable])}`}: ${where} ${message}`
+      if (e.keyword === 'enum') return problemAt(where, `must be one of ${e.params.allowedValues.map((v) => JSON.stringify(v)).join(', ')}, not ${JSON.stringify(at(merged, where))}`, true)
+      return problemAt(where, e.message)
     })
     throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)
   }
@@ -601,7 +642,7 @@ export function loadConfig ({ argv = [], env = {}, cwd = process.cwd(), override
     try {
       proxyAddr.compile([proxy])
     } catch (err) {
-      throw new ConfigError(`invalid configuration: trustProxy ${JSON.stringify(proxy)} is not an address, a CIDR, loopback, linklocal or uniquelocal (${err.message})`)
+      throw new ConfigError(`invalid configuration: ${problemAt('trustProxy', `${JSON.stringify(proxy)} is not an address, a CIDR, loopback, linklocal or uniquelocal (${err.message})`, true)}`)
     }
   }
   if (Boolean(merged.s3.accessKeyId) !== Boolean(merged.s3.secretAccessKey)) {

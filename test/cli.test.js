@@ -119,7 +119,7 @@ test('a path given that does not exist: logged once and the rest served, never t
   assert.match(nginx.output(), /^tile-cannon nginx: the path given does not exist: .*tilez\n$/)
   const bad = run(['nginx', '--cache-mb=-1', '--tile-dir', join(dir, 'made')])
   assert.equal((await once(bad.child, 'exit'))[0], 2)
-  assert.match(bad.output(), /^tile-cannon nginx: .*cacheMB.* \(see tile-cannon nginx --help\)\n$/, 'one line, not the usage after it')
+  assert.match(bad.output(), /^tile-cannon nginx: invalid configuration: --cache-mb must be >= 0, not "-1" \(see tile-cannon nginx --help\)\n$/, 'one line, not the usage after it')
 })
 
 // Root lists any folder: the server runs without the capabilities that let it (helpers/app.js WITHOUT_FILE_OVERRIDES).
@@ -223,7 +223,7 @@ test('--help prints usage; a bad flag or config is a clear message and exit 2, n
   const port = run(['--port', 'eighty'])
   assert.equal((await once(port.child, 'exit'))[0], 2)
   // The one line, not the usage after it (40 lines); an unknown key in a config file named.
-  assert.equal(port.output(), 'tile-cannon: invalid configuration: port must be integer (see --help)\n')
+  assert.equal(port.output(), 'tile-cannon: invalid configuration: --port must be integer, not "eighty" (see --help)\n')
   const dir = tempDir(t)
   writeFileSync(join(dir, 'c.yaml'), 'bogusKey: 1\ns3:\n  regoin: eu-west-1\n')
   const unknown = run(['--config', join(dir, 'c.yaml')])
@@ -233,7 +233,7 @@ test('--help prints usage; a bad flag or config is a clear message and exit 2, n
   for (const [args, env] of [[['--trust-proxy', '10.0.0.0/99']], [[], { TILE_CANNON_TRUST_PROXY: 'loopback, garbage/99' }]]) {
     const proxy = run(['--no-demo', ...args], { env })
     assert.equal((await once(proxy.child, 'exit'))[0], 2)
-    assert.match(proxy.output(), /^tile-cannon: invalid configuration: trustProxy "(10\.0\.0\.0\/99|garbage\/99)" is not an address, a CIDR, loopback, linklocal or uniquelocal/)
+    assert.match(proxy.output(), /^tile-cannon: invalid configuration: (--trust-proxy "10\.0\.0\.0\/99"|TILE_CANNON_TRUST_PROXY="loopback, garbage\/99": trustProxy "garbage\/99") is not an address, a CIDR, loopback, linklocal or uniquelocal/)
     assert.doesNotMatch(proxy.output(), /TypeError|at .*\.js:\d+/)
   }
 })
@@ -284,12 +284,33 @@ test('a bad value from the environment names its variable; switches take the usu
     assert.deepEqual([config.logRequests, config.metrics.enabled, config.watch], [value, value, value], word)
   }
   assert.equal(fails({ env: { TILE_CANNON_CACHE_MB: '1g' } }), 'invalid configuration: TILE_CANNON_CACHE_MB="1g": cacheMB must be number')
-  assert.equal(fails({ argv: ['--cache-mb', '1g'], env: { TILE_CANNON_CACHE_MB: '1g' } }), 'invalid configuration: cacheMB must be number', 'the flag set it, not the variable')
+  assert.equal(fails({ argv: ['--cache-mb', '1g'], env: { TILE_CANNON_CACHE_MB: '1g' } }), 'invalid configuration: --cache-mb must be number, not "1g"', 'the flag set it, not the variable')
   assert.equal(fails({ env: { TILE_CANNON_API_KEYS: 'a b' } }), 'invalid configuration: TILE_CANNON_API_KEYS: apiKeys.0 must match pattern "^[\\x21-\\x7e]+$"', 'a secret is not repeated')
   // Enums: the values allowed, and the one given.
-  assert.equal(fails({ argv: ['--log-level', 'verbose'] }), 'invalid configuration: logLevel must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent", not "verbose"')
+  assert.equal(fails({ argv: ['--log-level', 'verbose'] }), 'invalid configuration: --log-level must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent", not "verbose"')
   assert.equal(fails({ env: { TILE_CANNON_LOG_FORMAT: 'text' } }), 'invalid configuration: TILE_CANNON_LOG_FORMAT="text": logFormat must be one of "auto", "pretty", "json", not "text"')
   assert.equal(fails({ overrides: { sets: { roads: { path: '/x.mbtiles', missingStatus: 500 } } } }), 'invalid configuration: sets.roads.missingStatus must be one of 204, 404, not 500')
+})
+
+test('a bad value given as a flag names the flag and the value, in one line and exit 2: numbers, enums, lists, patterns, switches', async (t) => {
+  const cases = [
+    [['--cache-mb', '-5'], '--cache-mb must be >= 0, not "-5"'],
+    [['--cache-mb', 'abc'], '--cache-mb must be number, not "abc"'],
+    [['--port', '99999'], '--port must be <= 65535, not "99999"'],
+    [['-p', '1.5'], '--port must be integer, not "1.5"'],
+    [['--tile-dir-max-mb', '0'], '--tile-dir-max-mb must be > 0, not "0"'],
+    [['--log-format', 'text'], '--log-format must be one of "auto", "pretty", "json", not "text"'],
+    [['--allowed-hosts', 'a.example,b example'], '--allowed-hosts must match pattern "^[A-Za-z0-9.\\-:[\\]_]+$", not "b example"'],
+    [['--trust-proxy', 'loopback,10.0.0.0/99'], '--trust-proxy "10.0.0.0/99" is not an address, a CIDR, loopback, linklocal or uniquelocal (invalid range on address: 10.0.0.0/99)'],
+    [['--public-url', 'tiles.example'], '--public-url must match pattern "^https?://", not "tiles.example"'],
+    [['--redis', 'http://user:secret@cache'], '--redis must match pattern "^rediss?://"'], // a password is not repeated
+    [['--log-requests=yes'], "Option '--log-requests' does not take an argument"],
+  ]
+  await Promise.all(cases.map(async ([args, message]) => {
+    const bad = run(['--no-demo', ...args], { env: { TILE_CANNON_CACHE_MB: '64' } })
+    assert.equal((await once(bad.child, 'exit'))[0], 2, args.join(' '))
+    assert.equal(bad.output(), `tile-cannon: ${message.startsWith('Option') ? '' : 'invalid configuration: '}${message} (see --help)\n`, args.join(' '))
+  }))
 })
 
 test('a set named like a route (styles, list, health…) is served under another id, with a warning naming both', async (t) => {
