@@ -29,6 +29,8 @@ export function exportTarget (app, id) {
     if (!app.renderer.available) throw new ExportError(`style '${id}' cannot be rendered: ${app.renderer.reason}`)
     const entry = app.renderer.tileEntry(style, 256)
     const { renderer } = app
+    // Nothing is kept briefly here: the renderer's warning says what the export does with those tiles (cli.js).
+    renderer.incompleteTiles = 'the tiles drawn without it are not written: read again, then left out of the export (the same command fills them)'
     return {
       id: style.id,
       kind: 'render',

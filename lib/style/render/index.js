@@ -313,6 +313,8 @@ async function renderPlugin (app, config) {
     },
     /** How long a remote host that could not be reached is not asked again (an export's pause between retries). */
     remoteRestMs: remote.restMs,
+    /** What a remote source's failure warning says becomes of the tiles drawn without it (an export's own words). */
+    set incompleteTiles (words) { remote.incompleteTiles = words },
   })
   app.addHook('onClose', () => {
     remote.close()

@@ -28,6 +28,8 @@ const ARCHIVES_KEPT = 64 // remote PMTiles archives whose header and directories
 // (one tile refused beyond a provider's zooms kept every tile of the style out of the caches).
 const NO_TILE = new Set([204, 404])
 const REFUSED_TILE = new Set([400, 401, 403, 410])
+/** What becomes of the tiles drawn without a remote source, as its failure's warning says it when serving. */
+export const SERVED_INCOMPLETE = 'its rendered tiles kept only briefly, until it can'
 
 /**
  * The engine's URL of a remote resource of style `styleId`: `role` is `tile` (a tile URL), `tilejson`, `data` (GeoJSON),
@@ -62,10 +64,12 @@ export class RemoteResources {
   /**
    * `timeoutMs`: a fetch's time, well below the child's wait for the answer (TILE_CANNON_FETCH_TIMEOUT_S); `restMs`: a
    * host that could not be reached is not asked again for this long (its resources fail at once, rather than each
-   * render waiting for it), and a host's failures are logged anew at most this often.
+   * render waiting for it), and a host's failures are logged anew at most this often. `incompleteTiles`: what becomes
+   * of the tiles drawn without a resource that failed, as its warning says (an export says what it does with them).
    */
-  constructor ({ log, timeoutMs, restMs }) {
+  constructor ({ log, timeoutMs, restMs, incompleteTiles = SERVED_INCOMPLETE }) {
     this.log = log
+    this.incompleteTiles = incompleteTiles
     this.timeoutMs = timeoutMs
     this.restMs = restMs
     // host → { restUntil, reason, unreachable, loggedAt }: a host that failed, logged once (loggedAt, 0 until then).
@@ -240,6 +244,6 @@ export class RemoteResources {
     if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, loggedAt: 0 })
     if (state.loggedAt > 0) return
     state.loggedAt = Date.now()
-    this.log.warn({ host, style: styleId, url: urlForLogs(url), reason }, 'a remote source of a style cannot be read: drawn empty, and its rendered tiles kept only briefly, until it can')
+    this.log.warn({ host, style: styleId, url: urlForLogs(url), reason }, `a remote source of a style cannot be read: drawn empty, and ${this.incompleteTiles}`)
   }
 }
