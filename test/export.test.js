@@ -457,7 +457,7 @@ test('a box across the antimeridian: bounds the world\'s width in the metadata, 
   assert.equal(fijiOut.center, '-179,-15,3', 'the set\'s centre, east of 180° in a box starting west of it, kept')
 })
 
-test('a source failing for some tiles: failures counted and shown, the rest exported (exit 0); failing for all: exit 1', async (t) => {
+test('a source failing for some tiles: failures counted and shown, the rest exported, exit 1 (tiles are missing); the same command retries them; failing for all: exit 1', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const dir = tempDir(t)
   const out = join(dir, 'flaky.mbtiles')
@@ -467,7 +467,7 @@ test('a source failing for some tiles: failures counted and shown, the rest expo
   ])
   const tiles = tilesOf(ZURICH_POINTS, 10, 12)
   const failing = tiles.filter(([, x, y]) => (x + y) % 2 === 1).length
-  assert.equal(flaky.code, 0, flaky.stderr)
+  assert.equal(flaky.code, 1, `tiles the set has are missing from the output: ${flaky.stderr}`)
   // The function's RAISE is its backend failing (503 when served), said with the database's words.
   assert.match(flaky.stderr, /tile \d+\/\d+\/\d+ failed: tileset 'flaky_points' could not read this tile: flaky tile/)
   assert.match(flaky.stderr, new RegExp(`${tiles.length - failing} tiles written, 0 absent, ${failing} failed`))
@@ -476,6 +476,12 @@ test('a source failing for some tiles: failures counted and shown, the rest expo
   assert.equal(flaky.stdout, '', 'stdout stays clean')
   assert.equal(countTiles(out), tiles.length - failing)
   assert.equal(JSON.parse(readMetadata(out)['tile-cannon:export']).complete, false)
+  // Resumable as before: the same command reads the failed tiles again (they fail again) and writes nothing twice.
+  const rerun = await exportCli([db.url, '--set', 'flaky_points', '--zooms', '10-12', '--bbox', ZURICH_POINTS.join(','), '--out', out])
+  assert.equal(rerun.code, 1, rerun.stderr)
+  assert.match(rerun.stderr, /resuming/)
+  assert.match(rerun.stderr, new RegExp(`0 tiles written, 0 absent, ${failing} failed`))
+  assert.equal(countTiles(out), tiles.length - failing)
 
   assert.equal(broken.code, 1, broken.stderr)
   assert.match(broken.stderr, /this function always fails/)

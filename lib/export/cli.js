@@ -1,10 +1,10 @@
 // `tile-cannon export …`: the tiles of one set (or a style, rendered) over a zoom range and an area, written to an
 // MBTiles file or a folder of z/x/y files. The app is built as for serving (every path, flag and config file works)
 // and each tile is read through the routes' own path (read.js), so an export holds exactly what the server answers.
-// Exit codes: 0 done (some tiles may have failed: they are counted and retried by the next run), 1 no tile written and
-// some failed (every read of a tile the set has failed), or tiles left out incomplete (a style's remote source could
-// not be read: the next run fills them), or the output could not be written, 2 a usage mistake or an output that is
-// another job's, 130 interrupted.
+// Exit codes: 0 done, every tile the set has written; 1 tiles missing from the output that should be there (a tile
+// whose read failed, or one left out incomplete: a style's remote source could not be read; the rest is written and
+// the next run retries them), or the output could not be written, or the set cannot be read, 2 a usage mistake or an
+// output that is another job's, 130 interrupted.
 import { setTimeout as delay } from 'node:timers/promises'
 import { buildApp } from '../app.js'
 import { makeLogger } from '../logging.js'
@@ -42,6 +42,8 @@ Writes the tiles of one set (or of a style, rendered to raster tiles) to an MBTi
   -h, --help          this help
 
 Every path and serving option of \`tile-cannon --help\` works here too (folders, files, postgres:// URLs, --config).
+Exit codes: 0 done; 1 tiles missing from the output (failed, or left out incomplete: the rest is written, and the same
+command retries them), the output not writable or the set unreadable; 2 a usage mistake; 130 interrupted.
 Examples:
   tile-cannon export postgres://user@host/db --set roads --zooms 0-14 --out roads.mbtiles
   tile-cannon export ./tiles --set city --zooms 10-16 --bbox 8.45,47.32,8.62,47.43 --out city/ --format webp`
@@ -214,11 +216,9 @@ async function exportTiles (app, options, say) {
     say(`stopped at tile ${done} of ${grid.total}: run the same command again to continue`)
     return 130
   }
-  // Tiles left out incomplete: the archive lacks what a re-run can fill, which a script must be told.
-  if (run.stats.incomplete > 0) return 1
-  // Absent tiles are no reads that worked: a set whose every stored tile fails (zstd tiles on a Node without zstd) has
-  // empty tiles round them in almost any box, and exited 0 with nothing written.
-  return run.stats.written === 0 && run.stats.failed > 0 ? 1 : 0
+  // Tiles failed or left out incomplete: the output lacks tiles the set has, which a script (CI) must be told; what
+  // could be written is, and a re-run fills the rest.
+  return run.stats.failed + run.stats.incomplete > 0 ? 1 : 0
 }
 
 /** What the tiles left out incomplete lack (each remote host once, as the log names it: no user, password or query). */
