@@ -221,10 +221,11 @@ async function renderPlugin (app, config) {
    * registration afresh, and its JSON); a failure makes the next render register the style afresh. The engine loads a style's sprite (and a source's TileJSON) once per registration and
    * keeps failing once that failed: a remote sprite's server down for a moment would otherwise fail the style's renders
    * until a restart. At most once a second per style; the pool replaces a child that has taken many registrations.
-   * Resolves with { png, incomplete }: incomplete when a remote source may be drawn empty in it (remote.js).
+   * Resolves with { png, incomplete }: incomplete when a remote resource it draws may be drawn empty in it (remote.js
+   * failedSince: for a tile, `tile` ({ z, x, y, size } as the engine draws it), only a remote tile over it).
    */
   const firstDrawn = new Map() // registration name → when it was first drawn
-  async function drawing (style, draw) {
+  async function drawing (style, draw, tile) {
     const known = drawnStyle(style)
     const { retries } = known
     const name = retries === 0 ? known.name : `${known.name}~${retries}`
@@ -234,11 +235,11 @@ async function renderPlugin (app, config) {
     }
     try {
       const png = await draw(name, known.json)
-      // A remote source of the style failed since this registration was first drawn: the engine may draw it empty in
-      // this image, from what it loaded then. Incomplete; and once such a registration is a while old, the next render
+      // A remote resource this image draws failed since this registration was first drawn: the engine may draw it empty
+      // here, from what it loaded then. Incomplete; and once such a registration is a while old, the next render
       // registers the style afresh, so what failed is asked for again.
       const since = firstDrawn.get(name) ?? 0
-      const incomplete = remote.lastFailure(style.id) >= since
+      const incomplete = remote.failedSince(style.id, since, tile)
       if (incomplete && known.retries === retries && Date.now() - since >= incompleteTtlMs) known.retries++
       return { png, incomplete }
     } catch (err) {
@@ -269,7 +270,8 @@ async function renderPlugin (app, config) {
         if (pool === null) throw toldUnavailable(reason)
         // The engine draws 256 px tiles one zoom lower; at z0 there is none: the 512 px world, halved.
         const halve = size === 256 && z === 0
-        const { png, incomplete } = await drawing(style, (name, json) => pool.render({ op: 'tile', style: name, z, x, y, size: halve ? 512 : size, ratio: scale }, json))
+        const drawn = { z, x, y, size: halve ? 512 : size }
+        const { png, incomplete } = await drawing(style, (name, json) => pool.render({ op: 'tile', style: name, ...drawn, ratio: scale }, json), drawn)
         const bytes = await encodeImage(halve ? sharp(png).resize(256 * scale) : png, format)
         return incomplete ? shortLived(bytes, incompleteTtlMs) : bytes
       },

@@ -2,18 +2,25 @@
 // `url`, a `pmtiles://https://…` archive, a sprite) as the engine draws them: asked of this server (`tc://remote/…`),
 // which fetches them, rather than fetched by the engine, which fails the whole render on any error (one unreachable
 // host made every tile of the style a 503). A remote resource that cannot be read is drawn empty, as MapLibre GL JS and
-// tileserver-gl draw it, and the render is told it is incomplete (lib/style/render/index.js keeps such tiles briefly,
-// never shared or on disk).
+// tileserver-gl draw it, and the renders that draw it are told they are incomplete (lib/style/render/index.js keeps
+// such tiles briefly, never shared or on disk): a remote tile that failed makes only the rendered tiles over it
+// incomplete (failedSince), anything else a source draws everywhere (its TileJSON, a GeoJSON file…) every render.
 import { PMTiles, ResolvedValueCache } from 'pmtiles'
 import { networkReason } from '../../remote/reader.js'
 import { decompressInternal } from '../../sources/pmtiles.js'
 import { hostOf, urlForLogs, withBasicAuth } from '../../urls.js'
 import { EMPTY_TILES } from './style.js'
+import { draws, placeOf, sourceDrawing, tilePlace } from './remote-places.js'
 import { outboundFetch } from '../../outbound-proxy.js'
 
 const REMOTE = /^https?:\/\//i
 const REMOTE_PMTILES = /^pmtiles:\/\/(https?:\/\/.*)$/i // the pmtiles protocol's form of a remote archive
-const PMTILE = /^(\d+)\/(\d+)\/(\d+)\/(.*)$/ // a tile of a remote archive: z/x/y/<the archive's URL>
+// A remote tile's engine URL (role `tile`, or `pmtile` for a tile of a remote archive) starts with its place
+// (remote-places.js); a TileJSON's or an archive's with how the engine draws its source's tiles (`<drawing>/`), which
+// the tiles it lists are given.
+const TILE_PLACE = /^([^/]*)\/([^/]*)\/([^/]*)\/([^/]*)\/(.*)$/
+const DRAWN_AS = /^([^/,]*,[01])\/(.*)$/
+const TILES_KEPT = 1024 // remote tiles that failed, kept per style; past it, every render of the style counts them
 const PREFIX = 'tc://remote/'
 const EMPTY_DATA = Buffer.from('{"type":"FeatureCollection","features":[]}')
 const MAX_BYTES = 64 * 2 ** 20 // as a GeoJSON file of a style (lib/style/styles.js)
@@ -29,12 +36,13 @@ const ARCHIVES_KEPT = 64 // remote PMTiles archives whose header and directories
 const NO_TILE = new Set([204, 404])
 const REFUSED_TILE = new Set([400, 401, 403, 410])
 /** What becomes of the tiles drawn without a remote source, as its failure's warning says it when serving. */
-export const SERVED_INCOMPLETE = 'its rendered tiles kept only briefly, until it can'
+export const SERVED_INCOMPLETE = 'the rendered tiles that draw it kept only briefly, until it can'
 
 /**
- * The engine's URL of a remote resource of style `styleId`: `role` is `tile` (a tile URL), `tilejson`, `data` (GeoJSON),
- * `image`, `sprite` (the engine adds `@2x.json`… before its query, as for any sprite URL), `pmtiles` (an archive, whose
- * TileJSON this server makes) or `pmtile` (a tile of one: `{z}/{x}/{y}/` and the archive's URL).
+ * The engine's URL of a remote resource of style `styleId`: `role` is `tile` (a tile URL after its place), `tilejson`
+ * (after its source's drawing), `data` (GeoJSON), `image`, `sprite` (the engine adds `@2x.json`… before its query, as
+ * for any sprite URL), `pmtiles` (an archive after its source's drawing, whose TileJSON this server makes) or `pmtile`
+ * (a tile of one: its place and the archive's URL).
  */
 const remoteUrl = (styleId, role, url) => `${PREFIX}${encodeURIComponent(styleId)}/${role}/${url}`
 
@@ -46,11 +54,12 @@ const remoteUrl = (styleId, role, url) => `${PREFIX}${encodeURIComponent(styleId
 export function remoteThroughServer (json, styleId) {
   for (const source of Object.values(json.sources ?? {})) {
     if (source === null || typeof source !== 'object') continue
-    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && REMOTE.test(t) ? remoteUrl(styleId, 'tile', t) : t))
+    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && REMOTE.test(t) ? remoteUrl(styleId, 'tile', `${tilePlace(sourceDrawing(source), source)}/${t}`) : t))
     if (typeof source.url === 'string' && source.type !== 'video') {
       const archive = REMOTE_PMTILES.exec(source.url)
-      if (archive !== null) source.url = remoteUrl(styleId, 'pmtiles', archive[1])
-      else if (REMOTE.test(source.url)) source.url = remoteUrl(styleId, source.type === 'image' ? 'image' : 'tilejson', source.url)
+      if (archive !== null) source.url = remoteUrl(styleId, 'pmtiles', `${sourceDrawing(source)}/${archive[1]}`)
+      else if (source.type === 'image' && REMOTE.test(source.url)) source.url = remoteUrl(styleId, 'image', source.url)
+      else if (REMOTE.test(source.url)) source.url = remoteUrl(styleId, 'tilejson', `${sourceDrawing(source)}/${source.url}`)
     }
     if (source.type === 'geojson' && typeof source.data === 'string' && REMOTE.test(source.data)) source.data = remoteUrl(styleId, 'data', source.data)
   }
@@ -59,7 +68,7 @@ export function remoteThroughServer (json, styleId) {
   return json
 }
 
-/** Fetches the remote resources the engine asks for (`answer`), and remembers which styles had one fail (`failedSince`). */
+/** Fetches the remote resources the engine asks for (`answer`), and remembers which styles had one fail, and where (`failedSince`). */
 export class RemoteResources {
   /**
    * `timeoutMs`: a fetch's time, well below the child's wait for the answer (TILE_CANNON_FETCH_TIMEOUT_S); `restMs`: a
@@ -79,6 +88,11 @@ export class RemoteResources {
     // Aborted when the app closes: fetches in flight end at once, not after their timeout (a shutdown waited for them).
     this.closing = new AbortController()
     this.failed = new Map() // style id → { at, host, reason }: when a remote resource of it last failed, where and why
+    // style id → when a remote resource of it that a render may draw anywhere last failed (not a tile: a TileJSON, a
+    // GeoJSON file, an image, a sprite, an archive's header), or a tile whose place is not kept (TILES_KEPT).
+    this.everywhere = new Map()
+    // style id → Map(a tile's place → { at, ...placeOf }): its remote tiles that failed, when last (in that order)
+    this.tilesFailed = new Map()
     this.refusing = new Set() // `${host} ${status}`: a host refusing tiles, logged once (a key it no longer takes)
     this.archives = new Map() // a remote PMTiles archive's URL → its reader (PMTiles), read again at each TileJSON
   }
@@ -91,6 +105,21 @@ export class RemoteResources {
 
   /** When a remote resource of style `styleId` last failed (Date.now()), or 0. */
   lastFailure (styleId) { return this.failed.get(styleId)?.at ?? 0 }
+
+  /**
+   * Did a remote resource a render of style `styleId` draws fail at `since` (Date.now()) or later? `tile` ({ z, x, y,
+   * size }, as the engine draws it): only a remote tile it draws (draws), or a resource drawn anywhere; without it (a
+   * static image, whose view may be anywhere) any failure counts. The engine keeps what it loaded for as long as a
+   * registration of the style lives, a tile that failed too (empty): `since` is when that registration was first drawn.
+   */
+  failedSince (styleId, since, tile) {
+    if (this.lastFailure(styleId) < since) return false // (as a rule: nothing failed since)
+    if (tile === undefined || (this.everywhere.get(styleId) ?? 0) >= since) return true
+    const tiles = this.tilesFailed.get(styleId)
+    if (tiles === undefined) return false
+    for (const failed of tiles.values()) if (failed.at >= since && draws(tile, failed)) return true
+    return false
+  }
 
   /** The host (no user or password) and reason of the latest failure of a remote resource of `styleId`, or null. */
   lastFailureOf (styleId) {
@@ -106,27 +135,42 @@ export class RemoteResources {
     const styleId = decodeURIComponent(rest.slice(0, first))
     const role = rest.slice(first + 1, second)
     let url = rest.slice(second + 1)
+    let place = null // a remote tile's (TILE_PLACE)
+    let zxy // a remote archive's tile, as the engine asks for it
+    let drawing = sourceDrawing({}) // how the engine draws a TileJSON's or an archive's tiles
+    if (role === 'tile' || role === 'pmtile') {
+      const m = TILE_PLACE.exec(url)
+      if (m !== null) {
+        place = placeOf(m[1], m[2], m[3], m[4])
+        zxy = [m[2], m[3], m[4]].map(Number)
+        url = m[5]
+      }
+    } else if (role === 'tilejson' || role === 'pmtiles') {
+      const m = DRAWN_AS.exec(url)
+      if (m !== null) {
+        drawing = m[1]
+        url = m[2]
+      }
+    }
     let got
     if (role === 'pmtiles' || role === 'pmtile') {
-      const tile = role === 'pmtile' ? PMTILE.exec(url) : null
-      if (tile !== null) url = tile[4]
-      got = await this.fromArchive(url, tile?.slice(1, 4).map(Number))
+      got = await this.fromArchive(url, zxy)
     } else {
       got = await this.fetch(url, role === 'tile')
     }
     if (this.closing.signal.aborted) return { status: 'empty' } // the app closes: no render is waited for
-    if (got.tileJson !== undefined) return { status: 'ok', body: Buffer.from(JSON.stringify({ ...got.tileJson, tiles: [remoteUrl(styleId, 'pmtile', `{z}/{x}/{y}/${url}`)] })) }
+    if (got.tileJson !== undefined) return { status: 'ok', body: Buffer.from(JSON.stringify({ ...got.tileJson, tiles: [remoteUrl(styleId, 'pmtile', `${tilePlace(drawing, got.tileJson)}/${url}`)] })) }
     if (got.bytes !== undefined) {
       if (role !== 'tilejson') return { status: 'ok', body: got.bytes }
       try {
-        return { status: 'ok', body: Buffer.from(JSON.stringify(this.tileJson(JSON.parse(got.bytes.toString('utf8')), styleId, url))) }
+        return { status: 'ok', body: Buffer.from(JSON.stringify(this.tileJson(JSON.parse(got.bytes.toString('utf8')), styleId, url, drawing))) }
       } catch (err) {
         got.failure = `not a TileJSON: ${err.message}`
       }
     }
     if (got.refused !== undefined) this.refusedTile(styleId, url, got.refused)
     if (got.failure === undefined) return { status: 'empty' } // no such tile there: nothing to draw, nothing missing
-    this.failure(styleId, url, got.failure)
+    this.failure(styleId, url, got.failure, place)
     // Drawn empty: a tile, a TileJSON whose tiles are all empty, a GeoJSON without features, an image showing nothing,
     // a sprite without icons.
     if (role === 'tilejson' || role === 'pmtiles') return { status: 'ok', body: Buffer.from(JSON.stringify({ tilejson: '3.0.0', tiles: EMPTY_TILES })) }
@@ -172,13 +216,17 @@ export class RemoteResources {
     }
   }
 
-  /** A remote TileJSON with its tiles asked of this server too (relative tile URLs read against its own URL). */
-  tileJson (tj, styleId, url) {
+  /**
+   * A remote TileJSON with its tiles asked of this server too (relative tile URLs read against its own URL), each with
+   * its place (remote-places.js: `drawing` is its source's in the style; the zooms, scheme and bounds the TileJSON's, as
+   * the engine takes them).
+   */
+  tileJson (tj, styleId, url, drawing) {
     if (tj === null || typeof tj !== 'object' || !Array.isArray(tj.tiles)) throw new Error('no tiles')
     const tiles = tj.tiles.filter((t) => typeof t === 'string').map((t) => {
       // new URL() escapes the braces of {z}/{x}/{y}, which the engine must see as they are.
       const absolute = REMOTE.test(t) ? t : new URL(t, url).href.replace(/%7B/gi, '{').replace(/%7D/gi, '}')
-      return REMOTE.test(absolute) ? remoteUrl(styleId, 'tile', absolute) : null
+      return REMOTE.test(absolute) ? remoteUrl(styleId, 'tile', `${tilePlace(drawing, tj)}/${absolute}`) : null
     }).filter((t) => t !== null)
     return { ...tj, tiles: tiles.length > 0 ? tiles : EMPTY_TILES }
   }
@@ -236,10 +284,27 @@ export class RemoteResources {
     this.log.warn({ host, style: styleId, url: urlForLogs(url), reason: `HTTP ${status}` }, 'a remote tile server refuses tiles of a style: drawn empty, as tiles it does not have')
   }
 
-  /** A remote resource of `styleId` failed: the style's renders are incomplete from now; logged once per host. */
-  failure (styleId, url, reason) {
+  /**
+   * A remote resource of `styleId` failed: the style's renders that draw it are incomplete from now (`place`: a remote
+   * tile's, those over it; null: all of them); logged once per host.
+   */
+  failure (styleId, url, reason, place) {
     const host = hostOf(url) ?? ''
-    this.failed.set(styleId, { at: Date.now(), host, reason })
+    const at = Date.now()
+    this.failed.set(styleId, { at, host, reason })
+    let tiles = this.tilesFailed.get(styleId)
+    if (place === null || (tiles?.size ?? 0) >= TILES_KEPT) {
+      // A resource drawn anywhere, or more tiles than are kept (an outage over a large area): every render of the style
+      // counts it from now, which holds the tiles kept before too.
+      this.everywhere.set(styleId, at)
+      this.tilesFailed.delete(styleId)
+    }
+    if (place !== null) {
+      if (!this.tilesFailed.has(styleId)) this.tilesFailed.set(styleId, tiles = new Map())
+      const key = `${place.tileSize},${place.margin},${place.minzoom},${place.maxzoom},${place.bounds}/${place.z}/${place.x}/${place.y}`
+      tiles.delete(key) // (kept in the order of their last failure)
+      tiles.set(key, { at, ...place })
+    }
     let state = this.hosts.get(host)
     if (state === undefined) this.hosts.set(host, state = { restUntil: 0, reason, unreachable: false, loggedAt: 0 })
     if (state.loggedAt > 0) return
