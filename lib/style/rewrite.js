@@ -99,6 +99,8 @@ export const ownSetUrl = (path) => (path !== null && OWN_TILEJSON.test(path) ? p
 // tileserver-gl's placeholder for the style's own folder: `{styleJsonFolder}/sprites/x` is `sprites/x` here.
 const FOLDER = /^\{styleJsonFolder\}\/?/
 const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)
+/** A URL from this server's root (`/styles/city/sprite`), not protocol-relative (`//host/…`). */
+export const isRooted = (url) => typeof url === 'string' && url.startsWith('/') && !url.startsWith('//')
 const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.test(local(url)) && !url.startsWith('//') && !local(url).startsWith('/')
 
 /**
@@ -194,12 +196,16 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
   // MapLibre puts `@2x.json` before a sprite URL's query string, and fills a glyphs URL's placeholders around it. A
   // relative sprite's query (`sprite?v=2`, a cache-buster) is kept for clients, but for a key written into it.
   const query = (url) => (searchOf(url) === '' ? '' : withoutKey(searchOf(url)))
+  // A sprite written from this server's root (`/styles/city/sprite`) is made absolute at the client's base, as tile
+  // URLs are (MapLibre GL JS refuses a sprite URL that is not absolute), its key dropped as an absolute one's is.
+  const sprite = (url) => rebased(isRooted(url) ? `${base}${url}` : url)
   if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite${query(json.sprite)}`)
-  else if (typeof json.sprite === 'string') json.sprite = rebased(json.sprite)
+  else if (typeof json.sprite === 'string') json.sprite = sprite(json.sprite)
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}${query(s.url)}`) } : s && typeof s.url === 'string' ? { ...s, url: rebased(s.url) } : s))
+    json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}${query(s.url)}`) } : s && typeof s.url === 'string' ? { ...s, url: sprite(s.url) } : s))
   }
-  if (isRelative(json.glyphs)) json.glyphs = link(`${base}/fonts/{fontstack}/{range}.pbf`)
+  // Glyphs from the root (`/fonts/{fontstack}/{range}.pbf`) are this server's fonts, as relative ones are.
+  if (isRelative(json.glyphs) || isRooted(json.glyphs)) json.glyphs = link(`${base}/fonts/{fontstack}/{range}.pbf`)
   else if (typeof json.glyphs === 'string') json.glyphs = rebased(json.glyphs)
   return json
 }

@@ -1,6 +1,6 @@
 // The style a renderer child draws: its sets, glyphs and sprites given as `tc://` URLs, which the child asks the parent
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
-import { dataPathOf, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
+import { dataPathOf, isRooted, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
 import { decodedOr } from '../../urls.js'
 
 // Sources and URLs the engine must never open itself: local files (`file:`, MapLibre Native's `asset:`, and
@@ -80,19 +80,27 @@ export function renderStyle (style, findSet, { fonts = null, own = [], findStyle
   }
   const ownFonts = here(json.glyphs)?.startsWith('/fonts/') === true
   if (fonts !== null || ownFonts || (typeof json.glyphs === 'string' && (LOCAL.test(json.glyphs) || !/^[a-z][a-z0-9+.-]*:/i.test(json.glyphs)))) json.glyphs = `tc://fonts/{fontstack}/{range}.pbf?r=${fonts ?? 'none'}`
-  // The one sprite is `_`; a sprite of a list is its id after `~` (an id may be `_` too). A sprite route of this server
-  // named absolutely is that style's sprite (fetchResource finds the style, or draws without it).
+  // The one sprite is `_`; a sprite of a list is its id after `~` (an id may be `_` too). A sprite route of this server,
+  // named absolutely or from its root (`/styles/city/sprite`), is that style's sprite (fetchResource finds the style,
+  // or draws without it). A path from the root naming no sprite route (`/elsewhere/sprite`) is drawn as a relative
+  // sprite naming no files is: the style's own sprite `name`, which it lacks, so the render fails saying so (the
+  // engine, given the path, failed every render with 'URL using bad/illegal format').
   // Its files' state in its query (the engine puts `@2x.json` before it; the parent reads no query of a sprite URL).
   const spriteOf = (styleId, name) => `tc://sprites/${encodeURIComponent(styleId)}/${name}?r=${(styleId === style.id ? style : findStyle(styleId))?.spriteRevision ?? 'missing'}`
-  const ownSprite = (url) => {
-    const m = OWN_SPRITE.exec(here(url) ?? '')
-    return m === null ? null : spriteOf(decodedOr(m[1]), m[2] === undefined ? '_' : `~${encodeURIComponent(decodedOr(m[2]))}`)
+  const ownSprite = (url, name) => {
+    const m = OWN_SPRITE.exec((isRooted(url) ? url : here(url)) ?? '')
+    if (m === null) return isRooted(url) ? spriteOf(style.id, name) : null
+    return spriteOf(decodedOr(m[1]), m[2] === undefined ? '_' : `~${encodeURIComponent(decodedOr(m[2]))}`)
   }
   if (spritePathOf(style) !== null) json.sprite = spriteOf(style.id, '_')
-  else if (typeof json.sprite === 'string') json.sprite = ownSprite(json.sprite) ?? json.sprite
+  else if (typeof json.sprite === 'string') json.sprite = ownSprite(json.sprite, '_') ?? json.sprite
   else if (Array.isArray(json.sprite)) {
-    json.sprite = json.sprite.map((s) => (spritePathOf(style, s?.id) !== null ? { ...s, url: spriteOf(style.id, `~${encodeURIComponent(s.id)}`) } : s && ownSprite(s.url) !== null ? { ...s, url: ownSprite(s.url) } : s))
-      .filter((s) => !LOCAL.test(s?.url)) // a local file named around the styles folder: drawn without its icons
+    json.sprite = json.sprite.map((s) => {
+      const name = `~${encodeURIComponent(s?.id)}`
+      if (spritePathOf(style, s?.id) !== null) return { ...s, url: spriteOf(style.id, name) }
+      const own = s && ownSprite(s.url, name)
+      return own ? { ...s, url: own } : s
+    }).filter((s) => !LOCAL.test(s?.url)) // a local file named around the styles folder: drawn without its icons
   }
   if (typeof json.sprite === 'string' && LOCAL.test(json.sprite)) delete json.sprite
   return { json, used }
