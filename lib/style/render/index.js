@@ -19,6 +19,7 @@ import { renderStyle } from './style.js'
 import { RemoteResources, remoteThroughServer } from './remote.js'
 import { sourcesOfOtherKind, unsupportedLayers } from './engine-limits.js'
 import { ownBasesOf } from '../../urls.js'
+import { buildTileJson } from '../../sources/tilejson.js'
 import { childProxyEnv } from '../../outbound-proxy.js'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -197,7 +198,8 @@ async function renderPlugin (app, config) {
     const shared = createHash('sha1').update(portable).update(sprite).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
-    const made = { revision: style.revision, generation, own, loads: styles.loads, fonts: fonts.revision, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, retries: 0, retriedAt: 0 }
+    const tilejson = renderedTileJson(style, rendered, options.maxzoom ?? 22)
+    const made = { revision: style.revision, generation, own, loads: styles.loads, fonts: fonts.revision, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, tilejson, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
   }
@@ -264,7 +266,7 @@ async function renderPlugin (app, config) {
       formats: ['png', 'jpg', 'webp'],
       formatAliases: { jpeg: 'jpg' },
       scales: [1, 2, 3],
-      tilejson: { tilejson: '3.0.0', name: style.name, minzoom: 0, maxzoom: options.maxzoom ?? 22, bounds: WORLD },
+      tilejson: drawnStyle(style).tilejson,
       metadata: {},
       async getTile (z, x, y, query, { scale, format }) {
         if (pool === null) throw toldUnavailable(reason)
@@ -322,6 +324,20 @@ async function renderPlugin (app, config) {
     remote.close()
     pool?.close()
   })
+}
+
+/**
+ * The TileJSON of a style's 256 px tiles (`rendered`: renderStyle's answer): the world's bounds (a style draws
+ * everywhere), the credits of what it draws, and where a map of them looks first, as the home page's preview of the
+ * style does: its own `center` and `zoom` (MapLibre's zoom of 512 px tiles, one less than that of 256 px ones), else
+ * the center of the first set it draws (the middle of its bounds, at the zoom where they fill about one tile, when
+ * its metadata gives none), else the world at z0.
+ */
+function renderedTileJson (style, rendered, maxzoom) {
+  const { center, zoom } = style.json
+  const own = Array.isArray(center) && Number.isFinite(center[0]) && Number.isFinite(center[1]) && Number.isFinite(zoom)
+  const view = own ? [center[0], center[1], zoom + 1] : rendered.used.map((e) => e.source.tilejson.center).find(Array.isArray)
+  return buildTileJson({ name: style.name, attribution: rendered.attribution, minzoom: 0, maxzoom, bounds: WORLD, center: view, format: 'png' })
 }
 
 /** PNG bytes (or a sharp pipeline) → the format asked for, encoded by sharp on libuv's thread pool. */

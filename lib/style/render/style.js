@@ -30,14 +30,17 @@ const tilesOf = (entry, search) => `tc://tiles/${encodeURIComponent(entry.id)}/$
  * refuse, and which costs a request and a socket); `findStyle(id)`: a style of the catalog, whose sprite or files
  * another style may name by this server's URL. Every file drawn from here is named with its revision (the fonts', a
  * sprite's, a GeoJSON file's): the engine keeps what it loaded by URL, and a changed file must be a new style to draw.
- * Returns { json, used }: the style to draw, and the entries of the sets it draws (their tiles make its tiles).
+ * Returns { json, used, attribution }: the style to draw, the entries of the sets it draws (their tiles make its
+ * tiles), and the credits of what it draws (attributionOf).
  */
 export function renderStyle (style, findSet, { fonts = null, own = [], findStyle = () => undefined } = {}) {
   const json = structuredClone(style.json)
   const used = []
   const here = (url) => ownPath(url, own)
-  for (const source of Object.values(json.sources)) {
+  const starts = [] // each source's id, and where the entries of the sets it draws begin in `used`
+  for (const [key, source] of Object.entries(json.sources)) {
     if (source === null || typeof source !== 'object') continue
+    starts.push({ key, from: used.length })
     if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ROOTED.test(t) || here(t) !== null)) {
       source.tiles = source.tiles.flatMap((t) => {
         if (LOCAL.test(t)) return []
@@ -103,7 +106,25 @@ export function renderStyle (style, findSet, { fonts = null, own = [], findStyle
     }).filter((s) => !LOCAL.test(s?.url)) // a local file named around the styles folder: drawn without its icons
   }
   if (typeof json.sprite === 'string' && LOCAL.test(json.sprite)) delete json.sprite
-  return { json, used }
+  return { json, used, attribution: attributionOf(style.json, starts.map(({ key, from }, i) => [key, used.slice(from, starts[i + 1]?.from)])) }
+}
+
+/**
+ * The credits of what a style draws, as one TileJSON `attribution` (tileserver-gl's form: ' | ' between them), or
+ * undefined: of each source a layer draws, its own `attribution` in the style, else those of the sets it draws (as
+ * MapLibre GL JS, which shows a source's attribution from the style over its TileJSON's, and only of sources a layer
+ * uses). A credit given twice (two sources of one provider) is given once.
+ */
+function attributionOf (json, drawnBy) {
+  const drawn = new Set((json.layers ?? []).map((layer) => layer?.source))
+  const credits = new Set()
+  for (const [key, entries] of drawnBy) {
+    if (!drawn.has(key)) continue
+    const own = json.sources[key]?.attribution
+    const texts = typeof own === 'string' && own.trim() !== '' ? [own] : entries.map((e) => e.source.tilejson.attribution)
+    for (const text of texts) if (typeof text === 'string' && text.trim() !== '') credits.add(text.trim())
+  }
+  return credits.size === 0 ? undefined : [...credits].join(' | ')
 }
 
 /**
