@@ -446,14 +446,18 @@ export async function openDataset (src, remote = {}) {
     throw new RasterError(`not a readable TIFF: ${err.message}`)
   }
   let maskTiff = null
+  let ovrTiff = null
   try {
-    maskTiff = await maskSidecar(src)
-    const ds = await describe(tiff, src, remote, maskTiff)
+    maskTiff = await sidecarTiff(src, '.msk', 'mask')
+    // Opened only for a file without overviews of its own (describe asks): GDAL reads the internal ones alone then.
+    const openOverviews = async () => (ovrTiff = await sidecarTiff(src, '.ovr', 'overviews'))
+    const ds = await describe(tiff, src, remote, maskTiff, openOverviews)
     ds.reader = reader
     return ds
   } catch (err) {
     tiff.close?.()
     maskTiff?.close?.()
+    ovrTiff?.close?.()
     if (err instanceof RasterError || err instanceof Unavailable) throw err
     throw new RasterError(`not a usable GeoTIFF: ${err?.message ?? err}`)
   }
@@ -475,21 +479,23 @@ function checkPacked (fd, nbits, compression) {
   }
 }
 
-/** Closes what openDataset opened: the file, and the mask sidecar beside it if there is one. */
+/** Closes what openDataset opened: the file, and the mask and overview sidecars beside it if there are any. */
 export function closeDataset (ds) {
   ds.tiff.close?.()
   ds.maskTiff?.close?.()
+  ds.ovrTiff?.close?.()
 }
 
 /**
- * GDAL's per-dataset mask in a sidecar beside a local file (`<file>.msk`: what `gdal_translate -mask` or
- * CreateMaskBand write with GDAL_TIFF_INTERNAL_MASK=NO), opened as a GeoTIFF whose images are masks as an internal
- * mask's are; null when there is none. Read only when it is a file of its own, not a link (as the .aux.xml). A remote
- * file's is not looked for.
+ * A sidecar GDAL keeps beside a local file, opened as a GeoTIFF; null when there is none. `<file>.msk`: its
+ * per-dataset mask (what `gdal_translate -mask` or CreateMaskBand write with GDAL_TIFF_INTERNAL_MASK=NO), whose images
+ * are masks as an internal mask's are. `<file>.ovr`: its overviews (what `gdaladdo -ro` writes, or gdaladdo where it
+ * cannot write into the file), whose images are reduced-resolution images of the file's bands. Read only when it is a
+ * file of its own, not a link (as the .aux.xml). A remote file's is not looked for (another object to find and pin).
  */
-async function maskSidecar (src) {
+async function sidecarTiff (src, ending, what) {
   if (src.url) return null
-  const path = `${src.path}.msk`
+  const path = `${src.path}${ending}`
   try {
     if (!(await lstat(path)).isFile()) return null
   } catch {
@@ -501,11 +507,11 @@ async function maskSidecar (src) {
     return await GeoTIFF.fromSource(source)
   } catch (err) {
     source?.close()
-    throw new RasterError(`the mask beside the file (${basename(path)}) is not a readable TIFF: ${err.message}`)
+    throw new RasterError(`the ${what} beside the file (${basename(path)}) ${what === 'mask' ? 'is' : 'are'} not a readable TIFF: ${err.message}`)
   }
 }
 
-async function describe (tiff, src, remote, maskTiff) {
+async function describe (tiff, src, remote, maskTiff, openOverviews) {
   const count = await tiff.getImageCount()
   const images = []
   const masks = []
@@ -535,7 +541,6 @@ async function describe (tiff, src, remote, maskTiff) {
   const packed = sampleFormat === 1 && nbits !== 8 && nbits !== 16 && nbits < 32
   const bits = packed ? (nbits < 8 ? 8 : nbits < 16 ? 16 : 32) : nbits
   const compression = fd.getValue('Compression') ?? 1
-  if (packed) checkPacked(fd, nbits, compression)
   // Complex samples (SampleFormat 5 and 6: GDAL's CInt16 … CFloat64) are two values a pixel, which no rendering draws.
   if (sampleFormat === 5 || sampleFormat === 6) throw new RasterError(`unsupported sample type: complex data (${sampleFormat === 5 ? 'CInt' : 'CFloat'}${bits / 2}) is not supported`)
   // 64-bit integers: geotiff.js has no arrays for them (and JavaScript numbers cannot hold them all). Floats of 16 bits
@@ -543,14 +548,9 @@ async function describe (tiff, src, remote, maskTiff) {
   if (!DTYPES[sampleFormat] || ![8, 16, 32, 64].includes(bits) || (sampleFormat === 3 && bits < 16) || (sampleFormat !== 3 && bits === 64)) {
     throw new RasterError(`unsupported sample type: ${bits}-bit ${DTYPES[sampleFormat] ?? 'format ' + sampleFormat}`)
   }
-  if (!COMPRESSIONS[compression]) throw new RasterError(`unsupported compression ${compression}`)
-  const predictor = fd.getValue('Predictor') ?? 1
-  // geotiff.js undoes the predictor on file-order bytes: wrong for big-endian samples wider than a byte.
-  if (!base.littleEndian && predictor > 1 && bits > 8) throw new RasterError('unsupported: a big-endian file with a predictor (rewrite it little-endian with gdal_translate -of COG)')
+  const sampleType = { bands, sampleFormat, nbits, packed, bits }
+  checkStorage(base, sampleType)
   const photometric = fd.getValue('PhotometricInterpretation')
-  if (photometric === 6 && compression !== 7) throw new RasterError('unsupported: YCbCr pixels outside JPEG compression')
-  // (libjpeg turns YCbCr into RGB only in pixel-interleaved blocks: jpeg.js. GDAL writes no other.)
-  if (photometric === 6 && base.planarConfiguration === 2) throw new RasterError('unsupported: YCbCr pixels in separate planes')
   const extra = Array.from(fd.getValue('ExtraSamples') ?? [])
   // The alpha band, when the last extra sample is one (1: associated, 2: unassociated alpha).
   const alphaBand = extra.length > 0 && (extra[extra.length - 1] === 1 || extra[extra.length - 1] === 2) ? bands - 1 : -1
@@ -570,6 +570,18 @@ async function describe (tiff, src, remote, maskTiff) {
   // A one-band 1-bit file without a colour table is a bitmap, which GDAL gives one: 0 black and 1 white (the other
   // way round for MinIsWhite), what titiler draws it with.
   if (palette === null && nbits === 1 && bands === 1) palette = Uint16Array.from(photometric === 0 ? [65535, 0, 65535, 0, 65535, 0] : [0, 65535, 0, 65535, 0, 65535])
+  // Overviews GDAL keeps beside a file that has none inside (<file>.ovr), after its full image; where the file has some,
+  // GDAL reads those alone, and so does this (the .ovr is not opened).
+  let ovrTiff = null
+  if (images.length === 1 && (ovrTiff = await openOverviews()) !== null) {
+    const sidecar = await sidecarOverviews(ovrTiff, base, sampleType, basename(`${src.path}.ovr`))
+    images.push(...sidecar.overviews)
+    masks.push(...sidecar.masks)
+    if (sidecar.overviews.length === 0) {
+      ovrTiff.close() // (a .ovr of masks alone: nothing to read in it)
+      ovrTiff = null
+    }
+  }
   const levels = images
     .map((image) => ({
       image,
@@ -586,14 +598,16 @@ async function describe (tiff, src, remote, maskTiff) {
     level.fx = width / level.width
     level.fy = height / level.height
   })
-  // A level without a mask of its own where the .msk has one at a finer level (a .msk holds the full image's only,
-  // however many overviews the file has) reads it by nearest sample, as GDAL reads a mask band at a coarser scale.
-  if (sidecarMasks.length > 0) {
+  // A level without a mask of its own where the file has one at a finer level (a .msk holds the full image's only,
+  // however many overviews the file has; a .ovr's overviews have none beside an internal mask) reads it by nearest
+  // sample, as GDAL reads a mask band at a coarser scale. The file's own masks first, as GDAL reads them first.
+  const finerMasks = [...masks.filter((m) => m.fileDirectory.hasTag('TileWidth')), ...sidecarMasks]
+  if (finerMasks.length > 0) {
     for (const level of levels) {
       if (level.mask !== null) continue
-      const finer = sidecarMasks.filter((m) => m.getWidth() >= level.width && m.getHeight() >= level.height)
+      const finer = finerMasks.filter((m) => m.getWidth() >= level.width && m.getHeight() >= level.height)
         .sort((a, b) => a.getWidth() - b.getWidth())[0]
-      if (finer !== undefined) level.maskFrom = { image: sidecarMask(finer, finer), fx: finer.getWidth() / level.width, fy: finer.getHeight() / level.height }
+      if (finer !== undefined) level.maskFrom = { image: sidecarMasks.includes(finer) ? sidecarMask(finer, finer) : finer, fx: finer.getWidth() / level.width, fy: finer.getHeight() / level.height }
     }
   }
 
@@ -601,6 +615,7 @@ async function describe (tiff, src, remote, maskTiff) {
     key: src.key,
     tiff,
     maskTiff,
+    ovrTiff,
     levels,
     width,
     height,
@@ -627,6 +642,67 @@ async function describe (tiff, src, remote, maskTiff) {
 }
 
 const sameSize = (a, b) => a.getWidth() === b.getWidth() && a.getHeight() === b.getHeight()
+
+/**
+ * Refuses blocks tile-cannon cannot decode as GDAL does: the file's, and each overview's in a .ovr, which gdaladdo
+ * stores its own way (COMPRESS_OVERVIEW, PHOTOMETRIC_OVERVIEW, INTERLEAVE_OVERVIEW). `type`: the file's sample type.
+ */
+function checkStorage (image, { nbits, packed, bits }) {
+  const fd = image.fileDirectory
+  const compression = fd.getValue('Compression') ?? 1
+  if (packed) checkPacked(fd, nbits, compression)
+  if (!COMPRESSIONS[compression]) throw new RasterError(`unsupported compression ${compression}`)
+  const predictor = fd.getValue('Predictor') ?? 1
+  // geotiff.js undoes the predictor on file-order bytes: wrong for big-endian samples wider than a byte.
+  if (!image.littleEndian && predictor > 1 && bits > 8) throw new RasterError('unsupported: a big-endian file with a predictor (rewrite it little-endian with gdal_translate -of COG)')
+  const photometric = fd.getValue('PhotometricInterpretation')
+  if (photometric === 6 && compression !== 7) throw new RasterError('unsupported: YCbCr pixels outside JPEG compression')
+  // (libjpeg turns YCbCr into RGB only in pixel-interleaved blocks: jpeg.js. GDAL writes no other.)
+  if (photometric === 6 && image.planarConfiguration === 2) throw new RasterError('unsupported: YCbCr pixels in separate planes')
+}
+
+/**
+ * The images of a .ovr (`ovrTiff`, named `name`) as overviews of `base`: { overviews, masks }. Its overviews must be
+ * reduced-resolution images of the file's bands, in tiles, of its sample type and proportions, as gdaladdo writes
+ * them; each is decoded as stored (gdaladdo compresses and interleaves overviews its own way). Its masks are read where
+ * they lie in the blocks of an overview of their size. A .ovr that disagrees is the set's RasterError (503), as a .msk
+ * that does is: GDAL would read another file's overviews, or a failed gdaladdo's, band by band and draw them.
+ */
+async function sidecarOverviews (ovrTiff, base, type, name) {
+  const refuse = (why) => new RasterError(`the overviews beside the file (${name}) ${why}: delete it and build them again (\`gdaladdo -ro\`), or put them inside the file (\`gdal_translate -of COG\`)`)
+  const typeName = (bits, format) => `${bits}-bit ${DTYPES[format] ?? 'format ' + format}`
+  const [W, H] = [base.getWidth(), base.getHeight()]
+  const overviews = []
+  const masks = []
+  for (let i = 0, n = await ovrTiff.getImageCount(); i < n; i++) {
+    const image = await ovrTiff.getImage(i)
+    const fd = image.fileDirectory
+    if ((fd.getValue('NewSubfileType') ?? 0) & 4) {
+      masks.push(image)
+      continue
+    }
+    const [w, h] = [image.getWidth(), image.getHeight()]
+    if (image.getSamplesPerPixel() !== type.bands) throw refuse(`hold ${image.getSamplesPerPixel()} bands where the file has ${type.bands}`)
+    const sizes = Array.from(fd.getValue('BitsPerSample'))
+    if (image.getSampleFormat() !== type.sampleFormat || sizes.some((b) => b !== type.nbits)) {
+      throw refuse(`hold ${typeName(sizes.find((b) => b !== type.nbits) ?? sizes[0], image.getSampleFormat())} samples where the file has ${typeName(type.nbits, type.sampleFormat)}`)
+    }
+    // Smaller on both sides, in the file's proportions: gdaladdo rounds each side of a reduction up.
+    if (!(w < W && h < H) || Math.abs(h - (H * w) / W) >= 1 + H / W || Math.abs(w - (W * h) / H) >= 1 + W / H) {
+      throw refuse(`hold an image of ${w} × ${h} pixels, not an overview of the file's ${W} × ${H}`)
+    }
+    if (!fd.hasTag('TileWidth')) throw refuse(`hold an image stored in strips, not tiles (${w} × ${h})`)
+    try {
+      checkStorage(image, type)
+    } catch (err) {
+      throw refuse(`hold an image that cannot be read (${err.message})`)
+    }
+    overviews.push(image)
+  }
+  const inBlocksOf = (m) => overviews.some((o) => sameSize(m, o) && m.fileDirectory.hasTag('TileWidth') &&
+    m.getTileWidth() === o.getTileWidth() && m.getTileHeight() === o.getTileHeight())
+  return { overviews, masks: masks.filter(inBlocksOf) }
+}
 
 /**
  * A .msk image as the mask of `image` (null for none): one byte a pixel, in blocks the size of the image's, which
@@ -846,6 +922,7 @@ export function describeDataset (ds) {
     nodata: ds.nodata === null ? null : Number.isNaN(ds.nodata) ? 'nan' : ds.nodata,
     alpha: ds.alphaBand >= 0,
     mask: ds.levels[0].mask !== null,
+    externalOverviews: ds.ovrTiff !== null, // its overviews are read from the .ovr beside it
     palette: ds.palette !== null,
     compression: ds.compression,
     blockSize: [ds.levels[0].tileWidth, ds.levels[0].tileHeight],

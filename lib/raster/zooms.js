@@ -53,7 +53,7 @@ export function zoomRange (meta, warp, overzoom) {
     return Math.min(levelWidth, side) * Math.min(levelHeight, side)
   }
   while (servedMin < maxzoom && windowPixels(servedMin) > MAX_WINDOW_PIXELS) servedMin++
-  // Never advertised below what is served: a file whose overviews TileJSON's rule counts on but which has none (or
-  // has them in a .ovr sidecar, not read) would otherwise open a map at zooms that are all 404.
+  // Never advertised below what is served: a file whose overviews TileJSON's rule counts on but which has none (inside
+  // or in a .ovr beside it) would otherwise open a map at zooms that are all 404.
   return { minzoom: Math.max(minzoom, servedMin), maxzoom, served: { minzoom: servedMin, maxzoom: Math.min(MAX_ZOOM, maxzoom + overzoom) } }
 }

@@ -1,8 +1,7 @@
 // Cloud Optimized GeoTIFF source: raster tiles rendered on request, in any CRS the file declares. This side only
 // validates options and checks that a tile touches the raster; reading, reprojecting and encoding run in the raster
 // worker pool (lib/raster/), so the event loop never decodes a pixel.
-import { lstat, stat } from 'node:fs/promises'
-import { basename } from 'node:path'
+import { stat } from 'node:fs/promises'
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { RangeReader, comparedBySize, validatorFlipped } from '../remote/reader.js'
@@ -20,24 +19,6 @@ export const extensions = ['.tif', '.tiff']
 export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?|$)/i.test(url)
 
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
-
-// Sidecars GDAL and rio-tiler read beside a local GeoTIFF, which this server does not: what that means for its tiles.
-// (A mask in `<file>.msk` is read: lib/raster/dataset.js.)
-const SIDECARS = {
-  '.ovr': 'overviews (gdaladdo -ro), not read here: tiles are made from the file\'s own levels, and zooms where they would read too much of them are not served',
-}
-
-/** Says once, at open, which sidecars lie beside the file unread, so that tiles different from GDAL's are understood. */
-async function saySidecars (path, log, id) {
-  for (const [ending, what] of Object.entries(SIDECARS)) {
-    try {
-      if (!(await lstat(path + ending)).isFile()) continue
-    } catch {
-      continue
-    }
-    log?.warn({ set: id }, `${basename(path)}${ending} beside the file holds its ${what} (GDAL and rio-tiler read it; to have it served, rewrite the file with \`gdal_translate -of COG\`)`)
-  }
-}
 
 /**
  * `context.rasterPool` is the app's raster worker pool (lib/raster/pool.js: app.rasterPool): every COG set of the app
@@ -63,7 +44,6 @@ export async function open (spec, context = {}) {
   sayCrsNote(info.crsNote, context.log, spec.id)
   if (info.statsNote !== null) context.log?.warn({ set: spec.id }, info.statsNote)
   if (info.auxNote !== null) context.log?.warn({ set: spec.id }, info.auxNote)
-  if (spec.path) await saySidecars(spec.path, context.log, spec.id)
   // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`,
   // with the .aux.xml read here (a request each, or a note each, otherwise).
   src.version = info.version
