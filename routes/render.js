@@ -5,7 +5,7 @@
 import { BadRequest, Unavailable } from '../lib/errors.js'
 import { resolveTile } from '../lib/resolve.js'
 import { shortLifeOf } from '../lib/pipeline.js'
-import { STATIC_DEFAULTS, parseOverlays, parseStatic, withOverlays } from '../lib/style/static.js'
+import { STATIC_DEFAULTS, engineRequest, parseOverlays, parseStatic, withOverlays } from '../lib/style/static.js'
 import { GET_HEAD, metadataValidators } from './http.js'
 import { keyed } from '../lib/urls.js'
 import { tileWriter } from './tile-answer.js'
@@ -64,23 +64,8 @@ export default async function renderRoutes (app) {
       const overlays = parseOverlays(request.query, limits)
       const padding = request.query.padding === undefined ? 0.1 : Number(request.query.padding)
       if (!(padding >= 0 && padding < 0.5)) throw new BadRequest('padding is a share of the image, 0 to 0.5')
+      const op = engineRequest(view, overlays, padding)
       const style = styleOf(request.params.id)
-      const size = { width: view.width, height: view.height, ratio: view.ratio }
-      let op
-      if (view.op === 'view') {
-        op = { op: 'view', lon: view.lon, lat: view.lat, zoom: Math.max(0, view.zoom - 1), bearing: view.bearing, pitch: view.pitch, ...size }
-      } else {
-        const bbox = view.op === 'bounds' ? view.bbox : overlays.bbox?.slice()
-        if (bbox === undefined || bbox === null) throw new BadRequest('auto fits the overlays: give a path or a marker')
-        if (bbox[0] === bbox[2] && bbox[1] === bbox[3]) {
-          op = { op: 'view', lon: bbox[0], lat: bbox[1], zoom: 15, ...size } // a single point: a street-level view of it
-        } else {
-          // A path along a parallel or a meridian has no height or width: the engine wants a box (≈ 10 m of one).
-          if (bbox[1] === bbox[3]) { bbox[1] -= 1e-4; bbox[3] += 1e-4 }
-          if (bbox[0] === bbox[2]) { bbox[0] -= 1e-4; bbox[2] += 1e-4 }
-          op = { op: 'bounds', bbox, padding: padding * Math.min(view.width, view.height), ...size }
-        }
-      }
       const icons = overlays.markers.filter((m) => m.icon !== null).map((m) => m.icon)
       const sprite = icons.length > 0 ? await renderer.markers.sheet(icons) : undefined
       const overlay = overlays.paths.length + overlays.markers.length > 0 ? withOverlays(JSON.parse(renderer.renderStyleJson(style)), overlays, sprite) : undefined

@@ -18,6 +18,13 @@ const SIZE = /^(\d{1,5})x(\d{1,5})(?:@([23])x)?\.(png|jpg|jpeg|webp)$/
  */
 const colour = (text) => (typeof text === 'string' && text.length <= 64 ? Color.parse(text)?.toString() ?? null : null)
 
+/**
+ * The latitude where Web Mercator's square world ends. MapLibre Native refuses a centre or a bbox beyond it (a failed
+ * render); tileserver-gl takes |lat| up to 85.06 and its engine clamps the centre there, so a view is clamped too.
+ */
+const MAX_LAT = Math.atan(Math.sinh(Math.PI)) * 180 / Math.PI
+const onMap = (lat) => Math.max(-MAX_LAT, Math.min(MAX_LAT, lat))
+
 /** Limits of a static image (config `render`): 400 beyond them. */
 export const STATIC_DEFAULTS = { maxSize: 2048, maxOverlays: 100, maxPathPoints: 10_000 }
 
@@ -43,18 +50,39 @@ export function parseStatic (view, size, limits) {
     if (![lon, lat, zoom, bearing, pitch].every(Number.isFinite)) throw new BadRequest('numbers too long to be coordinates')
     if (Math.abs(lon) > 180 || Math.abs(lat) > 85.06 || zoom < 0 || zoom > 22) throw new BadRequest('lon -180..180, lat -85..85, zoom 0..22')
     if (pitch < 0 || pitch > 60) throw new BadRequest('pitch is 0 to 60 degrees')
-    return { ...out, op: 'view', lon, lat, zoom, bearing: bearing ?? 0, pitch: pitch ?? 0 }
+    return { ...out, op: 'view', lon, lat: onMap(lat), zoom, bearing: bearing ?? 0, pitch: pitch ?? 0 }
   }
   const b = BBOX.exec(view)
   if (b !== null) {
     const bbox = b.slice(1).map(Number)
     if (!bbox.every(Number.isFinite) || !validBbox(bbox)) throw new BadRequest('a bbox is minlon,minlat,maxlon,maxlat within -180..180, -85..85')
-    return { ...out, op: 'bounds', bbox }
+    return { ...out, op: 'bounds', bbox: [bbox[0], onMap(bbox[1]), bbox[2], onMap(bbox[3])] }
   }
   throw new BadRequest(`'${view}' is not a view: lon,lat,zoom[@bearing[,pitch]], minx,miny,maxx,maxy or auto`)
 }
 
 const validBbox = ([a, b, c, d]) => a >= -180 && c <= 180 && b >= -85.06 && d <= 85.06 && a < c && b < d
+
+/**
+ * What the engine is asked to draw for a static image (`view` from parseStatic, `overlays` from parseOverlays, `padding`
+ * a share of the smaller side): { op: 'view', lon, lat, zoom, … } in the engine's zoom (512 px tiles: one less than a
+ * 256 px web map's, as tileserver-gl draws it) or { op: 'bounds', bbox, padding, … }, within the engine's world.
+ */
+export function engineRequest (view, overlays, padding) {
+  const size = { width: view.width, height: view.height, ratio: view.ratio }
+  if (view.op === 'view') {
+    return { op: 'view', lon: view.lon, lat: view.lat, zoom: Math.max(0, view.zoom - 1), bearing: view.bearing, pitch: view.pitch, ...size }
+  }
+  const bbox = view.op === 'bounds' ? view.bbox.slice() : overlays.bbox?.slice()
+  if (bbox === undefined || bbox === null) throw new BadRequest('auto fits the overlays: give a path or a marker')
+  bbox[1] = onMap(bbox[1])
+  bbox[3] = onMap(bbox[3])
+  if (bbox[0] === bbox[2] && bbox[1] === bbox[3]) return { op: 'view', lon: bbox[0], lat: bbox[1], zoom: 15, ...size } // a single point: a street-level view of it
+  // A path along a parallel or a meridian has no height or width: the engine wants a box (≈ 10 m of one), on the map.
+  if (bbox[1] === bbox[3]) [bbox[1], bbox[3]] = [Math.max(-MAX_LAT, bbox[1] - 1e-4), Math.min(MAX_LAT, bbox[3] + 1e-4)]
+  if (bbox[0] === bbox[2]) [bbox[0], bbox[2]] = [Math.max(-180, bbox[0] - 1e-4), Math.min(180, bbox[2] + 1e-4)]
+  return { op: 'bounds', bbox, padding: padding * Math.min(view.width, view.height), ...size }
+}
 
 /**
  * Overlays from the query: `path` (repeatable) as `lon,lat|lon,lat…` or `enc:` and an encoded polyline, drawn with `stroke`,

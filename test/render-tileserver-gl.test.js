@@ -1,0 +1,79 @@
+// Rendered tiles and static images as tileserver-gl's users ask for them (its URL forms and query options), drawn by
+// the engine that runs here (mapli; `npm run setup-render`): the answers a user compares with tileserver-gl's.
+import assert from 'node:assert/strict'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import test from 'node:test'
+import sharp from 'sharp'
+import { chooseBackend } from '../lib/style/render/index.js'
+import { makeApp, needs } from './helpers/app.js'
+import { tempDir } from './helpers/data.js'
+
+const choice = chooseBackend({})
+
+/**
+ * A style of the whole world in three colours, from GeoJSON in the style itself (no set): red, its western quarter
+ * (180° W to 90° W) blue, north of 60° N green.
+ */
+const WORLD = {
+  version: 8,
+  sources: {
+    parts: {
+      type: 'geojson',
+      data: {
+        type: 'FeatureCollection',
+        features: [
+          { type: 'Feature', properties: { colour: '#0000ff' }, geometry: { type: 'Polygon', coordinates: [[[-180, -85.06], [-90, -85.06], [-90, 85.06], [-180, 85.06], [-180, -85.06]]] } },
+          { type: 'Feature', properties: { colour: '#00ff00' }, geometry: { type: 'Polygon', coordinates: [[[-90, 60], [180, 60], [180, 85.06], [-90, 85.06], [-90, 60]]] } },
+        ],
+      },
+    },
+  },
+  layers: [
+    { id: 'bg', type: 'background', paint: { 'background-color': '#ff0000' } },
+    { id: 'parts', type: 'fill', source: 'parts', paint: { 'fill-color': ['get', 'colour'], 'fill-antialias': false } },
+  ],
+}
+
+async function serve (t) {
+  const dir = tempDir(t)
+  const styles = join(dir, 'styles')
+  mkdirSync(styles)
+  writeFileSync(join(styles, 'world.json'), JSON.stringify(WORLD))
+  const app = await makeApp(t, { paths: [], styles })
+  assert.ok(app.renderer.available, app.renderer.reason)
+  return app
+}
+
+async function pixels (buf) {
+  const { data, info } = await sharp(buf).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
+  const at = (x, y) => Array.from(data.subarray((y * info.width + x) * 4, (y * info.width + x) * 4 + 4))
+  return { info, at }
+}
+
+test('static images: a latitude up to 85.06 (tileserver-gl\'s limit) is drawn at the edge of the map, beyond it 400', async (t) => {
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const app = await serve(t)
+  const get = (url) => app.inject({ url: `/styles/world/static/${url}` })
+  // Web Mercator's world ends at 85.0511°: the engine refused anything past it, which was a 503 (retry later).
+  const edge = await get('0,85.05112877980659,2/64x64.png')
+  assert.equal(edge.statusCode, 200, edge.body)
+  for (const url of ['0,85.06,2/64x64.png', '0,85.055,2/64x64.png']) {
+    const res = await get(url)
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    assert.ok(res.rawPayload.equals(edge.rawPayload), `${url}: the centre clamped to the map's edge`)
+  }
+  assert.equal((await get('0,-85.06,0/64x64.png')).statusCode, 200)
+  // A bbox reaching past the edge, or wholly past it (within 85.06), and overlays there.
+  for (const url of ['-10,80,10,85.06/64x64.png', '-10,85.055,10,85.06/64x64.png', '-180,-85.06,180,85.06/64x64.png',
+    'auto/64x64.png?path=0,80|10,85.06', 'auto/64x64.png?marker=10,85.06', 'auto/64x64.png?marker=10,85.06&marker=20,85.059',
+    '0,80,3/64x64.png?path=0,80|10,85.06&marker=10,-85.06']) {
+    const res = await get(url)
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    assert.equal(res.headers['content-type'], 'image/png')
+  }
+  for (const url of ['0,85.07,2/64x64.png', '-10,80,10,85.07/64x64.png', 'auto/64x64.png?path=0,80|10,85.07', 'auto/64x64.png?marker=0,-85.07']) {
+    const res = await get(url)
+    assert.equal(res.statusCode, 400, `${url}: ${res.statusCode} ${res.body}`)
+  }
+})
