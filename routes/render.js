@@ -1,5 +1,5 @@
-// Rendered raster tiles of a style (MapLibre Native, lib/style/render): /styles/:id/:z/:x/:y[@2x|@3x].png|jpg|webp in
-// 256 px, /styles/:id/512/:z/:x/:y… in 512 px, and their TileJSON at /styles/:id.json; static images at
+// Rendered raster tiles of a style (MapLibre Native, lib/style/render): /styles/:id[/256]/:z/:x/:y[@2x|@3x].png|jpg|webp
+// in 256 px, /styles/:id/512/:z/:x/:y… in 512 px, and their TileJSON at /styles/[256/|512/]:id.json; static images at
 // /styles/:id/static/:view/:size (lib/style/static.js). Through the pipeline: cached,
 // ETag, 304, encodings, as any set's tiles; 503 with the reason when no engine runs.
 import { BadRequest, Unavailable } from '../lib/errors.js'
@@ -28,20 +28,21 @@ export default async function renderRoutes (app) {
     if (record instanceof Promise) return record.then((loaded) => writeTile(request.raw, reply.raw, entry, loaded, reply))
     return writeTile(request.raw, reply.raw, entry, record, reply)
   }
-  app.route({ method: GET_HEAD, url: '/styles/:id/:z/:x/:y', handler: tileHandler(256) })
-  app.route({ method: GET_HEAD, url: '/styles/:id/512/:z/:x/:y', handler: tileHandler(512) })
+  // tileserver-gl's forms: the size in the path is optional, 256 px without it.
+  for (const [url, size] of [['/styles/:id/:z/:x/:y', 256], ['/styles/:id/256/:z/:x/:y', 256], ['/styles/:id/512/:z/:x/:y', 512]]) {
+    app.route({ method: GET_HEAD, url, handler: tileHandler(size) })
+  }
 
-  // The raster TileJSON of a style, for Leaflet, QGIS and anything that takes XYZ rasters.
-  app.route({
-    method: GET_HEAD,
-    url: '/styles/:id.json',
-    onSend,
-    handler: async (request, reply) => {
-      const style = styles.served(request.params.id)
-      const tj = renderer.tileEntry(style, 256).source.tilejson
-      return { ...tj, id: style.id, tiles: [keyed(request, `${links(request, reply)}/styles/${encodeURIComponent(style.id)}/{z}/{x}/{y}.png`)], tileSize: 256 }
-    },
-  })
+  // The raster TileJSON of a style, for Leaflet, QGIS and anything that takes XYZ rasters; its tiles in the form asked
+  // for (/styles/512/:id.json: /styles/:id/512/{z}/{x}/{y}.png), as tileserver-gl's.
+  const tileJsonHandler = (size, path) => async function handler (request, reply) {
+    const style = styles.served(request.params.id)
+    const tj = renderer.tileEntry(style, size).source.tilejson
+    return { ...tj, id: style.id, tiles: [keyed(request, `${links(request, reply)}/styles/${encodeURIComponent(style.id)}${path}/{z}/{x}/{y}.png`)], tileSize: size }
+  }
+  for (const [url, size, path] of [['/styles/:id.json', 256, ''], ['/styles/256/:id.json', 256, '/256'], ['/styles/512/:id.json', 512, '/512']]) {
+    app.route({ method: GET_HEAD, url, onSend, handler: tileJsonHandler(size, path) })
+  }
 
   // Static images: a centre and zoom (zoom of 256 px web maps, as tileserver-gl: the engine draws one lower), a bbox
   // (with `padding`, a share of the smaller side), or `auto` (the overlays' bbox). Not cached (each view is its own);

@@ -77,3 +77,33 @@ test('static images: a latitude up to 85.06 (tileserver-gl\'s limit) is drawn at
     assert.equal(res.statusCode, 400, `${url}: ${res.statusCode} ${res.body}`)
   }
 })
+
+test('tileserver-gl\'s tile size forms: /styles/:id/256/:z/:x/:y is the default tile, /styles/256|512/:id.json TileJSON of that size', async (t) => {
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const app = await serve(t)
+  for (const [sized, plain] of [['/styles/world/256/1/0/0.png', '/styles/world/1/0/0.png'], ['/styles/world/256/2/1/1@2x.webp', '/styles/world/2/1/1@2x.webp']]) {
+    const [a, b] = await Promise.all([app.inject({ url: sized }), app.inject({ url: plain })])
+    assert.equal(a.statusCode, 200, `${sized}: ${a.body}`)
+    assert.equal(a.headers['content-type'], b.headers['content-type'])
+    assert.equal(a.headers.etag, b.headers.etag, sized)
+    assert.ok(a.rawPayload.equals(b.rawPayload), `${sized} is ${plain}`)
+  }
+  assert.equal((await app.inject({ url: '/styles/world/256/1/2/0.png' })).statusCode, 400, 'x beyond the zoom')
+  assert.equal((await app.inject({ url: '/styles/nowhere/256/1/0/0.png' })).statusCode, 404)
+
+  const plain = (await app.inject({ url: '/styles/world.json' })).json()
+  for (const size of [256, 512]) {
+    const res = await app.inject({ url: `/styles/${size}/world.json`, headers: { host: 'maps.example' } })
+    assert.equal(res.statusCode, 200, res.body)
+    assert.ok(res.headers.etag)
+    const tj = res.json()
+    assert.equal(tj.tileSize, size)
+    assert.deepEqual(tj.tiles, [`http://maps.example/styles/world/${size}/{z}/{x}/{y}.png`])
+    assert.deepEqual({ ...tj, tiles: undefined, tileSize: undefined }, { ...plain, tiles: undefined, tileSize: undefined })
+    // Its tiles are the ones the size's own route draws.
+    const tile = await app.inject({ url: tj.tiles[0].replace('http://maps.example', '').replace('{z}/{x}/{y}', '1/1/0') })
+    assert.equal(tile.statusCode, 200)
+    assert.equal((await sharp(tile.rawPayload).metadata()).width, size)
+    assert.equal((await app.inject({ url: `/styles/${size}/nowhere.json` })).statusCode, 404)
+  }
+})
