@@ -107,3 +107,28 @@ test('tileserver-gl\'s tile size forms: /styles/:id/256/:z/:x/:y is the default 
     assert.equal((await app.inject({ url: `/styles/${size}/nowhere.json` })).statusCode, 404)
   }
 })
+
+test('static images: latlng=1|true gives the points of paths and markers as lat,lon (tileserver-gl\'s option)', async (t) => {
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const app = await serve(t)
+  const image = async (url) => {
+    const res = await app.inject({ url: `/styles/world/static/${url}` })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    return res.rawPayload
+  }
+  const overlays = 'stroke=%23ffff00&width=6&marker=8.6,47.4|color:%23ffffff'
+  for (const view of ['auto/200x150.png', '8.5,47.4,9/200x150.png']) {
+    const lonLat = await image(`${view}?path=8.4,47.3|8.7,47.45|8.5,47.5&${overlays}`)
+    const flipped = `path=47.3,8.4|47.45,8.7|47.5,8.5&${overlays.replace('8.6,47.4', '47.4,8.6')}`
+    for (const latlng of ['1', 'true']) assert.ok((await image(`${view}?${flipped}&latlng=${latlng}`)).equals(lonLat), `${view} latlng=${latlng}: the same image`)
+    assert.ok(!(await image(`${view}?${flipped}`)).equals(lonLat), 'without latlng the points are lon,lat')
+    assert.ok((await image(`${view}?path=8.4,47.3|8.7,47.45|8.5,47.5&${overlays}&latlng=0`)).equals(lonLat), 'latlng=0: lon,lat')
+  }
+  // An encoded polyline is lat/lon whatever latlng says.
+  const enc = 'path=enc:_p~iF~ps|U_ulLnnqC_mqNvxq%60@'
+  assert.ok((await image(`auto/100x100.png?${enc}&latlng=1`)).equals(await image(`auto/100x100.png?${enc}`)))
+  for (const url of ['auto/50x50.png?path=8.4,47.3|8.7,47.45&latlng=yes', 'auto/50x50.png?marker=100,47.3&latlng=1', 'auto/50x50.png?path=47.3,8.4|47.3,200&latlng=true']) {
+    const res = await app.inject({ url: `/styles/world/static/${url}` })
+    assert.equal(res.statusCode, 400, `${url}: ${res.statusCode} ${res.body}`)
+  }
+})

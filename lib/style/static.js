@@ -87,13 +87,16 @@ export function engineRequest (view, overlays, padding) {
 /**
  * Overlays from the query: `path` (repeatable) as `lon,lat|lon,lat…` or `enc:` and an encoded polyline, drawn with `stroke`,
  * `width` and `fill` (query-wide, or per path as `stroke:red|width:3|fill:#0f08|…points…`); `marker` (repeatable) as
- * `lon,lat`, then an icon (tileserver-gl's `|pin.png|scale:2|offset:0,-4`) or a dot (`|color:…|size:…`). Returns { paths, markers, bbox } (bbox null: none).
+ * `lon,lat`, then an icon (tileserver-gl's `|pin.png|scale:2|offset:0,-4`) or a dot (`|color:…|size:…`). `latlng=1|true`
+ * (tileserver-gl's) gives their points as `lat,lon` (an encoded polyline is lat/lon anyway). Returns { paths, markers,
+ * bbox } (bbox null: none).
  */
 export function parseOverlays (query, limits) {
   const list = (v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])
+  const point = pointReader(query.latlng)
   const base = { stroke: query.stroke ?? 'rgba(0,64,255,0.85)', width: query.width ?? '3', fill: query.fill ?? null }
-  const paths = list(query.path).map((p) => parsePath(String(p), base, limits))
-  const markers = list(query.marker).map((m) => parseMarker(String(m)))
+  const paths = list(query.path).map((p) => parsePath(String(p), base, limits, point))
+  const markers = list(query.marker).map((m) => parseMarker(String(m), point))
   if (paths.length + markers.length > limits.maxOverlays) throw new BadRequest(`at most ${limits.maxOverlays} overlays`)
   const points = [...paths.flatMap((p) => p.coordinates), ...markers.map((m) => m.coordinates)]
   const bbox = points.length === 0
@@ -102,7 +105,7 @@ export function parseOverlays (query, limits) {
   return { paths, markers, bbox }
 }
 
-function parsePath (text, base, limits) {
+function parsePath (text, base, limits, point) {
   const style = { ...base }
   const coords = []
   // An encoded polyline comes last, after `enc:` (it may hold '|' itself); options and lon,lat points are '|'-separated.
@@ -110,7 +113,7 @@ function parsePath (text, base, limits) {
   for (const part of (enc === -1 ? text : text.slice(0, enc)).split('|')) {
     const option = /^(stroke|width|fill):(.+)$/.exec(part)
     if (option !== null) style[option[1]] = option[2]
-    else if (part !== '') coords.push(lonLat(part))
+    else if (part !== '') coords.push(point(part))
   }
   if (enc !== -1) coords.push(...decodePolyline(text.slice(enc + 4)))
   if (coords.length < 2) throw new BadRequest('a path needs two points or more')
@@ -126,9 +129,9 @@ function parsePath (text, base, limits) {
   return { coordinates: coords, stroke, width, fill }
 }
 
-function parseMarker (text) {
+function parseMarker (text, point) {
   const [where, ...options] = text.split('|')
-  const marker = { coordinates: lonLat(where), color: '#d62728', size: 8, icon: null, scale: 1, offset: [0, 0] }
+  const marker = { coordinates: point(where), color: '#d62728', size: 8, icon: null, scale: 1, offset: [0, 0] }
   for (const o of options) {
     const m = /^(color|size|scale|offset):(.+)$/.exec(o)
     if (m === null) {
@@ -147,9 +150,22 @@ function parseMarker (text) {
   return marker
 }
 
+/** How the overlays' points are written, by `latlng` (as tileserver-gl reads it: 1 or true): text → [lon, lat]. */
+function pointReader (latlng) {
+  if (latlng === undefined || latlng === '0' || latlng === 'false') return lonLat
+  if (latlng === '1' || latlng === 'true') return latLon
+  throw new BadRequest('latlng is 1 or true (points are lat,lon), 0 or false')
+}
+
 function lonLat (text) {
   const [lon, lat] = text.split(',').map(Number)
   if (!(Math.abs(lon) <= 180 && Math.abs(lat) <= 85.06)) throw new BadRequest(`'${text}' is not lon,lat`)
+  return [lon, lat]
+}
+
+function latLon (text) {
+  const [lat, lon] = text.split(',').map(Number)
+  if (!(Math.abs(lon) <= 180 && Math.abs(lat) <= 85.06)) throw new BadRequest(`'${text}' is not lat,lon (latlng is given)`)
   return [lon, lat]
 }
 
