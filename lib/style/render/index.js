@@ -282,13 +282,14 @@ async function renderPlugin (app, config) {
   }
 
   /**
-   * A static view ({op: 'view'|'bounds', …}) of a style, encoded as `format`; `overlay` ({json, key}: the style with
+   * A static view ({op: 'view'|'bounds', …, shrink}) of a style, encoded as `format`; `overlay` ({json, key}: the style with
    * overlays added, lib/style/static.js) is registered with the engine under its own name.
    */
-  async function renderView (style, request, format, overlay) {
+  async function renderView (style, { shrink = 1, ...request }, format, overlay) {
     if (pool === null) throw toldUnavailable(reason)
     const { png, incomplete } = await drawing(style, (name, json) => pool.render({ ...request, style: overlay === undefined ? name : `${name}+${overlay.key}` }, overlay?.json ?? json))
-    const bytes = await encodeImage(png, format)
+    // A view below the engine's zoom 0, drawn `shrink` times larger (lib/style/static.js), scaled down as a z0 tile is.
+    const bytes = await encodeImage(shrink > 1 ? sharp(png).resize(Math.round(request.width * request.ratio / shrink)) : png, format)
     return incomplete ? shortLived(bytes, incompleteTtlMs) : bytes
   }
 
