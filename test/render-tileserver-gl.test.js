@@ -132,3 +132,34 @@ test('static images: latlng=1|true gives the points of paths and markers as lat,
     assert.equal(res.statusCode, 400, `${url}: ${res.statusCode} ${res.body}`)
   }
 })
+
+test('static images below zoom 1 and small images of the world: as the tiles of that zoom, the world fitted', async (t) => {
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const app = await serve(t)
+  const get = async (url) => {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    return res.rawPayload
+  }
+  const blue = ([r, g, b]) => b > 200 && r < 60 && g < 60
+  const red = ([r, g, b]) => r > 200 && b < 60 && g < 60
+  const green = ([r, g, b]) => g > 200 && r < 60 && b < 60
+  // Zoom 0 is the z0 tile, byte for byte (the engine's zoom is one less: it was drawn at its 0, half the world).
+  const tile = await get('/styles/world/0/0/0.png')
+  assert.ok((await get('/styles/world/static/0,0,0/256x256.png')).equals(tile), 'zoom 0: the z0 tile')
+  assert.ok((await get('/styles/world/static/0,0,0/256x256@2x.png')).equals(await get('/styles/world/0/0/0@2x.png')), '@2x')
+  const z0 = await pixels(tile)
+  assert.ok(blue(z0.at(50, 128)) && red(z0.at(70, 128)) && green(z0.at(200, 20)), 'the z0 tile: the western quarter blue, the north green')
+  // Zoom 0.5: a world of 362 px, centred; its western quarter ends 37 px from the left.
+  const half = await pixels(await get('/styles/world/static/0,0,0.5/256x256.png'))
+  assert.ok(blue(half.at(20, 128)) && red(half.at(50, 128)), `zoom 0.5 is not zoom 0: ${half.at(20, 128)} ${half.at(50, 128)}`)
+  // The world's bbox fitted: in 256 px the z0 tile; in 64 px a quarter of it.
+  assert.ok((await get('/styles/world/static/-180,-85.06,180,85.06/256x256.png?padding=0')).equals(tile), 'the world in 256 px: the z0 tile')
+  const small = await pixels(await get('/styles/world/static/-180,-85.06,180,85.06/64x64.png?padding=0'))
+  assert.deepEqual([small.info.width, small.info.height], [64, 64])
+  assert.ok(blue(small.at(8, 32)) && red(small.at(40, 32)) && green(small.at(40, 10)), `the whole world in 64 px: ${small.at(8, 32)} ${small.at(40, 32)} ${small.at(40, 10)}`)
+  const auto = await pixels(await get('/styles/world/static/auto/128x128.png?padding=0&path=-180,0|180,0&stroke=%23ffffff&width=1'))
+  assert.ok(blue(auto.at(10, 90)) && red(auto.at(60, 90)), `auto over the world's width in 128 px: ${auto.at(10, 90)} ${auto.at(60, 90)}`)
+  // A strip of the world, as wide as the engine draws: drawn, at the size asked.
+  assert.equal((await sharp(await get('/styles/world/static/-180,-85.06,180,85.06/2048x10.png')).metadata()).width, 2048)
+})

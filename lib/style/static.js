@@ -66,23 +66,40 @@ const validBbox = ([a, b, c, d]) => a >= -180 && c <= 180 && b >= -85.06 && d <=
 /**
  * What the engine is asked to draw for a static image (`view` from parseStatic, `overlays` from parseOverlays, `padding`
  * a share of the smaller side): { op: 'view', lon, lat, zoom, … } in the engine's zoom (512 px tiles: one less than a
- * 256 px web map's, as tileserver-gl draws it) or { op: 'bounds', bbox, padding, … }, within the engine's world.
+ * 256 px web map's, as tileserver-gl draws it) or { op: 'bounds', bbox, padding, … }, within the engine's world, and
+ * `shrink`: the engine has no zoom below 0, so a view smaller than its zoom 0 (a web map's zoom under 1, a bbox of most
+ * of the world in a small image) is drawn `shrink` times larger and scaled down, as a 256 px tile of z0 is (render/).
  */
 export function engineRequest (view, overlays, padding) {
   const size = { width: view.width, height: view.height, ratio: view.ratio }
   if (view.op === 'view') {
-    return { op: 'view', lon: view.lon, lat: view.lat, zoom: Math.max(0, view.zoom - 1), bearing: view.bearing, pitch: view.pitch, ...size }
+    const shrink = view.zoom < 1 ? 2 : 1
+    return { op: 'view', lon: view.lon, lat: view.lat, zoom: view.zoom - 1 + Math.log2(shrink), bearing: view.bearing, pitch: view.pitch, ...scaled(size, shrink), shrink }
   }
   const bbox = view.op === 'bounds' ? view.bbox.slice() : overlays.bbox?.slice()
   if (bbox === undefined || bbox === null) throw new BadRequest('auto fits the overlays: give a path or a marker')
   bbox[1] = onMap(bbox[1])
   bbox[3] = onMap(bbox[3])
-  if (bbox[0] === bbox[2] && bbox[1] === bbox[3]) return { op: 'view', lon: bbox[0], lat: bbox[1], zoom: 15, ...size } // a single point: a street-level view of it
+  if (bbox[0] === bbox[2] && bbox[1] === bbox[3]) return { op: 'view', lon: bbox[0], lat: bbox[1], zoom: 15, ...size, shrink: 1 } // a single point: a street-level view of it
   // A path along a parallel or a meridian has no height or width: the engine wants a box (≈ 10 m of one), on the map.
   if (bbox[1] === bbox[3]) [bbox[1], bbox[3]] = [Math.max(-MAX_LAT, bbox[1] - 1e-4), Math.min(MAX_LAT, bbox[3] + 1e-4)]
   if (bbox[0] === bbox[2]) [bbox[0], bbox[2]] = [Math.max(-180, bbox[0] - 1e-4), Math.min(180, bbox[2] + 1e-4)]
-  return { op: 'bounds', bbox, padding: padding * Math.min(view.width, view.height), ...size }
+  const pad = padding * Math.min(view.width, view.height)
+  // The engine's fit (512 px a world at its zoom 0): below 0, drawn larger by the next power of two (rounding aside: the
+  // world in 256 px is drawn in 512), within MAX_DRAWN.
+  const fit = Math.min((view.width - 2 * pad) / (spanX(bbox) * 512), (view.height - 2 * pad) / (spanY(bbox) * 512))
+  let shrink = 1
+  while (shrink * fit < 1 - 1e-9 && Math.max(view.width, view.height) * view.ratio * shrink * 2 <= MAX_DRAWN) shrink *= 2
+  return { op: 'bounds', bbox, padding: pad * shrink, ...scaled(size, shrink), shrink }
 }
+
+/** The largest side, in pixels, the engine draws for an image it scales down (a 256 px image of the world: 512). */
+const MAX_DRAWN = 4096
+const scaled = ({ width, height, ratio }, shrink) => ({ width: width * shrink, height: height * shrink, ratio })
+const mercY = (lat) => (1 - Math.log(Math.tan(Math.PI / 4 + (lat * Math.PI) / 360)) / Math.PI) / 2
+/** A bbox's width and height, as shares of Web Mercator's world. */
+const spanX = ([minx, , maxx]) => (maxx - minx) / 360
+const spanY = ([, miny, , maxy]) => mercY(miny) - mercY(maxy)
 
 /**
  * Overlays from the query: `path` (repeatable) as `lon,lat|lon,lat…` or `enc:` and an encoded polyline, drawn with `stroke`,
