@@ -37,18 +37,29 @@ JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = gc.f_table_name
 WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'topology', 'tiger')
 ORDER BY n.nspname, c.relname, gc.geom`
 
-// equal_as: the type a value compared with the column is cast to (a domain's base type: a value outside the domain
-// then matches nothing rather than raising a check violation), where PostgreSQL has an `=` for it; else null. Named by
-// schema and pg_type name: `character` or `bit` (format_type) would cut a value to one character.
+// A type's base type (itself unless a domain; a domain over a domain is followed down), as a scalar subquery.
+const baseTypeOf = (oid) => `(WITH RECURSIVE d(oid) AS (SELECT ${oid} UNION ALL SELECT p.typbasetype FROM d JOIN pg_type p ON p.oid = d.oid WHERE p.typtype = 'd')
+    SELECT d.oid FROM d JOIN pg_type p ON p.oid = d.oid WHERE p.typtype <> 'd')`
+
+// type: the pg_type name of the column's base type, an array of a domain as one of its base (`_int4`): ST_AsMVT writes
+// a domain's value as its base type's (`CREATE DOMAIN posint AS integer`: a number; one over jsonb spread into keys),
+// and so does to_json, so tiles, fields, the feature id and features' queryables all go by it; `domain` says the
+// domain's own name (/:set/meta). equal_as: the type a value compared with the column is cast to (the base type: a
+// value outside the domain then matches nothing rather than raising a check violation), where PostgreSQL has an `=`
+// for it; else null. Named by schema and pg_type name: `character` or `bit` (format_type) would cut a value to one
+// character.
 const COLUMNS_SQL = `
-SELECT a.attrelid::int AS oid, a.attname AS name, t.typname AS type,
-       (SELECT format('%I.%I', bn.nspname, b.typname) FROM pg_type b JOIN pg_namespace bn ON bn.oid = b.typnamespace
-        WHERE b.oid = coalesce(nullif(t.typbasetype, 0), t.oid)
+SELECT a.attrelid::int AS oid, a.attname AS name, CASE WHEN e.oid IS NULL THEN b.typname ELSE '_' || e.typname END AS type,
+       CASE WHEN t.oid <> b.oid OR e.oid <> b.typelem THEN format_type(a.atttypid, NULL) END AS domain,
+       (SELECT format('%I.%I', bn.nspname, b.typname) FROM pg_namespace bn
+        WHERE bn.oid = b.typnamespace
           AND EXISTS (SELECT 1 FROM pg_operator o WHERE o.oprname = '=' AND o.oprleft = o.oprright
             AND o.oprleft IN (b.oid, CASE b.typtype WHEN 'e' THEN 'anyenum'::regtype WHEN 'r' THEN 'anyrange'::regtype END))) AS equal_as,
        coalesce((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary
                  AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum), false) AS pk
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+JOIN pg_type b ON b.oid = ${baseTypeOf('t.oid')}
+LEFT JOIN pg_type e ON b.typcategory = 'A' AND b.typelem <> 0 AND e.oid = ${baseTypeOf('b.typelem')}
 WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped AND has_column_privilege(a.attrelid, a.attnum, 'SELECT')
 ORDER BY a.attrelid, a.attnum`
 

@@ -34,7 +34,7 @@ export function tableSource (id, t, bounds, { pool, tiles, cacheTtlS }, domain =
     hints: { format: 'pbf' },
     composable: true,
     cacheTtlS,
-    metadata: { schema: t.schema, table: t.table, geometryColumn: t.geom, srid: t.srid, geometryType: t.geomType, extent: t.extent, buffer: t.buffer, featureLimit: t.limit, idColumn: t.idColumn, properties: t.columns.map((c) => ({ name: c.name, type: c.type })) },
+    metadata: { schema: t.schema, table: t.table, geometryColumn: t.geom, srid: t.srid, geometryType: t.geomType, extent: t.extent, buffer: t.buffer, featureLimit: t.limit, idColumn: t.idColumn, properties: t.columns.map((c) => (c.domain ? { name: c.name, type: c.type, domain: c.domain } : { name: c.name, type: c.type })) },
     tilejson: buildTileJson({
       ...describedBy(tj, id),
       minzoom: t.minzoom ?? tj.minzoom ?? 0,

@@ -1,0 +1,52 @@
+// PostGIS sets where martin (the reference PostGIS tile server) and ST_AsMVT set the expectation: domain-typed
+// columns, negative keys, table comments, and the query of tile functions. Against a real PostgreSQL + PostGIS.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { VectorTile } from '@mapbox/vector-tile'
+import { PbfReader } from 'pbf'
+import { makeApp, needs } from './helpers/app.js'
+import { POSTGIS_MISSING, runSql, startPostgis } from './helpers/postgres.js'
+
+let db = null
+
+before(async () => {
+  db = await startPostgis()
+  if (db === null) return
+  await runSql(db.url, `
+    CREATE DOMAIN posint AS integer CHECK (VALUE > 0);
+    CREATE DOMAIN height AS posint;
+    CREATE DOMAIN flag AS boolean;
+    CREATE DOMAIN objid AS bigint;
+    CREATE DOMAIN tags AS jsonb;
+    CREATE TABLE domains (id objid PRIMARY KEY, t tags, h height, ok flag, geom geometry(Point, 4326));
+    INSERT INTO domains VALUES (7, '{"k": "v"}', 12, true, 'SRID=4326;POINT(8.54 47.37)');
+  `)
+})
+
+after(async () => { await db?.stop() })
+
+const decode = (buf) => new VectorTile(new PbfReader(buf))
+const features = (res, layer) => {
+  const l = decode(res.rawPayload).layers[layer]
+  return Array.from({ length: l.length }, (_, i) => l.feature(i))
+}
+
+test('a column whose type is a domain is served as its base type: numbers, booleans, a jsonb spread into keys, an integer key the feature id', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await makeApp(t, { paths: [db.url] })
+  const [feature] = features(await app.inject({ url: '/domains/0/0/0' }), 'domains')
+  assert.equal(feature.id, 7)
+  assert.deepEqual({ ...feature.properties }, { k: 'v', h: 12, ok: true }, 'as ST_AsMVT (and martin) write them')
+  const tj = (await app.inject({ url: '/domains.json' })).json()
+  assert.deepEqual(tj.vector_layers[0].fields, { h: 'Number', ok: 'Boolean' }, 'the key is the feature id')
+  const meta = (await app.inject({ url: '/domains/meta' })).json()
+  assert.equal(meta.idColumn, 'id')
+  assert.deepEqual(meta.properties.find((p) => p.name === 'h'), { name: 'h', type: 'int4', domain: 'height' }, 'a domain over a domain: its base type')
+  // OGC API – Features reads the same description.
+  const queryables = (await app.inject({ url: '/ogc/collections/domains/queryables' })).json().properties
+  assert.deepEqual([queryables.h.type, queryables.ok.type, queryables.id.type], ['integer', 'boolean', 'integer'])
+  const page = (await app.inject({ url: '/ogc/collections/domains/items?h=12&ok=true' })).json()
+  assert.deepEqual(page.features.map((f) => [f.id, f.properties]), [[7, { t: { k: 'v' }, h: 12, ok: true }]])
+  assert.equal((await app.inject({ url: '/ogc/collections/domains/items?h=-3' })).json().numberReturned, 0, 'a value outside the domain matches nothing')
+  assert.equal((await app.inject({ url: '/ogc/collections/domains/items?h=abc' })).statusCode, 400)
+})
