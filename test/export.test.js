@@ -172,7 +172,7 @@ test('a PostGIS table exported to MBTiles: served, it answers every tile as the 
   assert.equal(meta.maxzoom, '12')
   const layers = JSON.parse(meta.json).vector_layers
   assert.equal(layers[0].id, 'zurich_points')
-  assert.deepEqual(layers[0].fields, { name: 'String', value: 'Number' })
+  assert.deepEqual(layers[0].fields, { id: 'Number', name: 'String', value: 'Number' })
   assert.deepEqual([layers[0].minzoom, layers[0].maxzoom], [8, 12], 'the layer is said to span the exported zooms')
   // Stored as MBTiles and tippecanoe store vector tiles: gzip.
   const d = new Database(out, { readonly: true })

@@ -20,6 +20,9 @@ before(async () => {
     CREATE DOMAIN tags AS jsonb;
     CREATE TABLE domains (id objid PRIMARY KEY, t tags, h height, ok flag, geom geometry(Point, 4326));
     INSERT INTO domains VALUES (7, '{"k": "v"}', 12, true, 'SRID=4326;POINT(8.54 47.37)');
+    CREATE TABLE signed_keys (id int8 PRIMARY KEY, name text, tc_mvt_id text, geom geometry(Point, 4326));
+    INSERT INTO signed_keys VALUES (-2147483649, 'most negative', 'x', 'SRID=4326;POINT(8.54 47.37)'), (-1, 'negative', 'x', 'SRID=4326;POINT(8.55 47.37)'),
+      (0, 'zero', 'x', 'SRID=4326;POINT(8.56 47.37)'), (5, 'positive', 'x', 'SRID=4326;POINT(8.57 47.37)');
   `)
 })
 
@@ -38,7 +41,7 @@ test('a column whose type is a domain is served as its base type: numbers, boole
   assert.equal(feature.id, 7)
   assert.deepEqual({ ...feature.properties }, { k: 'v', h: 12, ok: true }, 'as ST_AsMVT (and martin) write them')
   const tj = (await app.inject({ url: '/domains.json' })).json()
-  assert.deepEqual(tj.vector_layers[0].fields, { h: 'Number', ok: 'Boolean' }, 'the key is the feature id')
+  assert.deepEqual(tj.vector_layers[0].fields, { id: 'Number', h: 'Number', ok: 'Boolean' })
   const meta = (await app.inject({ url: '/domains/meta' })).json()
   assert.equal(meta.idColumn, 'id')
   assert.deepEqual(meta.properties.find((p) => p.name === 'h'), { name: 'h', type: 'int4', domain: 'height' }, 'a domain over a domain: its base type')
@@ -49,4 +52,20 @@ test('a column whose type is a domain is served as its base type: numbers, boole
   assert.deepEqual(page.features.map((f) => [f.id, f.properties]), [[7, { t: { k: 'v' }, h: 12, ok: true }]])
   assert.equal((await app.inject({ url: '/ogc/collections/domains/items?h=-3' })).json().numberReturned, 0, 'a value outside the domain matches nothing')
   assert.equal((await app.inject({ url: '/ogc/collections/domains/items?h=abc' })).statusCode, 400)
+})
+
+test('a row whose integer key is negative keeps it: as a property, where MVT\'s unsigned feature id cannot hold it; other keys are the feature id alone', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await makeApp(t, { paths: [db.url] })
+  const tile = features(await app.inject({ url: '/signed_keys/0/0/0' }), 'signed_keys')
+  const byName = Object.fromEntries(tile.map((f) => [f.properties.name, [f.id, { ...f.properties }]]))
+  assert.deepEqual(byName, {
+    'most negative': [undefined, { id: -2147483649, name: 'most negative' }],
+    negative: [undefined, { id: -1, name: 'negative' }],
+    zero: [0, { name: 'zero' }],
+    positive: [5, { name: 'positive' }],
+  })
+  const tj = (await app.inject({ url: '/signed_keys.json' })).json()
+  assert.deepEqual(tj.vector_layers[0].fields, { id: 'Number', name: 'String' }, 'the key may be a property; a column named as the id\'s alias is left out')
+  assert.equal((await app.inject({ url: '/signed_keys/meta' })).json().idColumn, 'id')
 })

@@ -3,7 +3,7 @@
 // runs the same queries against a real PostGIS.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { GEOM_ALIAS, functionTileSql, layerFields, quoteIdent, quoteLiteral, statementName, tableTileSql, undrawable } from '../lib/sources/postgis/sql.js'
+import { GEOM_ALIAS, ID_ALIAS, functionTileSql, layerFields, quoteIdent, quoteLiteral, statementName, tableTileSql, undrawable } from '../lib/sources/postgis/sql.js'
 import { describeTable, functionId, idAllocator, tableSpecs } from '../lib/sources/postgis/introspect.js'
 import { functionSource, tableSource } from '../lib/sources/postgis/sources.js'
 
@@ -137,7 +137,8 @@ test('names from the catalog are quoted: mixed case, spaces and quotes stay name
   assert.ok(sql.includes('FROM "My ""Schema"""."x""; DROP TABLE roads; --" AS g'))
   assert.equal(filterOf(sql).column, 'g."The Geom"')
   assert.ok(sql.includes('g."it\'s ""odd"""'))
-  assert.ok(sql.includes(`ST_AsMVT(t.*, 'O''Brien''); DROP TABLE roads; --', 4096, '${GEOM_ALIAS}', 'Road ID')`))
+  assert.ok(sql.includes(`ST_AsMVT(t.*, 'O''Brien''); DROP TABLE roads; --', 4096, '${GEOM_ALIAS}', '${ID_ALIAS}')`))
+  assert.ok(sql.includes(`g."Road ID" AS ${ID_ALIAS}, CASE WHEN g."Road ID" < 0 THEN g."Road ID" END AS "Road ID"`))
   const code = unquoted(sql)
   assert.ok(!code.includes('DROP') && !code.includes('--') && !code.includes(';'), `only names carry the attempt:\n${code}`)
 })
@@ -150,7 +151,7 @@ test('properties: types ST_AsMVT encodes pass as they are, any other as text und
       { name: 'doc', type: 'json' }, { name: 'o', type: 'oid' },
     ],
   }))
-  for (const name of ['id', 'ok', 'h', 'tags', 'doc']) assert.ok(sql.includes(`, g."${name}"`) && !sql.includes(`g."${name}"::text`), name)
+  for (const name of ['ok', 'h', 'tags', 'doc']) assert.ok(sql.includes(`, g."${name}"`) && !sql.includes(`g."${name}"::text`), name)
   for (const name of ['price', 'at', 'kv']) assert.ok(sql.includes(`g."${name}"::text AS "${name}"`), name)
   assert.ok(sql.includes('g."o"::int8 AS "o"'), 'an oid as the number its field says (ST_AsMVT writes its text)')
   assert.ok(tableTileSql(table({ columns: [], idColumn: null })).includes(`AS ${GEOM_ALIAS}\n  FROM`), 'no columns, no dangling comma')
@@ -161,7 +162,8 @@ test('limit, id column, extent and buffer reach the query where they belong', ()
   assert.match(limited, /WHERE g\."geom" && [^\n]+\n {4}AND [^\n]+\n {2}LIMIT 500\n\) AS t/, 'the limit bounds the features of one tile, inside the subquery')
   assert.ok(!tableTileSql(table()).includes('LIMIT'), 'no limit unless configured')
 
-  assert.ok(tableTileSql(table()).startsWith(`SELECT ST_AsMVT(t.*, 'roads', 4096, '${GEOM_ALIAS}', 'id') FROM (`), 'the key is the feature id')
+  assert.ok(tableTileSql(table()).startsWith(`SELECT ST_AsMVT(t.*, 'roads', 4096, '${GEOM_ALIAS}', '${ID_ALIAS}') FROM (`), 'the key is the feature id')
+  assert.ok(tableTileSql(table()).includes(`g."id" AS ${ID_ALIAS}, CASE WHEN g."id" < 0 THEN g."id" END AS "id"`), 'and a property where negative (MVT ids are unsigned)')
   assert.ok(tableTileSql(table({ idColumn: null })).startsWith(`SELECT ST_AsMVT(t.*, 'roads', 4096, '${GEOM_ALIAS}') FROM (`))
 
   const small = tableTileSql(table({ extent: 512, buffer: 8 }))
@@ -198,14 +200,13 @@ test('statement names: stable for the same SQL, distinct for different SQL, with
   assert.equal(new Set(variants.map(statementName)).size, variants.length)
 })
 
-test('layer fields: their TileJSON types; the key column (the feature id) and jsonb columns (spread into keys) are no field', () => {
+test('layer fields: their TileJSON types, the key column\'s too (a property where negative); jsonb columns (spread into keys) are no field', () => {
   const columns = [
     { name: 'id', type: 'int4' }, { name: 'n', type: 'int8' }, { name: 'f', type: 'float4' }, { name: 'o', type: 'oid' },
     { name: 'ok', type: 'bool' }, { name: 'name', type: 'text' }, { name: 'at', type: 'timestamptz' }, { name: 'price', type: 'numeric' },
     { name: 'j', type: 'json' }, { name: 'jb', type: 'jsonb' },
   ]
-  assert.deepEqual(layerFields(columns, 'id'), { n: 'Number', f: 'Number', o: 'Number', ok: 'Boolean', name: 'String', at: 'String', price: 'String', j: 'String' })
-  assert.equal(layerFields(columns, null).id, 'Number', 'without a key, the id column is a field like any other')
+  assert.deepEqual(layerFields(columns), { id: 'Number', n: 'Number', f: 'Number', o: 'Number', ok: 'Boolean', name: 'String', at: 'String', price: 'String', j: 'String' })
 })
 
 test('geometry types MVT cannot hold are undrawable, whatever their Z/M suffix or case', () => {
@@ -246,7 +247,7 @@ test('a table source advertises its layer, fields and metadata; a function its c
   assert.equal(roads.kind, 'postgis')
   assert.equal(roads.cacheTtlS, 60)
   const [layer] = roads.tilejson.vector_layers
-  assert.deepEqual([layer.id, layer.fields, layer.description], ['roads', { name: 'String' }, 'all the roads'])
+  assert.deepEqual([layer.id, layer.fields, layer.description], ['roads', { id: 'Number', name: 'String' }, 'all the roads'])
   assert.equal(roads.tilejson.maxzoom, 16)
   assert.deepEqual(roads.tilejson.bounds, [5, 45, 10, 48])
   assert.deepEqual(roads.metadata.properties.map((p) => p.name), ['id', 'name', 'j'], 'meta lists every column')

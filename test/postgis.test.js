@@ -83,8 +83,9 @@ test('tables, views and functions in any schema become sets, with TileJSON vecto
   const tj = (await app.inject({ url: '/public.zurich_points.json', headers: { host: 'h' } })).json()
   assert.deepEqual(tj.tiles, ['http://h/public.zurich_points/{z}/{x}/{y}.pbf'])
   assert.deepEqual(tj.vector_layers[0].id, 'zurich_points')
-  // The primary key is each feature's id, not one of its properties: the layer's fields say what features carry.
-  assert.deepEqual(tj.vector_layers[0].fields, { name: 'String', value: 'Number' })
+  // The primary key is each feature's id, a property only where it is negative (MVT ids are unsigned): the layer's
+  // fields say what features may carry.
+  assert.deepEqual(tj.vector_layers[0].fields, { id: 'Number', name: 'String', value: 'Number' })
   const [w, s, e, n] = tj.bounds
   assert.ok(w > 8.2 && w < 8.3 && e > 8.8 && e < 8.9 && s > 47.1 && s < 47.2 && n > 47.5 && n < 47.6, `bounds ${tj.bounds}`)
   const meta = (await app.inject({ url: '/public.zurich_points/meta' })).json()
@@ -95,7 +96,7 @@ test('tables, views and functions in any schema become sets, with TileJSON vecto
   const [x, y] = lonLatToTile(8.54, 47.37, 14)
   const feature = decode((await app.inject({ url: `/public.zurich_points/14/${x}/${y}` })).rawPayload).layers.zurich_points.feature(0)
   assert.equal(typeof feature.id, 'number')
-  assert.deepEqual(Object.keys(feature.properties).sort(), Object.keys(tj.vector_layers[0].fields).sort(), 'fields are what features hold')
+  assert.deepEqual(Object.keys(feature.properties).sort(), Object.keys(tj.vector_layers[0].fields).filter((k) => k !== 'id').sort(), 'fields are what features hold (a positive key the id alone)')
 })
 
 /** The JavaScript type a TileJSON field type stands for, as @mapbox/vector-tile decodes it. */
@@ -119,6 +120,7 @@ test('every column is a field of its layer, of the type its tiles and features c
   assert.equal(tile.statusCode, 200)
   const { properties } = decode(tile.rawPayload).layers.typed_columns.feature(0)
   for (const [name, type] of Object.entries(fields)) {
+    if (name === 'id') continue // the key: the feature id, a property only where negative
     assert.ok(name in properties, `${name} is in the tile`)
     assert.equal(typeof properties[name], JS_TYPE[type], `${name}: declared ${type}, the tile holds ${JSON.stringify(properties[name])}`)
   }
@@ -145,7 +147,7 @@ test('arrays and tsvector are properties: their text in tiles (String fields, as
   t.after(() => runSql(db.url, 'DROP TABLE IF EXISTS array_columns'))
   const app = await makeApp(t, { paths: [db.url] })
   const fields = (await app.inject({ url: '/array_columns.json' })).json().vector_layers[0].fields
-  assert.deepEqual(fields, { ints: 'String', words: 'String', grid: 'String', doc: 'String' }, 'no bytea field')
+  assert.deepEqual(fields, { id: 'Number', ints: 'String', words: 'String', grid: 'String', doc: 'String' }, 'no bytea field')
   const { properties } = decode((await app.inject({ url: '/array_columns/0/0/0' })).rawPayload).layers.array_columns.feature(0)
   assert.deepEqual({ ...properties }, { ints: '{1,2,3}', words: '{a,"b c",NULL}', grid: '{{1.5,2},{3,4}}', doc: "'a' 'cat' 'fat'" })
   assert.deepEqual((await app.inject({ url: '/array_columns/meta' })).json().properties.map((p) => p.name), ['id', 'ints', 'words', 'grid', 'doc'])
@@ -753,7 +755,7 @@ test('a table readable only through column grants is served with the columns the
   const list = (await app.inject({ url: '/list' })).json()
   assert.ok(list.includes('col_granted'), JSON.stringify(list))
   assert.ok(!list.includes('col_blind'), 'its geometry cannot be read')
-  assert.deepEqual((await app.inject({ url: '/col_granted.json' })).json().vector_layers[0].fields, { label: 'String' })
+  assert.deepEqual((await app.inject({ url: '/col_granted.json' })).json().vector_layers[0].fields, { id: 'Number', label: 'String' })
   const [x, y] = lonLatToTile(8.54, 47.37, 12)
   const tile = await app.inject({ url: `/col_granted/12/${x}/${y}` })
   assert.equal(tile.statusCode, 200, tile.body)

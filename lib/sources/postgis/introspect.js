@@ -2,7 +2,7 @@
 // catalog; the ids they are served under; and each table's description (SRID, properties, key, options) from which
 // sql.js builds its tile query. Only readTables, readFunctions and describeTable talk to the database, through the
 // pool they are given.
-import { GEOM_ALIAS, quoteIdent, undrawable } from './sql.js'
+import { GEOM_ALIAS, ID_ALIAS, quoteIdent, undrawable } from './sql.js'
 
 // Columns that are no property, nor are arrays of them: geometries (another geometry column of the table is a set of
 // its own) and rasters; and bytea: a blob (a photo, a document) may be megabytes a row and means nothing on a map,
@@ -204,7 +204,7 @@ export async function describeTable (pool, row, columns, opts, options, multiGeo
   if (!srid) {
     return 'the geometry column has no SRID: set `srid` for this table in postgres.tables, or postgres.defaultSrid'
   }
-  const all = columns.filter((c) => !skippedType(c.type) && c.name !== GEOM_ALIAS)
+  const all = columns.filter((c) => !skippedType(c.type) && c.name !== GEOM_ALIAS && c.name !== ID_ALIAS)
   const wanted = Array.isArray(opts.properties) ? all.filter((c) => opts.properties.includes(c.name)) : all
   // Named in the config but not served: no such column (a typo, one dropped or renamed), or of a type left out (bytea).
   const unserved = Array.isArray(opts.properties) ? opts.properties.filter((name) => !wanted.some((c) => c.name === name)) : []

@@ -26,7 +26,7 @@ export function tableSource (id, t, bounds, { pool, tiles, cacheTtlS }, domain =
   const sql = tableTileSql(t, domain === null ? undefined : mercatorBox(domain))
   const name = statementName(sql)
   const tj = commentJson(t.comment)
-  const fields = layerFields(t.columns, t.idColumn)
+  const fields = layerFields(t.columns)
   return {
     id,
     kind,

@@ -28,6 +28,8 @@ export const mayBeCurved = (geomType) => MAYBE_CURVED.has(baseType(geomType))
 
 /** The column name of the drawn geometry in the tile query; a table column of that name is left out of the tile. */
 export const GEOM_ALIAS = 'tc_mvt_geom'
+/** The column name of the feature id in the tile query (the key's value); a table column of that name is left out too. */
+export const ID_ALIAS = 'tc_mvt_id'
 const WORLD_BOX = 'ST_MakeEnvelope(-20037508.342789244, -20037508.342789244, 20037508.342789244, 20037508.342789244, 3857)::box2d'
 
 // Geometry types by the test that shows their coordinates finite (drawableSql).
@@ -92,11 +94,11 @@ const fieldType = (t) => (NUMBER_TYPES.has(t) ? 'Number' : t === 'bool' ? 'Boole
 const listedField = (c) => c.type !== 'jsonb'
 
 /**
- * The TileJSON `fields` of a table's layer: what its features carry. The key column becomes the feature id, which
- * ST_AsMVT leaves out of the properties: not a field of the layer.
+ * The TileJSON `fields` of a table's layer: what its features may carry. The key column is a field too: it is the
+ * feature id, and a property where it is negative (tableTileSql).
  */
-export const layerFields = (columns, idColumn) =>
-  Object.fromEntries(columns.filter((c) => listedField(c) && c.name !== idColumn).map((c) => [c.name, fieldType(c.type)]))
+export const layerFields = (columns) =>
+  Object.fromEntries(columns.filter(listedField).map((c) => [c.name, fieldType(c.type)]))
 
 // A geography's edges are great circles, each the shorter way round; drawn as its geometry, an edge is planar in
 // lon/lat, and one over the antimeridian (170° to -170°) ran the long way, 340° through 0°, while the tiles at 180°
@@ -153,8 +155,15 @@ export function tableTileSql ({ schema, table, geom, geomType, geography, srid, 
     : `ST_Transform(ST_Segmentize(ST_ClipByBox2D(${area}, ${clip}), 2504688.542848655 / (1 << $1::integer)), ${srid})`
   if (storedSrid === 0) envelope = `ST_SetSRID(${envelope}, 0)`
   if (geography) envelope = `${envelope}::geography`
-  const props = columns.map((c) => (NATIVE_TYPES.has(c.type) ? `g.${quoteIdent(c.name)}` : `g.${quoteIdent(c.name)}::${CAST_TYPES.get(c.type) ?? 'text'} AS ${quoteIdent(c.name)}`))
-  return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(idColumn)}` : ''}) FROM (
+  const props = columns.map((c) => {
+    const value = `g.${quoteIdent(c.name)}`
+    // MVT feature ids are unsigned (spec 2.1 §4.2): ST_AsMVT writes no id for a negative key, and the key is no property
+    // of the row either, which is left with nothing to tell it by. Such a row keeps its key as a property; others pay
+    // a comparison, their NULL written nowhere (ST_AsMVT leaves NULL values out).
+    if (c.name === idColumn) return `${value} AS ${ID_ALIAS}, CASE WHEN ${value} < 0 THEN ${value} END AS ${quoteIdent(c.name)}`
+    return NATIVE_TYPES.has(c.type) ? value : `${value}::${CAST_TYPES.get(c.type) ?? 'text'} AS ${quoteIdent(c.name)}`
+  })
+  return `SELECT ST_AsMVT(t.*, ${quoteLiteral(layer)}, ${extent}, ${quoteLiteral(GEOM_ALIAS)}${idColumn ? `, ${quoteLiteral(ID_ALIAS)}` : ''}) FROM (
   SELECT ST_AsMVTGeom(${inTileSrid}, ${tile}, ${extent}, ${buffer}, true) AS ${GEOM_ALIAS}${props.length ? ', ' + props.join(', ') : ''}
   FROM ${quoteIdent(schema)}.${quoteIdent(table)} AS g
   WHERE ${g} && ${envelope}${rowSrid === null ? '' : `\n    AND ST_SRID(${g}) = ${rowSrid}`}
