@@ -6,6 +6,7 @@ import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader } from 'pbf'
 import { makeApp, needs } from './helpers/app.js'
 import { POSTGIS_MISSING, runSql, startPostgis } from './helpers/postgres.js'
+import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
 
 let db = null
 
@@ -23,6 +24,11 @@ before(async () => {
     CREATE TABLE signed_keys (id int8 PRIMARY KEY, name text, tc_mvt_id text, geom geometry(Point, 4326));
     INSERT INTO signed_keys VALUES (-2147483649, 'most negative', 'x', 'SRID=4326;POINT(8.54 47.37)'), (-1, 'negative', 'x', 'SRID=4326;POINT(8.55 47.37)'),
       (0, 'zero', 'x', 'SRID=4326;POINT(8.56 47.37)'), (5, 'positive', 'x', 'SRID=4326;POINT(8.57 47.37)');
+    CREATE TABLE commented (name text, geom geometry(Point, 4326));
+    INSERT INTO commented VALUES ('a', 'SRID=4326;POINT(8.54 47.37)'), ('b', 'SRID=4326;POINT(8.541 47.371)');
+    CREATE FUNCTION commented_fn(z integer, x integer, y integer) RETURNS bytea AS $$ SELECT NULL::bytea $$ LANGUAGE sql IMMUTABLE;
+    CREATE TABLE plain (name text, geom geometry(Point, 4326));
+    INSERT INTO plain VALUES ('a', 'SRID=4326;POINT(8.54 47.37)'), ('b', 'SRID=4326;POINT(8.6 47.4)');
   `)
 })
 
@@ -68,4 +74,29 @@ test('a row whose integer key is negative keeps it: as a property, where MVT\'s 
   const tj = (await app.inject({ url: '/signed_keys.json' })).json()
   assert.deepEqual(tj.vector_layers[0].fields, { id: 'Number', name: 'String' }, 'the key may be a property; a column named as the id\'s alias is left out')
   assert.equal((await app.inject({ url: '/signed_keys/meta' })).json().idColumn, 'id')
+})
+
+// A comment as martin's documentation writes them, with keys tile-cannon keeps its own, and keys of a wrong shape.
+const COMMENT = {
+  description: 'the points', attribution: '(c) me', minzoom: 5, maxzoom: 14, bounds: [8, 47, 9, 48], center: [8.5, 47.5, 10],
+  custom: { a: 1, list: [1, 2] }, fillzoom: 12, legend: 5, grids: 'no list', foo: null,
+  tilejson: '9.9.9', tiles: ['http://elsewhere/{z}/{x}/{y}'], scheme: 'tms', format: 'png', id: 'other', encoding: 'mlt',
+}
+
+test('a table\'s comment JSON: its bounds and center are the TileJSON\'s, as a function\'s, and its other keys are carried through but the server\'s own', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const comment = JSON.stringify(COMMENT).replaceAll("'", "''")
+  await runSql(db.url, `COMMENT ON TABLE commented IS '${comment}'; COMMENT ON FUNCTION commented_fn IS '${comment}'`)
+  const app = await makeApp(t, { paths: [db.url] })
+  for (const id of ['commented', 'commented_fn']) {
+    const tj = (await app.inject({ url: `/${id}.json`, headers: { host: 'h' } })).json()
+    assert.deepEqual([tj.bounds, tj.center, tj.minzoom, tj.maxzoom, tj.description, tj.attribution], [[8, 47, 9, 48], [8.5, 47.5, 10], 5, 14, 'the points', '(c) me'], id)
+    assert.deepEqual([tj.custom, tj.fillzoom], [{ a: 1, list: [1, 2] }, 12], `${id}: other keys as they are`)
+    assert.deepEqual([tj.tilejson, tj.tiles, tj.scheme, tj.format, tj.id, tj.encoding], ['3.0.0', [`http://h/${id}/{z}/{x}/{y}.pbf`], 'xyz', 'pbf', id, undefined], `${id}: the server's keys`)
+    assert.ok(!('legend' in tj) && !('grids' in tj) && !('foo' in tj), `${id}: a key of the wrong shape, or null, is left out`)
+    if (HAVE_SCHEMA) assertValidTileJson(tj, { label: id })
+  }
+  const plain = (await app.inject({ url: '/plain.json' })).json()
+  assert.ok(plain.bounds[0] > 8.5 && plain.bounds[2] < 8.7, `without a comment, the table's own bounds: ${plain.bounds}`)
+  assert.equal((await app.inject({ url: '/commented/5/16/11' })).statusCode, 200, 'its tiles as ever')
 })

@@ -1,7 +1,7 @@
 // The sets of a database: a table (or view) set and a function set, each with its tile query built once, here, and
 // run per request on the provider's tile connections (lanes.js) as a named prepared statement.
 import { BadRequest, Unavailable, isDataException } from '../../errors.js'
-import { buildTileJson, describedBy } from '../tilejson.js'
+import { buildTileJson, describedBy, numberList } from '../tilejson.js'
 import { functionTileSql, layerFields, mayBeCurved, mercatorBox, statementName, tableTileSql, takesQuery } from './sql.js'
 
 export const kind = 'postgis'
@@ -15,6 +15,30 @@ export function commentJson (comment) {
   } catch {
     return {}
   }
+}
+
+// A comment's keys that tile-cannon reads into its own TileJSON fields (checked and repaired by buildTileJson), and
+// those it never takes from a comment: the TileJSON version, the tile URLs and their scheme and format are the
+// server's (a comment's `tiles` would send clients elsewhere, `scheme: tms` flip every tile), as are `id` and
+// `encoding` (routes/meta.js) and a table's `vector_layers` (what its tiles hold).
+const READ_KEYS = new Set(['name', 'description', 'attribution', 'version', 'minzoom', 'maxzoom', 'bounds', 'center', 'vector_layers'])
+const SERVER_KEYS = new Set(['tilejson', 'tiles', 'scheme', 'format', 'encoding', 'id'])
+// TileJSON 3.0.0 fields of a given shape: a comment's value of another is left out, so the TileJSON stays valid.
+const isString = (v) => typeof v === 'string'
+const isStrings = (v) => Array.isArray(v) && v.every(isString)
+const SHAPES = { legend: isString, template: isString, grids: isStrings, data: isStrings, fillzoom: (v) => Number.isInteger(v) && v >= 0 && v <= 30 }
+
+/**
+ * The other keys of a comment's JSON, carried into the TileJSON as martin merges the whole comment into it (a key
+ * with a null value is none, as in a JSON Merge Patch).
+ */
+function commentExtra (tj) {
+  const extra = {}
+  for (const [key, value] of Object.entries(tj)) {
+    if (READ_KEYS.has(key) || SERVER_KEYS.has(key) || value === null || (SHAPES[key] !== undefined && !SHAPES[key](value))) continue
+    extra[key] = value
+  }
+  return extra
 }
 
 /**
@@ -39,9 +63,13 @@ export function tableSource (id, t, bounds, { pool, tiles, cacheTtlS }, domain =
       ...describedBy(tj, id),
       minzoom: t.minzoom ?? tj.minzoom ?? 0,
       maxzoom: t.maxzoom ?? tj.maxzoom ?? 22,
-      bounds,
+      // The comment's bounds (as a function's): the author's say where the data is; the table's own still make its
+      // query domain (bounds.js).
+      bounds: numberList(tj.bounds, 4) ?? bounds,
+      center: numberList(tj.center, 3),
       vectorLayers: [{ id: t.layer, fields, minzoom: t.minzoom ?? 0, maxzoom: t.maxzoom ?? 22, ...(tj.description ? { description: tj.description } : {}) }],
       format: 'pbf',
+      extra: commentExtra(tj),
     }),
     sql,
     // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles (a new non-integer key: features ids)
@@ -122,10 +150,11 @@ export function functionSource (id, f, { tiles, cacheTtlS }) {
       ...describedBy(tj, id),
       minzoom: tj.minzoom ?? 0,
       maxzoom: tj.maxzoom ?? 22,
-      bounds: Array.isArray(tj.bounds) && tj.bounds.length === 4 ? tj.bounds : undefined,
-      center: Array.isArray(tj.center) && tj.center.length === 3 ? tj.center : undefined,
+      bounds: numberList(tj.bounds, 4),
+      center: numberList(tj.center, 3),
       vectorLayers: Array.isArray(tj.vector_layers) ? tj.vector_layers : undefined,
       format: 'pbf',
+      extra: commentExtra(tj),
     }),
     sql,
     signature: sql, // unchanged SQL and TileJSON: re-discovery keeps the set and its cached tiles
