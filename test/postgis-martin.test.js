@@ -27,6 +27,24 @@ before(async () => {
     CREATE TABLE commented (name text, geom geometry(Point, 4326));
     INSERT INTO commented VALUES ('a', 'SRID=4326;POINT(8.54 47.37)'), ('b', 'SRID=4326;POINT(8.541 47.371)');
     CREATE FUNCTION commented_fn(z integer, x integer, y integer) RETURNS bytea AS $$ SELECT NULL::bytea $$ LANGUAGE sql IMMUTABLE;
+    CREATE TABLE qpts (id int PRIMARY KEY, t text, i2 int2, b boolean, geom geometry(Point, 4326));
+    INSERT INTO qpts VALUES (1, 'hello', -5, true, 'SRID=4326;POINT(8.54 47.37)'), (3, 'other', 7, false, 'SRID=4326;POINT(8.56 47.36)');
+    -- martin's documented example (sources-pg-functions.md), and one reading a boolean and an array of the query
+    CREATE FUNCTION fn_martin_doc(z integer, x integer, y integer, query_params json) RETURNS bytea AS $$
+      SELECT ST_AsMVT(tile, 'doc', 4096, 'geom') FROM (
+        SELECT ST_AsMVTGeom(ST_Transform(geom, 3857), ST_TileEnvelope(z, x, y), 4096, 64, true) AS geom, t AS name FROM qpts
+        WHERE i2 = (query_params->'objectParam'->>'answer')::int AND b = (query_params->>'booleanParam')::boolean) tile
+    $$ LANGUAGE sql STABLE;
+    CREATE FUNCTION fn_bool(z integer, x integer, y integer, query jsonb) RETURNS bytea AS $$
+      SELECT ST_AsMVT(tile, 'bool', 4096, 'geom') FROM (
+        SELECT ST_AsMVTGeom(ST_Transform(geom, 3857), ST_TileEnvelope(z, x, y), 4096, 64, true) AS geom, t AS name FROM qpts
+        WHERE (NOT coalesce((query->'onlyTrue')::boolean, false) OR b)
+          AND (query->'ids' IS NULL OR id IN (SELECT jsonb_array_elements_text(query->'ids')::int))) tile
+    $$ LANGUAGE sql STABLE;
+    CREATE FUNCTION fn_echo(z integer, x integer, y integer, query json) RETURNS bytea AS $$
+      SELECT ST_AsMVT(t, 'echo', 4096, 'geom') FROM (
+        SELECT ST_AsMVTGeom(ST_Point(0, 0, 3857), ST_TileEnvelope(z, x, y)) AS geom, query::text AS q, query->>'n' AS n) AS t
+    $$ LANGUAGE sql IMMUTABLE;
     CREATE TABLE plain (name text, geom geometry(Point, 4326));
     INSERT INTO plain VALUES ('a', 'SRID=4326;POINT(8.54 47.37)'), ('b', 'SRID=4326;POINT(8.6 47.4)');
   `)
@@ -99,4 +117,31 @@ test('a table\'s comment JSON: its bounds and center are the TileJSON\'s, as a f
   const plain = (await app.inject({ url: '/plain.json' })).json()
   assert.ok(plain.bounds[0] > 8.5 && plain.bounds[2] < 8.7, `without a comment, the table's own bounds: ${plain.bounds}`)
   assert.equal((await app.inject({ url: '/commented/5/16/11' })).statusCode, 200, 'its tiles as ever')
+})
+
+test('a tile function\'s query by martin\'s convention: each value that is JSON is that value, any other a string; a repeated key its last value', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await makeApp(t, { paths: [db.url] })
+  const names = async (url) => {
+    const res = await app.inject({ url })
+    assert.ok(res.statusCode === 200 || res.statusCode === 204, `${url}: ${res.statusCode} ${res.payload}`)
+    return res.statusCode === 204 ? [] : features(res, Object.keys(decode(res.rawPayload).layers)[0]).map((f) => f.properties.name).sort()
+  }
+  const q = (params) => new URLSearchParams(params).toString()
+  assert.deepEqual(await names(`/fn_martin_doc/0/0/0?${q({ objectParam: '{"answer": -5}', booleanParam: 'true' })}`), ['hello'], 'martin\'s documented function')
+  assert.deepEqual(await names('/fn_bool/0/0/0?onlyTrue=true'), ['hello'], '(query->\'onlyTrue\')::boolean')
+  assert.deepEqual(await names(`/fn_bool/0/0/0?${q({ ids: '[1,3]' })}`), ['hello', 'other'], 'jsonb_array_elements_text(query->\'ids\')')
+  assert.deepEqual(await names(`/fn_bool/0/0/0?${q({ ids: '[3]' })}`), ['other'], 'another query, another tile')
+  assert.deepEqual(await names('/fn_bool/0/0/0?onlyTrue=false&onlyTrue=true'), ['hello'], 'a repeated key: its last value')
+
+  const echo = async (search) => {
+    const { q: text, n } = features(await app.inject({ url: `/fn_echo/0/0/0?${search}` }), 'echo')[0].properties
+    return [JSON.parse(text), n]
+  }
+  assert.deepEqual(await echo('color=red&n=1'), [{ color: 'red', n: 1 }, '1'], 'a word stays a string; ->> of a number is its text')
+  assert.deepEqual(await echo(q({ n: '"1"' })), [{ n: '1' }, '1'], 'a JSON string is that string')
+  assert.deepEqual(await echo(q({ n: '9007199254740993', s: '{"a', e: '' })), [{ n: 9007199254740992, s: '{"a', e: '' }, '9007199254740993'], 'a number keeps its digits; what is not JSON is a string')
+  assert.deepEqual(await echo('n=1&n=2'), [{ n: 2 }, '2'])
+  assert.deepEqual(await echo(''), [{}, undefined])
+  assert.equal((await app.inject({ url: `/fn_bool/0/0/0?${q({ ids: '["x"]' })}` })).statusCode, 400, 'a value the function cannot cast: 400, as before')
 })

@@ -5,7 +5,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { GEOM_ALIAS, ID_ALIAS, functionTileSql, layerFields, quoteIdent, quoteLiteral, statementName, tableTileSql, undrawable } from '../lib/sources/postgis/sql.js'
 import { describeTable, functionId, idAllocator, tableSpecs } from '../lib/sources/postgis/introspect.js'
-import { functionSource, tableSource } from '../lib/sources/postgis/sources.js'
+import { functionSource, queryJson, tableSource } from '../lib/sources/postgis/sources.js'
 
 /** A point table in Web Mercator with a key and a name, as introspect.js describes it; `over` changes some of it. */
 const table = (over = {}) => ({
@@ -230,7 +230,12 @@ test('request values reach the database only as bound parameters, never in the S
   assert.equal(fn.takesQuery, true)
   assert.deepEqual([...new Set(fn.sql.match(/\$\d+/g))].sort(), ['$1', '$2', '$3', '$4'])
   await fn.getTile(3, 4, 5, attack)
-  assert.deepEqual(calls.at(-1), { name: fn.statement, text: fn.sql, values: [3, 4, 5, JSON.stringify(attack)] })
+  assert.deepEqual(calls.at(-1), { name: fn.statement, text: fn.sql, values: [3, 4, 5, JSON.stringify({ ...attack, '"; DROP': 1 })] })
+  // A value is written as it came only when it is one JSON value: nothing else can add keys or close the object.
+  for (const value of ['1,"admin":true', '{"a":1},"b":2', '1}', '"a"]', '[1] [2]']) {
+    assert.deepEqual(JSON.parse(queryJson({ n: value })), { n: value }, value)
+  }
+  assert.equal(queryJson({ n: ['1', ' [1, 2] '], s: 'x' }), '{"n": [1, 2] ,"s":"x"}', 'the last of a repeated key; JSON as written')
   await fn.getTile(0, 0, 0)
   assert.deepEqual(calls.at(-1).values, [0, 0, 0, '{}'], 'no query: an empty object')
 

@@ -227,14 +227,14 @@ test('the right features land in the right tile with the right properties', asyn
   assert.equal(mixed.layers['Mixed Case Roads'].feature(0).properties.Kind, 'main', 'quoted, mixed-case identifiers and SRID 3857')
 })
 
-test('function sources receive the query string as json; the cache keys on it', async (t) => {
+test('function sources receive the query string as json (martin\'s: a value that is JSON as that value); the cache keys on it', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await makeApp(t, { paths: [db.url] })
   const a = decode((await app.inject({ url: '/query_echo/0/0/0?color=red&n=1' })).rawPayload).layers.echo.feature(0).properties
-  assert.deepEqual(JSON.parse(a.q), { color: 'red', n: '1' })
+  assert.deepEqual(JSON.parse(a.q), { color: 'red', n: 1 })
   assert.equal(a.zoom, 0)
   const b = decode((await app.inject({ url: '/query_echo/0/0/0?n=1&color=blue' })).rawPayload).layers.echo.feature(0).properties
-  assert.deepEqual(JSON.parse(b.q), { color: 'blue', n: '1' }, 'another query, another tile (not the cached one)')
+  assert.deepEqual(JSON.parse(b.q), { color: 'blue', n: 1 }, 'another query, another tile (not the cached one)')
   const none = decode((await app.inject({ url: '/query_echo/0/0/0' })).rawPayload).layers.echo.feature(0).properties
   assert.deepEqual(JSON.parse(none.q), {})
   assert.equal((await app.inject({ url: '/query_echo/1/0/0' })).statusCode, 204, 'the function returned no rows')

@@ -130,6 +130,33 @@ function functionFailure (err) {
   return new Unavailable(String(err.message), { cause: err })
 }
 
+/** Whether a query value is JSON text (what PostgreSQL's json takes as it is). */
+function isJson (value) {
+  try {
+    JSON.parse(value)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The request's query as the JSON a tile function takes, by martin's rule for `(z, x, y, query json)` functions (its
+ * query_to_json): a value that is JSON is that value (`n=42` a number, `b=true` a boolean, `o={"a":1}` an object,
+ * `ids=[1,3]` an array), any other its string (`color=red`); a key given more than once, its last value (martin reads
+ * the query into a map). A JSON value is written as it came, not as JavaScript reads it back: 9007199254740993 keeps
+ * its digits. Made on a cache miss only: the cache keys on the query as it came.
+ */
+export function queryJson (query) {
+  let json = ''
+  for (const key of Object.keys(query ?? {})) {
+    let value = query[key]
+    if (Array.isArray(value)) value = value[value.length - 1]
+    json += `${json === '' ? '' : ','}${JSON.stringify(key)}:${isJson(value) ? value : JSON.stringify(String(value))}`
+  }
+  return `{${json}}`
+}
+
 /** The set of a tile function (a FUNCTIONS_SQL row); its comment may name the format ('mlt') and TileJSON fields. */
 export function functionSource (id, f, { tiles, cacheTtlS }) {
   const withQuery = takesQuery(f)
@@ -162,7 +189,7 @@ export function functionSource (id, f, { tiles, cacheTtlS }) {
     async getTile (z, x, y, query) {
       try {
         const res = withQuery
-          ? await tiles.query({ name, text: sql, values: [z, x, y, JSON.stringify(query ?? {})] })
+          ? await tiles.query({ name, text: sql, values: [z, x, y, queryJson(query)] })
           : await tiles.query({ name, text: sql, values: [z, x, y] })
         return res.rows[0]?.tile ?? null
       } catch (err) {
