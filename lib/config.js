@@ -464,6 +464,14 @@ const SWITCH_WORDS = new Map([['true', true], ['1', true], ['yes', true], ['on',
 // Variables whose values are not repeated in an error (they end up in logs).
 const SECRET_ENV = new Set(['TILE_CANNON_API_KEYS', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'TILE_CANNON_REDIS_URL'])
 
+/** Sets `key` ('port', or 'tileDir.dir': the `dir` of the `tileDir` section) of a layer to a value as written (a
+ * comma-separated list for the keys that are lists). */
+function setKey (out, key, value) {
+  const [section, inner] = key.split('.')
+  if (inner !== undefined) (out[section] ??= {})[inner] = value
+  else out[key] = LISTS.has(key) ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+}
+
 function fromEnv (env) {
   const out = {}
   for (const [name, key] of Object.entries(ENV)) {
@@ -473,9 +481,7 @@ function fromEnv (env) {
       value = SWITCH_WORDS.get(value.trim().toLowerCase())
       if (value === undefined) throw new ConfigError(`invalid configuration: ${name}=${JSON.stringify(env[name])} is not a switch: write true or false (1/0, yes/no, on/off also work)`)
     }
-    const [section, inner] = key.split('.')
-    if (inner !== undefined) (out[section] ??= {})[inner] = value
-    else out[key] = LISTS.has(key) ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+    setKey(out, key, value)
   }
   return out
 }
@@ -521,9 +527,7 @@ function fromFlags (values, positionals) {
   for (const [flag, key] of Object.entries(FLAG_KEYS)) {
     const value = values[flag]
     if (value === undefined) continue
-    const [section, inner] = key.split('.')
-    if (inner !== undefined) (out[section] ??= {})[inner] = value
-    else out[key] = LISTS.has(key) ? value.split(',').map((s) => s.trim()).filter(Boolean) : value
+    setKey(out, key, value)
   }
   if (values['log-requests']) out.logRequests = true
   if (values['no-metrics']) out.metrics = { enabled: false }

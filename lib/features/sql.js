@@ -3,7 +3,7 @@
 // the geometry), so Node never parses a feature. Identifiers and literals come from the catalog, quoted here; request
 // values are always bound parameters, in the order `valuesOf` gives them. One statement text per collection and
 // parameter shape, kept (and prepared under a name on each connection) for the first SHAPES shapes of a collection.
-import { UNDRAWABLE_ST, baseType, drawableSql, quoteIdent as q, quoteLiteral, statementName } from '../sources/postgis/sql.js'
+import { UNDRAWABLE_ST, baseType, drawableSql, quoteIdent as q, quoteLiteral, shortWaySql, statementName } from '../sources/postgis/sql.js'
 
 // Past this many shapes a collection's statements run unnamed: a client inventing shapes (every subset of
 // properties) must not fill each connection with prepared statements.
@@ -59,17 +59,13 @@ function writableSql (g, geomType) {
 // A geography's edges are great circles, each the shorter way round. Cast to geometry, a line from 170° to -170°
 // came out as [170, -170], which every GeoJSON client draws 340° round through 0°. RFC 7946 3.1.9 asks such a
 // geometry cut at the antimeridian so that no part crosses it, as the tiles draw it (lib/sources/postgis/sql.js
-// geographyDrawnSql): a row whose lon/lat is wider than 180° and narrower once in 0..360 (ST_ShiftLongitude) is cut
+// shortWaySql, shared): a row whose lon/lat is wider than 180° and narrower once in 0..360 (ST_ShiftLongitude) is cut
 // at 180° (ST_WrapX), a LineString into a MultiLineString, a Polygon into a MultiPolygon, the cut where its edge meets
 // 180° as a client draws it (straight in lon/lat). A row wider than 180° either way (round the world) is as it is.
 // Other rows pay a look at the box of their cast, made once a row (geojsonOf): +12 % of the database's CPU time for
 // the features of 10-vertex lines (+20 % casting at each look); points and `geometry` columns nothing. Not
 // segmentized as the tiles are: the features are the rows' own vertices.
 const mayCross = (d) => d.geography && !POINTS.test(d.geomType)
-const shortWaySql = (g) => {
-  const shifted = `ST_ShiftLongitude(${g})`
-  return `CASE WHEN ST_XMax(${g}) - ST_XMin(${g}) <= 180 THEN ${g} WHEN ST_XMax(${shifted}) - ST_XMin(${shifted}) <= 180 THEN ST_WrapX(${shifted}, 180, -360) ELSE ${g} END`
-}
 
 /**
  * The geometry as output (`stored`: the column as geometry): declared, linearised, cut at 180° (a geography),

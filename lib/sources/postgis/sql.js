@@ -125,8 +125,17 @@ function geographyDrawnSql (g) {
   const cast = `${g}::geometry`
   const reach = `(${GEOGRAPHY_REACH_M} / sqrt(2 ^ $1::integer::float8))`
   const along = `CASE WHEN (ST_XMax(${cast}) - ST_XMin(${cast}) + ST_YMax(${cast}) - ST_YMin(${cast})) * 111320 <= ${reach} THEN ${cast} ELSE ST_Segmentize(${g}, ${reach})::geometry END`
+  return shortWaySql(cast, along)
+}
+
+/**
+ * `drawn` (a geography's geometry as drawn) the short way over the antimeridian, told by the box of `cast` (the row's
+ * plain cast): cut at 180° when its lon/lat is wider than 180° and narrower once in 0..360, else as it is. The tiles
+ * draw it (above), and OGC API – Features write it so (lib/features/sql.js, RFC 7946 3.1.9).
+ */
+export function shortWaySql (cast, drawn = cast) {
   const shifted = `ST_ShiftLongitude(${cast})`
-  return `CASE WHEN ST_XMax(${cast}) - ST_XMin(${cast}) <= 180 THEN ${along} WHEN ST_XMax(${shifted}) - ST_XMin(${shifted}) <= 180 THEN ST_WrapX(ST_ShiftLongitude(${along}), 180, -360) ELSE ${along} END`
+  return `CASE WHEN ST_XMax(${cast}) - ST_XMin(${cast}) <= 180 THEN ${drawn} WHEN ST_XMax(${shifted}) - ST_XMin(${shifted}) <= 180 THEN ST_WrapX(ST_ShiftLongitude(${drawn}), 180, -360) ELSE ${drawn} END`
 }
 
 /**
