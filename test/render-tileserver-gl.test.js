@@ -35,12 +35,18 @@ const WORLD = {
   ],
 }
 
-async function serve (t) {
+async function serve (t, { icons } = {}) {
   const dir = tempDir(t)
   const styles = join(dir, 'styles')
   mkdirSync(styles)
   writeFileSync(join(styles, 'world.json'), JSON.stringify(WORLD))
-  const app = await makeApp(t, { paths: [], styles })
+  const options = { paths: [], styles }
+  if (icons !== undefined) {
+    options.icons = join(dir, 'icons')
+    mkdirSync(options.icons)
+    for (const [name, bytes] of Object.entries(icons)) writeFileSync(join(options.icons, name), bytes)
+  }
+  const app = await makeApp(t, options)
   assert.ok(app.renderer.available, app.renderer.reason)
   return app
 }
@@ -162,4 +168,38 @@ test('static images below zoom 1 and small images of the world: as the tiles of 
   assert.ok(blue(auto.at(10, 90)) && red(auto.at(60, 90)), `auto over the world's width in 128 px: ${auto.at(10, 90)} ${auto.at(60, 90)}`)
   // A strip of the world, as wide as the engine draws: drawn, at the size asked.
   assert.equal((await sharp(await get('/styles/world/static/-180,-85.06,180,85.06/2048x10.png')).metadata()).width, 2048)
+})
+
+test('static images below zoom 1: paths and markers keep their size in pixels (the view is drawn larger and scaled down)', async (t) => {
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const pin = await sharp({ create: { width: 20, height: 30, channels: 4, background: { r: 255, g: 0, b: 255, alpha: 1 } } }).png().toBuffer()
+  const app = await serve(t, { icons: { 'pin.png': pin } })
+  const white = ([r, g, b]) => r > 200 && g > 127 && b > 127
+  const black = ([r, g, b]) => r < 60 && g < 60 && b < 60
+  const magenta = ([r, g, b]) => r > 200 && g < 60 && b > 200
+  // The pixels of one kind along a column or a row of the image: how many, and where the first and last are.
+  const along = (img, pick, kind) => {
+    const found = []
+    for (let i = 0; i < 256; i++) if (kind(pick(i))) found.push(i)
+    return { count: found.length, first: found[0], last: found.at(-1) }
+  }
+  // A white line of 8 px along the equator, a black dot of radius 8 (its white stroke partly over it) north of it, a 20x30 pin moved 30 px east south of it.
+  const overlays = 'path=-60,0|60,0&stroke=%23ffffff&width=8&marker=0,40|color:%23000000|size:8&marker=0,-40|pin.png|offset:30,0'
+  const measure = async (zoom) => {
+    const res = await app.inject({ url: `/styles/world/static/0,0,${zoom}/256x256.png?${overlays}` })
+    assert.equal(res.statusCode, 200, res.body)
+    const img = await pixels(res.rawPayload)
+    const column = (x) => (y) => img.at(x, y)
+    const line = along(img, column(100), white)
+    const dot = along(img, (y) => (y < line.first ? img.at(128, y) : [255, 255, 255]), black)
+    const pinColumn = along(img, column(158), magenta)
+    const pinRow = along(img, (x) => img.at(x, pinColumn.first + 10), magenta)
+    return { line: line.count, dot: dot.count, pinHeight: pinColumn.count, pinWidth: pinRow.count, pinCentre: (pinRow.first + pinRow.last + 1) / 2 }
+  }
+  const z1 = await measure(1)
+  assert.ok(Math.abs(z1.line - 8) <= 1 && Math.abs(z1.dot - 15) <= 2 && z1.pinHeight === 30 && z1.pinWidth === 20 && z1.pinCentre === 158, `zoom 1: ${JSON.stringify(z1)}`)
+  for (const zoom of [0.5, 0]) {
+    const small = await measure(zoom)
+    for (const [key, value] of Object.entries(z1)) assert.ok(Math.abs(small[key] - value) <= 1, `zoom ${zoom}: ${key} ${small[key]}, not ${value} as at zoom 1: ${JSON.stringify(small)}`)
+  }
 })

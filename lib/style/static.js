@@ -220,9 +220,11 @@ export function decodePolyline (text) {
 /**
  * The style with the overlays added on top: a GeoJSON source each for paths and markers, and fill, line, circle (dots)
  * and symbol (icons) layers drawing them. `sprite` ({ url, images }, lib/style/markers.js): the sheet of the markers'
- * icons, added as the style's second sprite. `key`: a short hash naming this combination, so the engine can keep it.
+ * icons, added as the style's second sprite. `shrink` (engineRequest's): the image is drawn that many times larger and
+ * scaled down, so the overlays' pixels (widths, radii, icon sizes) are drawn as many times larger to keep their size.
+ * `key`: a short hash naming this combination (shrink included), so the engine can keep it.
  */
-export function withOverlays (styleJson, { paths, markers }, sprite) {
+export function withOverlays (styleJson, { paths, markers }, sprite, shrink = 1) {
   const style = structuredClone(styleJson)
   const feature = (geometry, properties) => ({ type: 'Feature', geometry, properties })
   if (paths.length > 0) {
@@ -232,7 +234,7 @@ export function withOverlays (styleJson, { paths, markers }, sprite) {
         type: 'FeatureCollection',
         features: paths.map((p) => feature(
           p.fill !== null ? { type: 'Polygon', coordinates: [[...p.coordinates, p.coordinates[0]]] } : { type: 'LineString', coordinates: p.coordinates },
-          { stroke: p.stroke, width: p.width, fill: p.fill ?? 'rgba(0,0,0,0)' })),
+          { stroke: p.stroke, width: p.width * shrink, fill: p.fill ?? 'rgba(0,0,0,0)' })),
       },
     }
     style.layers.push(
@@ -246,12 +248,12 @@ export function withOverlays (styleJson, { paths, markers }, sprite) {
       data: {
         type: 'FeatureCollection',
         features: markers.map((m) => feature({ type: 'Point', coordinates: m.coordinates }, m.icon === null
-          ? { color: m.color, size: m.size }
-          // icon-offset is in units of the icon's size; tileserver-gl's offset is in pixels
-          : { icon: sprite.images.get(m.icon), scale: m.scale, offset: [m.offset[0] / m.scale, m.offset[1] / m.scale] })),
+          ? { color: m.color, size: m.size * shrink }
+          // icon-offset is in units of the icon's size (so it grows with shrink too); tileserver-gl's offset is in pixels
+          : { icon: sprite.images.get(m.icon), scale: m.scale * shrink, offset: [m.offset[0] / m.scale, m.offset[1] / m.scale] })),
       },
     }
-    style.layers.push({ id: 'tc-overlay-markers', type: 'circle', source: 'tc-overlay-markers', filter: ['!', ['has', 'icon']], paint: { 'circle-color': ['get', 'color'], 'circle-radius': ['get', 'size'], 'circle-stroke-color': '#ffffff', 'circle-stroke-width': 2 } })
+    style.layers.push({ id: 'tc-overlay-markers', type: 'circle', source: 'tc-overlay-markers', filter: ['!', ['has', 'icon']], paint: { 'circle-color': ['get', 'color'], 'circle-radius': ['get', 'size'], 'circle-stroke-color': '#ffffff', 'circle-stroke-width': 2 * shrink } })
     if (sprite !== undefined) {
       const sheet = { id: MARKER_SPRITE_ID, url: sprite.url }
       // One sprite becomes the `default` of two: the style's own icons keep their unprefixed names.
