@@ -35,12 +35,12 @@ const WORLD = {
   ],
 }
 
-async function serve (t, { icons } = {}) {
+async function serve (t, { icons, ...config } = {}) {
   const dir = tempDir(t)
   const styles = join(dir, 'styles')
   mkdirSync(styles)
   writeFileSync(join(styles, 'world.json'), JSON.stringify(WORLD))
-  const options = { paths: [], styles }
+  const options = { paths: [], styles, ...config }
   if (icons !== undefined) {
     options.icons = join(dir, 'icons')
     mkdirSync(options.icons)
@@ -201,5 +201,21 @@ test('static images below zoom 1: paths and markers keep their size in pixels (t
   for (const zoom of [0.5, 0]) {
     const small = await measure(zoom)
     for (const [key, value] of Object.entries(z1)) assert.ok(Math.abs(small[key] - value) <= 1, `zoom ${zoom}: ${key} ${small[key]}, not ${value} as at zoom 1: ${JSON.stringify(small)}`)
+  }
+})
+
+test('static images below zoom 1 are at most 2048 px a side (drawn twice as large, at most 4096): larger ones a 400, whatever render.maxSize allows', async (t) => {
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const app = await serve(t, { render: { maxSize: 8192 } })
+  const get = (url) => app.inject({ url: `/styles/world/static/${url}` })
+  for (const url of ['0,0,0/8192x8192.png', '0,0,0.5/2049x10.png', '0,0,0/10x2049.png', '0,0,0.99/1025x10@2x.png', '0,0,0/683x10@3x.png']) {
+    const res = await get(url)
+    assert.equal(res.statusCode, 400, `${url}: ${res.statusCode}`)
+    assert.match(res.json().message, /below zoom 1 is at most 2048 pixels/)
+  }
+  for (const [url, width] of [['0,0,0/2048x10.png', 2048], ['0,0,0/1024x10@2x.png', 2048], ['0,0,1/2049x10.png', 2049]]) {
+    const res = await get(url)
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    assert.equal((await sharp(res.rawPayload).metadata()).width, width, url)
   }
 })

@@ -74,6 +74,11 @@ export function engineRequest (view, overlays, padding) {
   const size = { width: view.width, height: view.height, ratio: view.ratio }
   if (view.op === 'view') {
     const shrink = view.zoom < 1 ? 2 : 1
+    // Not drawn at the engine's zoom 0 instead, which is a web map's 1: a map at twice the scale asked, with nothing to
+    // tell it from the right one. Reached only where render.maxSize is raised past MAX_DRAWN / 2.
+    if (Math.max(view.width, view.height) * view.ratio * shrink > MAX_DRAWN) {
+      throw new BadRequest(`an image below zoom 1 is at most ${MAX_DRAWN / shrink} pixels on each side, its @2x or @3x scale included (it is drawn twice as large): ask a smaller image or zoom 1 or more`)
+    }
     return { op: 'view', lon: view.lon, lat: view.lat, zoom: view.zoom - 1 + Math.log2(shrink), bearing: view.bearing, pitch: view.pitch, ...scaled(size, shrink), shrink }
   }
   const bbox = view.op === 'bounds' ? view.bbox.slice() : overlays.bbox?.slice()
