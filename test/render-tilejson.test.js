@@ -54,6 +54,13 @@ test('a style\'s raster TileJSON credits the sets and sources it draws, once eac
   const centred = await tileJson('centred')
   assert.deepEqual(centred.center, [8.54, 47.37, 13])
   assert.equal(centred.attribution, OSM)
+  // Of its 512 px tiles (tileserver-gl's /styles/512/:id.json): the same view, one zoom less, as a 512 px tile of z12
+  // shows what 256 px tiles of z13 do; the style's own zoom, a set's (a zoom of 256 px tiles, as the viewer takes it) less one.
+  assert.deepEqual((await tileJson('256/centred')).center, [8.54, 47.37, 13])
+  const centred512 = await tileJson('512/centred')
+  assert.deepEqual(centred512.center, [8.54, 47.37, 12])
+  assert.deepEqual([centred512.minzoom, centred512.maxzoom], [centred.minzoom, centred.maxzoom], 'both sizes are served at every zoom')
+  assert.deepEqual((await tileJson('512/credited')).center, [100, 9.5, 11])
 
   const plain = await tileJson('plain')
   assert.equal(plain.attribution, undefined, 'nothing to credit')

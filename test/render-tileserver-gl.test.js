@@ -40,6 +40,7 @@ async function serve (t, { icons, ...config } = {}) {
   const styles = join(dir, 'styles')
   mkdirSync(styles)
   writeFileSync(join(styles, 'world.json'), JSON.stringify(WORLD))
+  writeFileSync(join(styles, 'zurich.json'), JSON.stringify({ ...WORLD, center: [8.54, 47.37], zoom: 12 }))
   const options = { paths: [], styles, ...config }
   if (icons !== undefined) {
     options.icons = join(dir, 'icons')
@@ -97,15 +98,18 @@ test('tileserver-gl\'s tile size forms: /styles/:id/256/:z/:x/:y is the default 
   assert.equal((await app.inject({ url: '/styles/world/256/1/2/0.png' })).statusCode, 400, 'x beyond the zoom')
   assert.equal((await app.inject({ url: '/styles/nowhere/256/1/0/0.png' })).statusCode, 404)
 
-  const plain = (await app.inject({ url: '/styles/world.json' })).json()
+  const plain = (await app.inject({ url: '/styles/zurich.json' })).json()
+  assert.deepEqual(plain.center, [8.54, 47.37, 13], 'the style\'s zoom 12 (MapLibre\'s, of 512 px tiles) is zoom 13 of 256 px tiles')
   for (const size of [256, 512]) {
-    const res = await app.inject({ url: `/styles/${size}/world.json`, headers: { host: 'maps.example' } })
+    const res = await app.inject({ url: `/styles/${size}/zurich.json`, headers: { host: 'maps.example' } })
     assert.equal(res.statusCode, 200, res.body)
     assert.ok(res.headers.etag)
     const tj = res.json()
     assert.equal(tj.tileSize, size)
-    assert.deepEqual(tj.tiles, [`http://maps.example/styles/world/${size}/{z}/{x}/{y}.png`])
-    assert.deepEqual({ ...tj, tiles: undefined, tileSize: undefined }, { ...plain, tiles: undefined, tileSize: undefined })
+    assert.deepEqual(tj.tiles, [`http://maps.example/styles/zurich/${size}/{z}/{x}/{y}.png`])
+    // The same TileJSON but for its tiles, and the center's zoom: 512 px tiles show the style's view at its own zoom.
+    const center = [8.54, 47.37, size === 512 ? 12 : 13]
+    assert.deepEqual({ ...tj, tiles: undefined, tileSize: undefined }, { ...plain, tiles: undefined, tileSize: undefined, center })
     // Its tiles are the ones the size's own route draws.
     const tile = await app.inject({ url: tj.tiles[0].replace('http://maps.example', '').replace('{z}/{x}/{y}', '1/1/0') })
     assert.equal(tile.statusCode, 200)

@@ -198,8 +198,8 @@ async function renderPlugin (app, config) {
     const shared = createHash('sha1').update(portable).update(sprite).digest('base64url').slice(0, 12)
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
-    const tilejson = renderedTileJson(style, rendered, options.maxzoom ?? 22)
-    const made = { revision: style.revision, generation, own, loads: styles.loads, fonts: fonts.revision, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, tilejson, retries: 0, retriedAt: 0 }
+    const tilejsons = { 256: renderedTileJson(style, rendered, options.maxzoom ?? 22, 256), 512: renderedTileJson(style, rendered, options.maxzoom ?? 22, 512) }
+    const made = { revision: style.revision, generation, own, loads: styles.loads, fonts: fonts.revision, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, tilejsons, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
   }
@@ -266,7 +266,7 @@ async function renderPlugin (app, config) {
       formats: ['png', 'jpg', 'webp'],
       formatAliases: { jpeg: 'jpg' },
       scales: [1, 2, 3],
-      tilejson: drawnStyle(style).tilejson,
+      tilejson: drawnStyle(style).tilejsons[size],
       metadata: {},
       async getTile (z, x, y, query, { scale, format }) {
         if (pool === null) throw toldUnavailable(reason)
@@ -328,17 +328,19 @@ async function renderPlugin (app, config) {
 }
 
 /**
- * The TileJSON of a style's 256 px tiles (`rendered`: renderStyle's answer): the world's bounds (a style draws
+ * The TileJSON of a style's tiles of `size` px (`rendered`: renderStyle's answer): the world's bounds (a style draws
  * everywhere), the credits of what it draws, and where a map of them looks first, as the home page's preview of the
  * style does: its own `center` and `zoom` (MapLibre's zoom of 512 px tiles, one less than that of 256 px ones), else
  * the center of the first set it draws (the middle of its bounds, at the zoom where they fill about one tile, when
- * its metadata gives none), else the world at z0.
+ * its metadata gives none), else the world at z0. The center's zoom is the one whose tiles of that size show that
+ * view: 512 px tiles one less than 256 px ones. Both sizes are served from z0 to `maxzoom`.
  */
-function renderedTileJson (style, rendered, maxzoom) {
+function renderedTileJson (style, rendered, maxzoom, size) {
   const { center, zoom } = style.json
   const own = Array.isArray(center) && Number.isFinite(center[0]) && Number.isFinite(center[1]) && Number.isFinite(zoom)
   const view = own ? [center[0], center[1], zoom + 1] : rendered.used.map((e) => e.source.tilejson.center).find(Array.isArray)
-  return buildTileJson({ name: style.name, attribution: rendered.attribution, minzoom: 0, maxzoom, bounds: WORLD, center: view, format: 'png' })
+  const sized = view === undefined || size === 256 ? view : [view[0], view[1], view[2] - 1]
+  return buildTileJson({ name: style.name, attribution: rendered.attribution, minzoom: 0, maxzoom, bounds: WORLD, center: sized, format: 'png' })
 }
 
 /** PNG bytes (or a sharp pipeline) → the format asked for, encoded by sharp on libuv's thread pool. */
