@@ -69,7 +69,7 @@ export default async function renderRoutes (app) {
       const style = styleOf(request.params.id)
       const icons = overlays.markers.filter((m) => m.icon !== null).map((m) => m.icon)
       const sprite = icons.length > 0 ? await renderer.markers.sheet(icons) : undefined
-      const overlay = overlays.paths.length + overlays.markers.length > 0 ? withOverlays(JSON.parse(renderer.renderStyleJson(style)), overlays, sprite, op.shrink) : undefined
+      const overlay = overlays.paths.length + overlays.markers.length > 0 ? withOverlays(renderer.renderStyleObject(style), overlays, sprite, op.shrink) : undefined
       const bytes = await renderer.renderView(style, op, view.format, overlay)
       if (shortLifeOf(bytes) !== undefined) shortLives.set(reply, shortLifeOf(bytes))
       reply.type(IMAGE_TYPES[view.format])

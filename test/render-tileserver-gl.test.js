@@ -223,3 +223,19 @@ test('static images below zoom 1 are at most 2048 px a side (drawn twice as larg
     assert.equal((await sharp(res.rawPayload).metadata()).width, width, url)
   }
 })
+
+test('static images with overlays asked for again and again: the same image each time, and the style they are added to (parsed once, shared) left as it was', async (t) => {
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const app = await serve(t)
+  // The engine ignores a layer added twice, so what an image left behind in the shared style would not show in the next
+  // images: it would pile up, a copy of the overlays' layers per image, for the life of the process.
+  const drawn = JSON.stringify(app.renderer.renderStyleObject(app.styles.get('world')))
+  const url = '/styles/world/static/0,0,2/200x150.png?path=fill:%230000ff40|stroke:%23ffff00|-20,-20|20,-20|20,20|-20,20&marker=0,0|color:%23ffffff'
+  const first = await app.inject({ url })
+  assert.equal(first.statusCode, 200, first.body)
+  for (const other of ['/styles/world/static/0,0,2/200x150.png?path=-10,-10|10,10', '/styles/world/static/auto/100x100.png?marker=5,5']) {
+    assert.equal((await app.inject({ url: other })).statusCode, 200)
+  }
+  for (let i = 0; i < 2; i++) assert.ok((await app.inject({ url })).rawPayload.equals(first.rawPayload), `asked again (${i + 1}): the same image`)
+  assert.equal(JSON.stringify(app.renderer.renderStyleObject(app.styles.get('world'))), drawn, 'the style as drawn is as it was')
+})

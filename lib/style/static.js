@@ -230,7 +230,8 @@ export function decodePolyline (text) {
  * `key`: a short hash naming this combination (shrink included), so the engine can keep it.
  */
 export function withOverlays (styleJson, { paths, markers }, sprite, shrink = 1) {
-  const style = structuredClone(styleJson)
+  // The drawn style is shared (parsed once per drawing): only its sources, layers and sprite change here, on copies.
+  const style = { ...styleJson, sources: { ...styleJson.sources }, layers: [...styleJson.layers] }
   const feature = (geometry, properties) => ({ type: 'Feature', geometry, properties })
   if (paths.length > 0) {
     style.sources['tc-overlay-paths'] = {

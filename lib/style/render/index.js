@@ -199,7 +199,7 @@ async function renderPlugin (app, config) {
     const expiredAt = Math.max(0, ...rendered.used.map((e) => e.expiredAt))
     const ids = rendered.used.map((e) => e.id) // the sets it draws (lib/tile-dir forgets its tiles when one is purged)
     const tilejsons = { 256: renderedTileJson(style, rendered, options.maxzoom ?? 22, 256), 512: renderedTileJson(style, rendered, options.maxzoom ?? 22, 512) }
-    const made = { revision: style.revision, generation, own, loads: styles.loads, fonts: fonts.revision, name, json, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, tilejsons, retries: 0, retriedAt: 0 }
+    const made = { revision: style.revision, generation, own, loads: styles.loads, fonts: fonts.revision, name, json, parsed: null, sets, ids, shared, expiredAt, ttlS: ttls.length ? Math.min(...ttls) : undefined, tilejsons, retries: 0, retriedAt: 0 }
     drawn.set(style.id, made)
     return made
   }
@@ -303,6 +303,11 @@ async function renderPlugin (app, config) {
     renderView,
     markers,
     renderStyleJson: (style) => drawnStyle(style).json,
+    /** The same, parsed once per drawing of the style: shared, never to be changed (static.js withOverlays copies what it adds to). */
+    renderStyleObject: (style) => {
+      const known = drawnStyle(style)
+      return (known.parsed ??= JSON.parse(known.json))
+    },
     setsDrawn: (style) => drawnStyle(style).ids,
     /** The host and reason of the latest remote failure of a style's (what its incomplete tiles lack), or null. */
     remoteFailure: (style) => remote.lastFailureOf(style.id),
