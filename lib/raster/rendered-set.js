@@ -1,6 +1,8 @@
 // What every set rendered by the raster workers (COGs, mosaics) shares on the main thread: its encodings and scales,
 // the workers' bytes as a Buffer, the transparent tile answered where the raster has no data (option emptyTiles), and
 // the log's note on a CRS read without its datum grid.
+import { lstatSync } from 'node:fs'
+import { lstat } from 'node:fs/promises'
 
 /** The contract's fields of a rendered raster set (lib/sources/contract.js). */
 export const RENDERED_SET = Object.freeze({
@@ -42,8 +44,27 @@ export function sayCrsNote (note, log, id) {
 
 /**
  * The workers' key of a local file (`file`: its stat, null when it could not be read): what the file is, its path, size,
- * time, device and inode, so that the sets reading an unchanged file (a COG set and the mosaics over it) share its open
- * dataset and decoded blocks in each worker (lib/raster/worker.js), and a replaced file is opened afresh. A file that
- * cannot be stat'ed is keyed by `openedAt`, the set's opening (the worker then says why it cannot be read).
+ * time, device and inode, and what its sidecars are (`sidecars`: sidecarStamp's), so that the sets reading an unchanged
+ * file (a COG set and the mosaics over it) share its open dataset and decoded blocks in each worker
+ * (lib/raster/worker.js), and a replaced file, or one whose .msk, .ovr or .aux.xml was added, rewritten or deleted, is
+ * opened afresh by every worker alike. A file that cannot be stat'ed is keyed by `openedAt`, the set's opening (the
+ * worker then says why it cannot be read).
  */
-export const localKey = (path, file, openedAt) => file ? `${path}#${file.size}/${file.mtimeMs}/${file.dev}/${file.ino}` : `${path}#${openedAt}`
+export const localKey = (path, file, openedAt, sidecars = '') => file ? `${path}#${file.size}/${file.mtimeMs}/${file.dev}/${file.ino}${sidecars === '' ? '' : `+${sidecars}`}` : `${path}#${openedAt}`
+
+// What GDAL keeps beside a local GeoTIFF and the workers read as they open it (lib/raster/dataset.js): its mask, its
+// overviews, its PAM (nodata, statistics). Each is read only when it is a file of its own, not a link.
+export const SIDECAR_ENDINGS = Object.freeze(['.msk', '.ovr', '.aux.xml'])
+
+/** The sidecars' identity from their lstats (null: none), in SIDECAR_ENDINGS' order: '' when there are none. */
+const stampOf = (infos) => infos.map((info, i) => info?.isFile() ? `${SIDECAR_ENDINGS[i]}:${info.size}/${info.mtimeMs}/${info.ino}` : '').filter((s) => s !== '').join(',')
+
+/** What the sidecars beside local file `path` are (size, time, inode of each there), '' when it has none. */
+export const sidecarStamp = async (path) => stampOf(await Promise.all(SIDECAR_ENDINGS.map((ending) => lstat(path + ending).catch(() => null))))
+
+/** sidecarStamp, synchronously: the watcher's companionStamp (lib/sources/cog.js). */
+export function sidecarStampSync (path) {
+  return stampOf(SIDECAR_ENDINGS.map((ending) => {
+    try { return lstatSync(path + ending, { throwIfNoEntry: false }) ?? null } catch { return null }
+  }))
+}

@@ -18,10 +18,10 @@ sharp.concurrency(1) // one thread per worker: the pool already spreads tiles ov
 sharp.cache(false)
 
 const REMOTE = { s3: workerData?.s3 } // remote COGs: the object storage settings (config.s3)
-// Open datasets, keyed by what a file is (lib/sources/cog.js fileKey: its path, size, time and inode), so that every set
-// reading an unchanged file (a COG set and the mosaics over it) shares one open file and its decoded blocks. One idle
-// for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a path opened under a new key
-// (a replaced file), REPLACED_CLOSE_MS later (workerData.replacedCloseMs: tests only). None is closed while a task
+// Open datasets, keyed by what a file is (rendered-set.js localKey: its path, size, time and inode, and its sidecars'),
+// so that every set reading an unchanged file (a COG set and the mosaics over it) shares one open file and its decoded
+// blocks. One idle for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a path opened
+// under a new key (a replaced file or sidecar), REPLACED_CLOSE_MS later (workerData.replacedCloseMs: tests only). None is closed while a task
 // uses it: a read of a closed descriptor fails (EBADF), or reads whatever file reused its number.
 const REPLACED_CLOSE_MS = workerData?.replacedCloseMs ?? 30_000
 const latest = new Map() // path or URL → key of the newest dataset

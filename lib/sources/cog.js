@@ -2,11 +2,12 @@
 // validates options and checks that a tile touches the raster; reading, reprojecting and encoding run in the raster
 // worker pool (lib/raster/), so the event loop never decodes a pixel.
 import { stat } from 'node:fs/promises'
+import { extname } from 'node:path'
 import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../errors.js'
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { RangeReader, comparedBySize, validatorFlipped } from '../remote/reader.js'
 import { buildTileJson } from './tilejson.js'
-import { RENDERED_SET, asBuffer, emptyTiles, localKey, sayCrsNote } from '../raster/rendered-set.js'
+import { RENDERED_SET, SIDECAR_ENDINGS, asBuffer, emptyTiles, localKey, sayCrsNote, sidecarStamp, sidecarStampSync } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -21,6 +22,19 @@ export const matchesUrl = (url) => /^(https?|s3):\/\//i.test(url) && /\.tiff?(\?
 const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 
 /**
+ * 'a.tif.msk' → 'a.tif' (also .ovr, .aux.xml): a sidecar the workers read with the file, so the watcher re-checks the
+ * set when one is added, rewritten or deleted, as it does for the file itself.
+ */
+export const companionOf = (name) => {
+  const ending = SIDECAR_ENDINGS.find((e) => name.endsWith(e))
+  const file = ending === undefined ? '' : name.slice(0, -ending.length)
+  return extensions.includes(extname(file).toLowerCase()) ? file : null
+}
+
+/** What the sidecars beside the file are now ('' for none): the watcher re-opens the set when this changes. */
+export const companionStamp = sidecarStampSync
+
+/**
  * `context.rasterPool` is the app's raster worker pool (lib/raster/pool.js: app.rasterPool): every COG set of the app
  * shares it, holding it from open to close. A remote COG (https://, s3://) is read by the workers; `context.s3`,
  * `context.remote` (revalidateMs) and `context.replaced(id, source)` serve this side's watch over its version.
@@ -28,10 +42,11 @@ const WORLD = 2 * mercatorX(180) // Mercator metres round the Earth
 export async function open (spec, context = {}) {
   const { rasterPool } = context
   if (!rasterPool) throw new Error('COG sets need the raster worker pool (context.rasterPool)')
-  // A remote COG is keyed by this open (its version is pinned by ETag as it is described); a local one by what it is.
+  // A remote COG is keyed by this open (its version is pinned by ETag as it is described); a local one by what it and
+  // its sidecars are.
   const src = spec.url
     ? { key: `${spec.url}#${Date.now()}`, url: spec.url, comparedBySize: comparedBySize(spec.url) }
-    : { key: localKey(spec.path, await stat(spec.path).catch(() => null), Date.now()), path: spec.path }
+    : { key: localKey(spec.path, await stat(spec.path).catch(() => null), Date.now(), await sidecarStamp(spec.path)), path: spec.path }
   const workers = rasterPool.acquire()
   let info
   try {

@@ -12,7 +12,7 @@ import { BadRequest as OptionError, Unavailable, toldUnavailable } from '../erro
 import { resolveOptions, describeOptions } from '../raster/options.js'
 import { buildTileJson } from './tilejson.js'
 import { declaredGrid } from './stac-grid.js'
-import { RENDERED_SET, asBuffer, emptyTiles, localKey, sayCrsNote } from '../raster/rendered-set.js'
+import { RENDERED_SET, asBuffer, emptyTiles, localKey, sayCrsNote, sidecarStamp } from '../raster/rendered-set.js'
 import { DEFAULT_OVERZOOM, zoomRange } from '../raster/zooms.js'
 import { MAX_ZOOM, WORLD_BOUNDS, mercatorX, mercatorY, tileExtent } from '../tilemath.js'
 
@@ -125,10 +125,11 @@ function leftOutLog (id, log) {
 }
 
 /**
- * A part's source as the workers open it: a local file keyed by what it is (`where.file`: its stat), shared with every
- * other set reading it unchanged; a remote one by the open, so a re-opened set reads it afresh.
+ * A part's source as the workers open it: a local file keyed by what it is (`where.file`: its stat; `where.sidecars`:
+ * its .msk, .ovr and .aux.xml, which the workers read with it), shared with every other set reading it unchanged; a
+ * remote one by the open, so a re-opened set reads it afresh.
  */
-const sourceOf = (where, openedAt) => (where.url ? { key: `${where.url}#${openedAt}`, url: where.url } : { key: localKey(where.path, where.file, openedAt), path: where.path })
+const sourceOf = (where, openedAt) => (where.url ? { key: `${where.url}#${openedAt}`, url: where.url } : { key: localKey(where.path, where.file, openedAt, where.sidecars), path: where.path })
 
 /**
  * What the workers say of a part's file: { meta, warp, lonLatBounds, version }; null when it cannot be read, logged as
@@ -151,8 +152,11 @@ async function describePart (workers, src, name, log, leaveOut = true) {
   }
 }
 
-/** What tells a local file's version: its time, size and inode ('gone' when it is not there). */
-const fileId = (path) => stat(path).then((info) => `${info.mtimeMs}/${info.size}/${info.ino}`, () => 'gone')
+/**
+ * What tells a local file's version: its time, size and inode, and its sidecars' (a .msk or .ovr added beside it changes
+ * its tiles too); 'gone' when it is not there.
+ */
+const fileId = (path) => stat(path).then(async (info) => `${info.mtimeMs}/${info.size}/${info.ino}+${await sidecarStamp(path)}`, () => 'gone')
 
 /** WGS84 bounds → Mercator boxes [minX, minY, maxX, maxY], one each side of the antimeridian where they cross it. */
 function mercatorBoxes ([west, south, east, north]) {
@@ -188,7 +192,7 @@ async function folderMosaic (spec, workers, log, overzoom) {
     const path = join(folder, name)
     const file = await stat(path).catch(() => null)
     if (!file?.isFile()) return null
-    const src = sourceOf({ path, file }, openedAt)
+    const src = sourceOf({ path, file, sidecars: await sidecarStamp(path) }, openedAt)
     const info = await describePart(workers, src, name, log)
     return info === null ? null : { name, src, info, file }
   }))
@@ -287,7 +291,8 @@ async function locatePart (ref, base, roots) {
   const real = await realFileIn(path, roots.folders)
   if (real === null) return { reason: 'file not found' }
   if (real === OUTSIDE) return { reason: 'outside the served data folders' }
-  return { path: real.file, file: await stat(real.file).catch(() => null) } // (its stat: the workers' key, sourceOf)
+  // (its stat and its sidecars': the workers' key, sourceOf)
+  return { path: real.file, file: await stat(real.file).catch(() => null), sidecars: await sidecarStamp(real.file) }
 }
 
 const intZoom = (v) => Number.isInteger(v) && v >= 0 && v <= MAX_ZOOM
