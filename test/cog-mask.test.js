@@ -3,7 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pino from 'pino'
 import sharp from 'sharp'
@@ -15,6 +15,7 @@ import { buildApp } from '../lib/app.js'
 const RIO_PYTHON = process.env.RIO_TILER_PYTHON || 'python3'
 const HAVE_RIO_TILER = spawnSync(RIO_PYTHON, ['-c', 'import rio_tiler'], { stdio: 'ignore' }).status === 0
 const NO_RIO_TILER = 'rio-tiler is not installed (pip install rio-tiler, or set RIO_TILER_PYTHON to a python that has it)'
+const HAVE_PROC_IO = (() => { try { return /syscr/.test(readFileSync('/proc/self/io', 'utf8')) } catch { return false } })()
 
 // `masked.tif` and `fullmask.tif`: 512 px of grey over z11 tile 1080/728 in blocks of 256, a 2:1 overview inside, the
 // mask (a disc and a strip on the west edge hidden) in the .msk beside, with its overview (masked) or without one
@@ -110,4 +111,49 @@ test('a mask in a .msk sidecar is read as an internal mask is: transparent where
     assert.ok(!res.body.includes(dir), 'no path')
   }
   assert.equal(await differing(others, '/masked/12/2160/1456.png', reference.masked['12/2160/1456']), 0)
+})
+
+// `wide.tif`: 4096 px over z8 tile 135/91 in blocks of 256, overviews 2…16 inside, the mask (a disc hidden) in a .msk
+// written after them, so it holds the full image's only: every overview level samples its 256 blocks.
+const WIDE_SCRIPT = `
+import math, sys
+import numpy as np, rasterio
+from rasterio.enums import Resampling
+from rasterio.transform import from_origin
+d = sys.argv[1]
+W = 2 * math.pi * 6378137.0
+size = W / 2 ** 8
+yy, xx = np.mgrid[0:4096, 0:4096]
+prof = dict(driver='GTiff', width=4096, height=4096, count=1, dtype='uint8', crs='EPSG:3857', tiled=True, blockxsize=256,
+            blockysize=256, compress='deflate', transform=from_origin(-W / 2 + 135 * size, W / 2 - 91 * size, size / 4096, size / 4096))
+with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False):
+    with rasterio.open(f'{d}/wide.tif', 'w', **prof) as f:
+        f.write(((xx // 16 + yy // 16) % 200 + 40).astype('u1'), 1)
+    with rasterio.open(f'{d}/wide.tif', 'r+') as f:
+        f.build_overviews([2, 4, 8, 16], Resampling.nearest)
+        f.write_mask((~((xx - 1500) ** 2 + (yy - 2500) ** 2 < 1000 ** 2) * 255).astype('u1'))
+`
+
+/** Read system calls this process has made (every thread's: the raster worker's and libuv's too). */
+const readCalls = () => Number(/syscr: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))[1])
+
+test('a level sampling the .msk reads each of its blocks once: the next level down reuses them', async (t) => {
+  if (!needs(t, HAVE_RIO_TILER, NO_RIO_TILER) || !needs(t, HAVE_PROC_IO, 'no /proc/self/io')) return
+  const dir = tempDir(t)
+  const run = spawnSync(RIO_PYTHON, ['-c', WIDE_SCRIPT, dir], { encoding: 'utf8' })
+  assert.equal(run.status, 0, `rasterio failed: ${run.stderr}`)
+  const app = await makeApp(t, { paths: [join(dir, 'wide.tif')], cacheMB: 0, raster: { threads: 1 } })
+  const hidden = async (url) => {
+    const res = await app.inject(url)
+    assert.equal(res.statusCode, 200, `${url}: ${res.body}`)
+    const alpha = await sharp(res.rawPayload).ensureAlpha().extractChannel(3).raw().toBuffer()
+    return alpha.filter((a) => a === 0).length
+  }
+  // z8 reads the 16× overview, whose one block samples all 256 of the .msk's; z9 the 8× one, 64 of them each block.
+  assert.ok(await hidden('/wide/8/135/91.png') > 5000, 'the disc hidden at z8')
+  const before = readCalls()
+  assert.ok(await hidden('/wide/9/270/183.png') > 5000, 'the disc hidden at z9')
+  const reads = readCalls() - before
+  t.diagnostic(`z9 read calls: ${reads}`)
+  assert.ok(reads < 32, `z9's tile read ${reads} times: the .msk's blocks again, not from the block cache`)
 })

@@ -224,30 +224,69 @@ async function samplesOf (image, bx, by, samples, type) {
 /**
  * Block (bx, by) of a level's mask read off a finer mask (`level.maskFrom`: { image, fx, fy }) by nearest sample, the
  * pixel under each one's centre, as GDAL reads a band at a coarser scale. Pixels past the level's edge take its last.
+ * The finer mask's blocks come through the block cache (maskBlock), only those a sampled pixel lies in: at a 16×
+ * reduction a block samples 256 of them, which neighbouring blocks and the other levels sampling it read again.
  */
-async function sampledMask (level, bx, by) {
+async function sampledMask (ds, level, bx, by) {
   const { image, fx, fy } = level.maskFrom
   const { tileWidth: tw, tileHeight: th } = level
   const mtw = image.getTileWidth(); const mth = image.getTileHeight()
   const under = (n, first, f, last) => Int32Array.from({ length: n }, (_, i) => Math.min(Math.floor((first + i + 0.5) * f), last))
   const cols = under(tw, bx * tw, fx, image.getWidth() - 1)
   const rows = under(th, by * th, fy, image.getHeight() - 1)
-  const across = Math.floor(cols[tw - 1] / mtw) - Math.floor(cols[0] / mtw) + 1
-  const first = [Math.floor(cols[0] / mtw), Math.floor(rows[0] / mth)]
-  const reads = []
-  for (let y = first[1]; y * mth <= rows[th - 1]; y++) for (let x = first[0]; x < first[0] + across; x++) reads.push(samplesOf(image, x, y, 1, 'uint8'))
-  const blocks = (await Promise.all(reads)).map((m) => m[0].data)
+  // Per column of the block: which of the finer blocks read in a row (`across`, in order) it lies in, and where.
+  const across = [...new Set(Array.from(cols, (c) => Math.floor(c / mtw)))]
+  const blockOf = Int32Array.from(cols, (c) => across.indexOf(Math.floor(c / mtw)))
+  const within = Int32Array.from(cols, (c) => c % mtw)
+  const down = [...new Set(Array.from(rows, (r) => Math.floor(r / mth)))]
+  const read = await Promise.all(down.map((mby) => Promise.all(across.map((mbx) => maskBlock(ds, image, mbx, mby)))))
   const out = new Uint8Array(tw * th)
-  for (let j = 0; j < th; j++) {
-    const r = rows[j]
-    const row = (Math.floor(r / mth) - first[1]) * across
-    const within = (r % mth) * mtw
+  for (let j = 0, k = 0; j < th; j++) {
+    if (Math.floor(rows[j] / mth) !== down[k]) k++
+    const row = read[k]
+    const at = (rows[j] % mth) * mtw
     for (let i = 0; i < tw; i++) {
-      const c = cols[i]
-      out[j * tw + i] = blocks[row + Math.floor(c / mtw) - first[0]][within + (c % mtw)]
+      const m = row[blockOf[i]]
+      const q = at + within[i]
+      out[j * tw + i] = typeof m === 'number' ? m : ((m[q >> 3] >> (q & 7)) & 1) * 255
     }
   }
   return out
+}
+
+const fills = new Map() // `${length} ${value}` → a Buffer of that many bytes of that value, to compare blocks with
+const filled = (length, value) => {
+  const key = `${length} ${value}`
+  let buffer = fills.get(key)
+  if (buffer === undefined) fills.set(key, (buffer = Buffer.alloc(length, value)))
+  return buffer
+}
+
+/** A mask block as a bit a pixel, set where it is not 0 (all a density reads of it): an eighth of its bytes kept. */
+function packed (data) {
+  const bits = new Uint8Array((data.length + 7) >> 3)
+  for (let p = 0; p < data.length; p++) if (data[p] !== 0) bits[p >> 3] |= 1 << (p & 7)
+  return bits
+}
+
+/**
+ * Block (bx, by) of mask `image` (one a level samples: sampledMask), decoded once per worker and kept with the decoded
+ * blocks: the one value all its pixels have (a block wholly inside or outside the mask, as most are), which costs next
+ * to nothing to keep, or its pixels packed (a bit each).
+ */
+function maskBlock (ds, image, bx, by) {
+  const key = `${ds.key}|mask ${image.getWidth()}×${image.getHeight()}/${bx}/${by}`
+  const hit = blocks.get(key)
+  if (hit !== undefined) return hit.promise ?? Promise.resolve(hit.mask)
+  const promise = samplesOf(image, bx, by, 1, 'uint8').then(([{ data }]) => {
+    // (memcmp against a block of one value)
+    const mask = Buffer.from(data.buffer, data.byteOffset, data.byteLength).equals(filled(data.length, data[0])) ? data[0] : packed(data)
+    blocks.set(key, { mask, bytes: typeof mask === 'number' ? 64 : mask.byteLength })
+    return mask
+  })
+  blocks.set(key, { promise, bytes: 64 })
+  promise.catch(() => blocks.delete(key))
+  return promise
 }
 
 /**
@@ -279,7 +318,7 @@ function block (ds, level, bx, by) {
   const promise = (async () => {
     const [samples, mask] = await Promise.all([
       samplesOf(level.image, bx, by, ds.bands, ds.dtype),
-      level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : level.maskFrom ? sampledMask(level, bx, by) : null,
+      level.mask ? samplesOf(level.mask, bx, by, 1, 'uint8').then((m) => m[0].data) : level.maskFrom ? sampledMask(ds, level, bx, by) : null,
     ])
     const pixels = level.tileWidth * level.tileHeight
     const shared = densityOf(ds, samples, mask, pixels, NO_VALUES_TESTED)
