@@ -16,9 +16,10 @@
  * @property {(config: object) => string[]} [configuredUrls]  with openGroup: URLs the config names outside `paths`
  * @property {(path: string) => boolean} [writing]  a writer is at work on this file: open it later (default: never)
  * @property {(name: string) => string|null} [companionOf]  the tileset file a changed file name belongs to (an
- *   SQLite `-wal` beside an `.mbtiles`), so the watcher re-checks it (default: none)
+ *   SQLite `-wal` beside an `.mbtiles`; a GDAL `.msk`, `.ovr` or `.aux.xml` beside a `.tif`), so the watcher re-checks
+ *   it (default: none)
  * @property {(path: string) => string} [companionStamp]  a mark of the file's companions that changes when its data
- *   does while the file itself does not (a commit left in an SQLite `-wal`): the watcher re-opens the set when it
+ *   does while the file itself does not (a commit left in an SQLite `-wal`, a COG's sidecar added or rebuilt): the watcher re-opens the set when it
  *   changes (default: only the file's own size, mtime and inode count)
  * @property {boolean} [fallback]           opened as the demo when nothing else is served
  * @property {(path: string) => Promise<boolean>} [claims]  for an extension other documents share (.json): is this
