@@ -186,9 +186,11 @@ const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
 const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
 
 /**
- * One end of a datetime: { value, date, ms }, null for an open end (`..` or ''). `value` is what is bound: a date as it
- * is (`2024-05-01`: a whole day, in UTC), a date-time as the instant in UTC (`2024-05-01T12:00:00.000Z`), so that
- * every column type reads the same instant (a `timestamp` or `date` cast would drop an offset). `ms`: when it starts.
+ * One end of a datetime: { value, date, ms, sub }, null for an open end (`..` or ''). `value` is what is bound: a date
+ * as it is (`2024-05-01`: a whole day, in UTC), a date-time as written, checked here and read by PostgreSQL as a
+ * timestamptz (sql.js timeBound), so that every column type reads the same instant (a `timestamp` or `date` cast would
+ * drop an offset) with every digit of its fraction: made a JS Date, it was cut to milliseconds, and a feature's own
+ * time in microseconds (`…00.123456Z`) selected nothing. `ms`: when it starts; `sub`: its fraction past the millisecond.
  */
 function timeEnd (text, whole) {
   if (text === '..' || text === '') return null
@@ -200,10 +202,16 @@ function timeEnd (text, whole) {
     throw new BadRequest(`datetime: ${shown(whole)} is no RFC 3339 date or date-time (2018-02-12, 2018-02-12T23:20:50Z; an offset's + written %2B), nor an interval of them (a/b, ../b, a/..)`)
   }
   const date = text.length === 10
-  return { value: date ? text : new Date(ms).toISOString(), date, ms }
+  return { value: date ? text : text.toUpperCase(), date, ms, sub: date || m[7] === undefined ? 0 : Number(`0.${m[7].slice(4)}`) }
 }
 
 const DAY_MS = 86_400_000
+
+/** Whether the interval from/to ends before it starts (a date as its end: the whole day). */
+function endsBefore (from, to) {
+  const toMs = to.ms + (to.date ? DAY_MS - 1 : 0)
+  return from.ms > toMs || (from.ms === toMs && !to.date && from.sub > to.sub)
+}
 
 /**
  * `datetime`: an instant or an interval (either end open) → { from, to } (timeEnd's, each null when open; an instant
@@ -219,7 +227,7 @@ function readDatetime (query, c) {
   const to = parts.length === 1 ? from : timeEnd(parts[1], text)
   if (parts.length === 1 && from === null) throw new BadRequest('datetime: an instant is a date or date-time, not ..')
   if (from === null && to === null) throw new BadRequest('datetime: an interval has at least one end (../.. is every time: leave datetime out)')
-  if (from !== null && to !== null && from.ms > to.ms + (to.date ? DAY_MS - 1 : 0)) throw new BadRequest(`datetime: ${shown(text)} ends before it starts`)
+  if (from !== null && to !== null && endsBefore(from, to)) throw new BadRequest(`datetime: ${shown(text)} ends before it starts`)
   return c.temporal === null ? null : { from, to }
 }
 

@@ -180,8 +180,9 @@ const rowSridSql = (d) => (d.rowSrid == null ? null : `ST_SRID(${col(d.geom)}) =
 const from = (d) => `FROM ${q(d.schema)}.${q(d.table)} AS g`
 
 /**
- * One bound of `datetime` (params.js readDatetime) on the time column `t`, parameter $n: a date-time is bound as an
- * instant in UTC (read so whatever the column's type: a `timestamp` or `date` cast would drop its offset); a date is
+ * One bound of `datetime` (params.js readDatetime) on the time column `t`, parameter $n: a date-time is bound as
+ * written and read as a timestamptz, to the microsecond, then in UTC for a `timestamp` or `date` column (their own
+ * cast would drop its offset); a date is
  * its whole day in UTC (an end: before the next day; the day added here, where year 9999 has one).
  */
 function timeBound (t, op, wholeDay, n) {
