@@ -18,6 +18,18 @@ before(async () => {
       (3, '2024-05-01T12:00:00.1239Z', 'SRID=4326;POINT(1 1)'), (4, '2024-05-01T12:00:00.123457Z', 'SRID=4326;POINT(1 1)');
     CREATE TABLE microts (id integer PRIMARY KEY, t timestamp, geom geometry(Point, 4326));
     INSERT INTO microts VALUES (1, '2024-05-01T12:00:00.123456', 'SRID=4326;POINT(1 1)'), (2, '2024-05-01T12:00:00.123', 'SRID=4326;POINT(1 1)');
+    -- Rings stored clockwise (ST_Buffer's exterior), and a polygon whose hole runs counterclockwise.
+    CREATE TABLE rings (id integer PRIMARY KEY, "<b>label</b>" text, geom geometry(Polygon, 2056));
+    INSERT INTO rings VALUES (1, 'bern', ST_Buffer(ST_SetSRID(ST_MakePoint(2600000, 1200000), 2056), 1000)),
+      (2, 'holed', ST_SetSRID(ST_MakePolygon(ST_ExteriorRing(ST_Buffer(ST_MakePoint(2683000, 1248000), 800)),
+        ARRAY[ST_Reverse(ST_ExteriorRing(ST_Buffer(ST_MakePoint(2683000, 1248000), 300)))]), 2056));
+    CREATE TABLE multirings (id integer PRIMARY KEY, geom geometry);
+    INSERT INTO multirings VALUES (1, ST_Collect(ST_Buffer('SRID=4326;POINT(8 47)'::geometry, 0.1), ST_Buffer('SRID=4326;POINT(9 47)'::geometry, 0.1))),
+      (2, 'SRID=4326;LINESTRING(0 0, 1 1, 2 0)'),
+      (3, ST_Collect(ARRAY[ST_Buffer('SRID=4326;POINT(8 47)'::geometry, 0.1), 'SRID=4326;LINESTRING(0 0, 1 1)', 'SRID=4326;MULTIPOINT(0 0, 1 1)'])),
+      (4, 'SRID=4326;GEOMETRYCOLLECTION(POINT(0 0), POINT(1 1))');
+    CREATE TABLE paths (id integer PRIMARY KEY, geom geometry(LineString, 4326));
+    INSERT INTO paths VALUES (1, 'SRID=4326;LINESTRING(0 0, 1 1)');
   `)
 })
 after(async () => { await db?.stop() })
@@ -57,4 +69,35 @@ test('datetime instants keep every digit of their fraction: a feature\'s own mic
   const backwards = await get(app, '/ogc/collections/micro/items?datetime=2024-05-01T12:00:00.1239Z/2024-05-01T12:00:00.1234Z')
   assert.equal(backwards.statusCode, 400)
   assert.match(backwards.json().message, /ends before it starts/)
+})
+
+test('polygon rings follow RFC 7946\'s right-hand rule in every output CRS: exteriors counterclockwise, holes clockwise; lines carry no orientation', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const area = (ring) => ring.slice(1).reduce((sum, [x2, y2], i) => sum + ring[i][0] * y2 - x2 * ring[i][1], 0) / 2
+  const orientation = (polygon, latLon) => polygon.map((ring) => ((latLon ? -1 : 1) * area(ring) > 0 ? 'ccw' : 'cw'))
+  const stored = await query('SELECT bool_and(ST_IsPolygonCW(geom)) AS cw FROM rings UNION ALL SELECT ST_IsPolygonCW(geom) FROM multirings WHERE id = 1')
+  assert.ok(stored.every((r) => r.cw), 'stored against the rule (the test means something)')
+  for (const crs of [null, 'EPSG:2056', 'EPSG:3857', 'EPSG:4326']) {
+    const res = await get(app, `/ogc/collections/rings/items${crs ? `?crs=${crs}` : ''}`)
+    assert.equal(res.statusCode, 200, res.body)
+    const byId = new Map(res.json().features.map((f) => [f.id, f.geometry.coordinates]))
+    const latLon = crs === 'EPSG:4326' // lat,lon: the same ring over the ground, its axes swapped
+    assert.deepEqual(orientation(byId.get(1), latLon), ['ccw'], `${crs}: a buffer`)
+    assert.deepEqual(orientation(byId.get(2), latLon), ['ccw', 'cw'], `${crs}: exterior and hole`)
+    const one = (await get(app, `/ogc/collections/rings/items/2${crs ? `?crs=${crs}` : ''}`)).json()
+    assert.deepEqual(orientation(one.geometry.coordinates, latLon), ['ccw', 'cw'], `${crs}: a feature by id`)
+  }
+  const multi = (await get(app, '/ogc/collections/multirings/items/1')).json().geometry
+  assert.equal(multi.type, 'MultiPolygon')
+  for (const polygon of multi.coordinates) assert.deepEqual(orientation(polygon), ['ccw'], 'each polygon of a multipolygon in a `geometry` column')
+  assert.deepEqual((await get(app, '/ogc/collections/paths/items/1')).json().geometry.coordinates, [[0, 0], [1, 1]], 'a line as stored')
+  // In a column of any type (PostGIS's ST_ForcePolygonCCW reverses lines too): lines as stored, a collection's
+  // polygons oriented and its other members as they are, of the same types.
+  assert.deepEqual((await get(app, '/ogc/collections/multirings/items/2')).json().geometry.coordinates, [[0, 0], [1, 1], [2, 0]], 'a line in a `geometry` column as stored')
+  const collection = (await get(app, '/ogc/collections/multirings/items/3')).json().geometry
+  assert.deepEqual(collection.geometries.map((g) => g.type), ['Polygon', 'LineString', 'MultiPoint'])
+  assert.deepEqual(orientation(collection.geometries[0].coordinates), ['ccw'])
+  assert.deepEqual(collection.geometries.slice(1).map((g) => g.coordinates), [[[0, 0], [1, 1]], [[0, 0], [1, 1]]])
+  assert.deepEqual((await get(app, '/ogc/collections/multirings/items/4')).json().geometry, { type: 'GeometryCollection', geometries: [{ type: 'Point', coordinates: [0, 0] }, { type: 'Point', coordinates: [1, 1] }] })
 })

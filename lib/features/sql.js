@@ -18,6 +18,24 @@ const CASTS = new Set(['int2', 'int4', 'int8', 'float4', 'float8', 'numeric', 'b
 const CUT_BY_CAST = new Set(['pg_catalog."char"', 'pg_catalog."bit"']) // (as format's %I quotes them)
 const MERCATOR_FRIENDS = new Set([4326, 3857]) // boxes stay boxes between these two: no densifying
 const POINTS = /^(MULTI)?POINT/i // geometry types without edges
+// Types that hold no polygon (nor surface): their rows need no ring oriented.
+const NO_RINGS = /^(MULTI)?(POINT|LINESTRING|CIRCULARSTRING|COMPOUNDCURVE|CURVE)/i
+// Types that hold nothing but polygons, once linearised.
+const POLYGONAL = /^((MULTI)?POLYGON|CURVEPOLYGON|MULTISURFACE)/i
+
+/**
+ * `g` with its polygons' rings by RFC 7946's right-hand rule (3.1.6: exterior counterclockwise, holes clockwise; as
+ * GDAL writes with RFC7946=YES): rows are stored either way (an ST_Buffer's exterior is clockwise). PostGIS's
+ * ST_ForcePolygonCCW is ST_Reverse(ST_ForcePolygonCW(g)), which reverses lines too: in a column of any type a row that
+ * is no polygon stays as it is, and a collection is oriented member by member. Columns that hold no polygon pay nothing.
+ */
+function ringsOriented (g, geomType) {
+  if (NO_RINGS.test(geomType)) return g
+  if (POLYGONAL.test(geomType)) return `ST_ForcePolygonCCW(${g})`
+  const member = 'CASE WHEN ST_Dimension(m) = 2 THEN ST_ForcePolygonCCW(m) ELSE m END'
+  const collection = `(SELECT ST_ForceCollection(ST_Collect(${member} ORDER BY i)) FROM generate_series(1, ST_NumGeometries(o)) AS i, ST_GeometryN(o, i) AS m)`
+  return `(SELECT CASE WHEN ST_Dimension(o) < 2 THEN o WHEN ST_GeometryType(o) <> 'ST_GeometryCollection' THEN ST_ForcePolygonCCW(o) ELSE ${collection} END FROM (SELECT ${g} AS o) AS o)`
+}
 
 const col = (name) => `g.${q(name)}`
 // Every value through to_json (strings escaped, json as it is), integers and booleans too: printed as text on the
@@ -69,7 +87,7 @@ const mayCross = (d) => d.geography && !POINTS.test(d.geomType)
 
 /**
  * The geometry as output (`stored`: the column as geometry): declared, linearised, cut at 180° (a geography),
- * transformed, axes flipped for a lat,lon CRS.
+ * transformed, its rings oriented, axes flipped for a lat,lon CRS.
  */
 function geometryOut (d, crs, stored) {
   let g = stored
@@ -79,6 +97,8 @@ function geometryOut (d, crs, stored) {
   // A row with a NaN or Infinity coordinate makes ST_Transform raise (the whole page a 503): it is null instead.
   // (Told on the row uncut: the same answer, without cutting it twice.)
   g = crs.srid !== d.srid ? `CASE WHEN ${drawableSql(g, d.geomType)} THEN ST_Transform(${cut}, ${crs.srid}) END` : cut
+  // Oriented in the output CRS's x/y, before a lat,lon flip: the ring runs the same way over the ground.
+  g = ringsOriented(g, d.geomType)
   // So is a row tiles leave out for its type (a TIN in a `geometry` column): ST_AsGeoJSON cannot write a polyhedral
   // surface (the whole page a 503). Told by the stored type: linearised, a TIN is a collection of polygons. And so is
   // a collection GeoJSON cannot hold (writableSql).
