@@ -18,6 +18,13 @@ before(async () => {
       (3, '2024-05-01T12:00:00.1239Z', 'SRID=4326;POINT(1 1)'), (4, '2024-05-01T12:00:00.123457Z', 'SRID=4326;POINT(1 1)');
     CREATE TABLE microts (id integer PRIMARY KEY, t timestamp, geom geometry(Point, 4326));
     INSERT INTO microts VALUES (1, '2024-05-01T12:00:00.123456', 'SRID=4326;POINT(1 1)'), (2, '2024-05-01T12:00:00.123', 'SRID=4326;POINT(1 1)');
+    -- Statistics taken, then a row far away (no index: the estimate is the statistics').
+    CREATE TABLE grow (id serial PRIMARY KEY, geom geometry(Point, 4326)) WITH (autovacuum_enabled = false);
+    INSERT INTO grow (geom) SELECT ST_SetSRID(ST_MakePoint(8 + i % 100 / 100.0, 47 + i / 2000.0), 4326) FROM generate_series(1, 2000) AS i;
+    ANALYZE grow;
+    INSERT INTO grow (geom) VALUES ('SRID=4326;POINT(-70 -30)');
+    CREATE TABLE polar (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO polar VALUES (1, 'SRID=4326;POINT(0 89.9)'), (2, 'SRID=4326;POINT(10 10)');
     -- Rings stored clockwise (ST_Buffer's exterior), and a polygon whose hole runs counterclockwise.
     CREATE TABLE rings (id integer PRIMARY KEY, "<b>label</b>" text, geom geometry(Polygon, 2056));
     INSERT INTO rings VALUES (1, 'bern', ST_Buffer(ST_SetSRID(ST_MakePoint(2600000, 1200000), 2056), 1000)),
@@ -69,6 +76,36 @@ test('datetime instants keep every digit of their fraction: a feature\'s own mic
   const backwards = await get(app, '/ogc/collections/micro/items?datetime=2024-05-01T12:00:00.1239Z/2024-05-01T12:00:00.1234Z')
   assert.equal(backwards.statusCode, 400)
   assert.match(backwards.json().message, /ends before it starts/)
+})
+
+test('a collection\'s extent holds every feature: rows added since ANALYZE, latitudes past Web Mercator\'s; found again on reload; the tiles keep their bounds', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const extentOf = async (id) => (await get(app, `/ogc/collections/${id}`)).json().extent.spatial.bbox[0]
+  const exact = async (table) => {
+    const [r] = await query(`SELECT ST_XMin(b) AS w, ST_YMin(b) AS s, ST_XMax(b) AS e, ST_YMax(b) AS n FROM (SELECT ST_Transform(ST_SetSRID(ST_Extent(geom), ST_SRID(min(geom))), 4326) AS b FROM ${table}) AS x`)
+    return [r.w, r.s, r.e, r.n]
+  }
+  const holds = (outer, inner, what) => assert.ok(outer[0] <= inner[0] && outer[1] <= inner[1] && outer[2] >= inner[2] && outer[3] >= inner[3], `${what}: ${outer} holds ${inner}`)
+  const close = (a, b, what, within = 1e-4) => a.forEach((v, i) => assert.ok(Math.abs(v - b[i]) < within, `${what}: ${a} is ${b}`))
+
+  const grow = await extentOf('grow')
+  holds(grow, await exact('grow'), 'the row added after ANALYZE')
+  close(grow, await exact('grow'), 'and little more than the rows (the estimate\'s edges are its histogram\'s)', 0.01)
+  const polar = await extentOf('polar')
+  close(polar, await exact('polar'), 'to 89.9°, not clipped at 85.05°')
+  holds(await extentOf('rings'), await exact('rings'), 'a table in EPSG:2056')
+  // The tiles' bounds are as before: Web Mercator's world, the estimate.
+  assert.ok((await get(app, '/polar.json')).json().bounds[3] <= 85.0511287798)
+
+  // Re-discovered (SIGHUP: catalog.reload): a row added since is in the extent, and the collection's ETag changes.
+  const before = await get(app, '/ogc/collections/grow')
+  await runSql(db.url, "INSERT INTO grow (geom) VALUES ('SRID=4326;POINT(120 60)')")
+  await app.catalog.reload()
+  const after = await get(app, '/ogc/collections/grow')
+  holds(after.json().extent.spatial.bbox[0], [-70, -30, 120, 60], 'the row added before the reload')
+  assert.notEqual(after.headers.etag, before.headers.etag)
+  holds((await get(app, '/ogc/collections')).json().collections.find((c) => c.id === 'grow').extent.spatial.bbox[0], [-70, -30, 120, 60], 'in /collections too')
 })
 
 test('polygon rings follow RFC 7946\'s right-hand rule in every output CRS: exteriors counterclockwise, holes clockwise; lines carry no orientation', async (t) => {

@@ -3,6 +3,7 @@
 // collection's JSON documents (without links: the routes add those, per request).
 import { NotFound, Unavailable } from '../errors.js'
 import { CRS84, offeredCrs, storageCrs } from './crs.js'
+import { featureExtentOf } from '../sources/postgis/bounds.js'
 
 // Column types whose values JSON Schema describes (anything else is a string: PostgreSQL's text form).
 const INTEGER = new Set(['int2', 'int4', 'int8', 'oid'])
@@ -66,7 +67,8 @@ export function collectionDoc (entry, c) {
   const doc = { id: entry.id, title: tj.name ?? entry.id }
   if (tj.description) doc.description = tj.description
   doc.itemType = 'feature'
-  doc.extent = { spatial: { bbox: [Array.isArray(tj.bounds) ? tj.bounds : [-180, -90, 180, 90]], crs: CRS84 } }
+  // Every feature's geometry (featureExtentOf), not the tiles' bounds: an estimate, clipped to Web Mercator's world.
+  doc.extent = { spatial: { bbox: [featureExtentOf(c.d.pool, c.d) ?? [-180, -90, 180, 90]], crs: CRS84 } }
   // A table with a time: `datetime` selects by it (its bounds are not read: null, open, as the spec allows).
   if (c.temporal !== null) doc.extent.temporal = { interval: [[null, null]], trs: 'http://www.opengis.net/def/uom/ISO-8601/0/Gregorian' }
   doc.crs = c.crs.map((x) => x.uri)

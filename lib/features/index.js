@@ -7,6 +7,7 @@ import fp from 'fastify-plugin'
 import featureRoutes from '../../routes/features.js'
 import { KNOWN_GEOGRAPHIC } from './crs.js'
 import { CodedDocuments } from '../compression.js'
+import { featureExtentsVersion } from '../sources/postgis/bounds.js'
 
 // Cached answers (hosts × documents × formats × codings) up to this size; past it, the least recently used go.
 const MAX_DOC_BYTES = 16 * 1024 * 1024
@@ -23,10 +24,13 @@ export class FeatureService {
 
   get prefix () { return this.options.prefix }
 
-  /** What the catalog is now: sets registered, replaced, expired (NOTIFY) or removed change it. */
+  /**
+   * What the catalog is now: sets registered, replaced, expired (NOTIFY) or removed change it, and so does a
+   * collection's extent found anew by a discovery that kept its set.
+   */
   catalogState () {
     const registry = this.catalog.registry
-    return `${registry.generation}:${registry.entries.size}`
+    return `${registry.generation}:${registry.entries.size}:${featureExtentsVersion()}`
   }
 
   /**

@@ -28,7 +28,84 @@ export async function tableBounds (pool, { schema, table, geom, geomType, srid, 
   if (known === undefined) boundsFound.set(pool, known = new Map())
   const found = await readBounds(pool, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs)
   if (found !== undefined) known.set(key, found)
+  // Read at each discovery with the tiles' bounds, for OGC API – Features (see featureExtentOf).
+  await readFeatureExtent(pool, key, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs)
   return found ?? known.get(key)
+}
+
+const extentsFound = new WeakMap() // pool → table → the features' extent last found
+let extentsVersion = 0 // changed whenever an extent is: documents that show one are made again
+
+/**
+ * The extent of a table's features in CRS84, as its last discovery found it (undefined: never found): complete, as
+ * OGC API – Features asks (17-069r4 /req/core/fc-md-extent: it SHALL include every geometry; QGIS and GDAL take it as
+ * the layer's extent), and to ±90°: not the tiles' bounds, which are the planner's estimate (stale until the next
+ * ANALYZE, drawn from a sample) clipped to Web Mercator's world.
+ */
+export const featureExtentOf = (pool, { schema, table, geom }) => extentsFound.get(pool)?.get(`${schema}\0${table}\0${geom}`)
+/** A number that changes whenever an extent found does. */
+export const featureExtentsVersion = () => extentsVersion
+
+const FAR = 1e30 // past any coordinate (boxes in the GiST index are float4: at most 3.4e38)
+
+/**
+ * The features' extent: the planner's estimate, made complete by the rows that stick out of it, found through the
+ * spatial index (an `&&` on each side's outer half-plane: four index probes, which read only what sticks out; without
+ * an index, one scan); without an estimate (no statistics yet, a geography column, several SRIDs), the exact
+ * ST_Extent. Within the time limit; past it, the extent found before, or the world.
+ */
+async function readFeatureExtent (pool, key, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs) {
+  let known = extentsFound.get(pool)
+  if (known === undefined) extentsFound.set(pool, known = new Map())
+  const extent = await withClient(pool, async (client) => {
+    try {
+      await client.query('BEGIN')
+      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`)
+      const column = `${quoteIdent(geom)}::geometry`
+      const served = `${rowSrid === null ? '' : `ST_SRID(${column}) = ${rowSrid} AND `}${drawableSql(column, geomType)}`
+      const from = `FROM ${quoteIdent(schema)}.${quoteIdent(table)}`
+      let estimate = null
+      if (!geography && rowSrid === null) {
+        await client.query('SAVEPOINT estimate')
+        try {
+          const res = await client.query(`SELECT ST_XMin(b) AS w, ST_YMin(b) AS s, ST_XMax(b) AS e, ST_YMax(b) AS n
+            FROM (SELECT ST_EstimatedExtent(${quoteLiteral(schema)}, ${quoteLiteral(table)}, ${quoteLiteral(geom)}) AS b) AS x`)
+          const b = res.rows[0]
+          if (b && [b.w, b.s, b.e, b.n].every(Number.isFinite)) estimate = b
+        } catch {
+          await client.query('ROLLBACK TO SAVEPOINT estimate') // no statistics yet
+        }
+      }
+      // (An aggregate in FROM, not a scalar subquery: that one ran without parallel workers, 4x slower unindexed.)
+      let box
+      if (estimate === null) {
+        box = `SELECT ST_Extent(${column}) AS b ${from} WHERE ${served}`
+      } else {
+        const { w, s, e, n } = estimate
+        const out = [[-FAR, -FAR, w, FAR], [e, -FAR, FAR, FAR], [-FAR, -FAR, FAR, s], [-FAR, n, FAR, FAR]]
+          .map((b) => `${quoteIdent(geom)} && ST_MakeEnvelope(${b.join(', ')}, ${srid})`).join(' OR ')
+        box = `SELECT ST_CombineBBox(ST_MakeEnvelope(${w}, ${s}, ${e}, ${n})::box2d, o.b::geometry) AS b
+          FROM (SELECT ST_Extent(${column}) AS b ${from} WHERE (${out}) AND ${served}) AS o`
+      }
+      // In lon/lat: a box in a projected CRS has its edges segmentized first, which bend once transformed.
+      const lonLat = srid === 4326 || srid === 3857 ? `ST_Transform(ST_SetSRID(b::geometry, ${srid}), 4326)`
+        : `ST_Transform(ST_Segmentize(ST_SetSRID(b::geometry, ${srid}), greatest(ST_XMax(b) - ST_XMin(b), ST_YMax(b) - ST_YMin(b), 1e-9) / 64), 4326)`
+      const res = await client.query(`SELECT ST_XMin(t) AS w, ST_YMin(t) AS s, ST_XMax(t) AS e, ST_YMax(t) AS n
+        FROM (SELECT ${lonLat} AS t FROM (${box}) AS b) AS x`)
+      await client.query('COMMIT')
+      const r = res.rows[0]
+      if (!r || r.w === null) return undefined
+      const b = [Math.max(-180, r.w), Math.max(-90, r.s), Math.min(180, r.e), Math.min(90, r.n)]
+      return b.every(Number.isFinite) && b[0] <= b[2] && b[1] <= b[3] ? b : undefined
+    } catch {
+      await client.query('ROLLBACK').catch(() => {})
+      return undefined
+    }
+  })
+  if (extent !== undefined && String(extent) !== String(known.get(key))) {
+    known.set(key, extent)
+    extentsVersion++
+  }
 }
 
 const boundsFound = new WeakMap() // pool → table → the bounds last found
