@@ -8,7 +8,7 @@ import { ASSETS } from '../lib/viewer/index.js'
 import { findCollection } from '../lib/features/collection.js'
 import { TYPES } from '../lib/features/conformance.js'
 import { collectionUrl, collectionWithLinks, collectionsDoc, collectionsOf, conformanceDoc, landingDoc, pathSegment, queryablesWithLinks } from '../lib/features/docs.js'
-import { documentPage, featuresPage } from '../lib/features/html.js'
+import { apiPage, documentPage, featuresPage } from '../lib/features/html.js'
 import { answerRows, encodeWhole, queryFailure } from '../lib/features/items.js'
 import { chooseCoding, chooseFormat } from '../lib/features/negotiate.js'
 import { openApiDoc } from '../lib/features/openapi.js'
@@ -41,14 +41,15 @@ export default async function featureRoutes (app) {
    * A small document, made once per catalog state (lib/features/index.js): `make(root, key)` → its JSON, or throws
    * (404). ETag and 304 from metadataValidators, which also sets the metadata Cache-Control.
    */
-  function document (request, reply, name, make, { title, type = TYPES.json, html = true }) {
+  function document (request, reply, name, make, { title, type = TYPES.json, htmlPage = (json) => documentPage(title(json), json) }) {
     onlyF(request.query)
-    const format = chooseFormat(request, html ? ['json', 'html'] : ['json'])
+    const format = chooseFormat(request, ['json', 'html'])
     const root = rootOf(request, reply)
     const coding = chooseCoding(request)
     const answer = features.cached(`${name}\n${format}\n${root}\n${request.linkKey}`, coding, () => {
-      const json = make(root, keyOf(request))
-      return format === 'html' ? documentPage(title(json), json) : JSON.stringify(json)
+      const key = keyOf(request)
+      const json = make(root, key)
+      return format === 'html' ? htmlPage(json, root, key) : JSON.stringify(json)
     })
     reply.header('content-type', format === 'html' ? 'text/html; charset=utf-8' : type)
     addVary(reply, 'Accept, Accept-Encoding')
@@ -64,7 +65,7 @@ export default async function featureRoutes (app) {
   route('/', (request, reply) => document(request, reply, 'landing', landingDoc, { title: () => 'OGC API – Features' }), { onSend })
   route('/conformance', (request, reply) => document(request, reply, 'conformance', conformanceDoc, { title: () => 'Conformance' }), { onSend })
   route('/api', (request, reply) => document(request, reply, 'api',
-    (root) => openApiDoc(root, collectionsOf(catalog), features.options), { html: false, type: TYPES.openapi }), { onSend })
+    (root) => openApiDoc(root, collectionsOf(catalog), features.options), { type: TYPES.openapi, htmlPage: (api, root, key) => apiPage(api, key(`${root}/api?f=json`)) }), { onSend })
   route('/collections', (request, reply) => document(request, reply, 'collections', (root, key) => collectionsDoc(root, key, catalog), { title: () => 'Collections' }), { onSend })
   route('/collections/:collectionId', (request, reply) => {
     const { entry, collection } = findCollection(catalog, request.params.collectionId)

@@ -108,6 +108,34 @@ test('a collection\'s extent holds every feature: rows added since ANALYZE, lati
   holds((await get(app, '/ogc/collections')).json().collections.find((c) => c.id === 'grow').extent.spatial.bbox[0], [-70, -30, 120, 60], 'in /collections too')
 })
 
+test('the API definition is also a page (f=html, a browser\'s Accept): its paths, operations and parameters, escaped, with an ETag and 304', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t)
+  const json = await get(app, '/ogc/api')
+  assert.equal(json.statusCode, 200)
+  assert.match(json.headers['content-type'], /^application\/vnd\.oai\.openapi\+json/, 'JSON stays the default')
+  const api = json.json()
+  assert.ok(api.paths['/api'].get.responses[200].content['text/html'], 'the definition says it has HTML')
+
+  for (const [url, headers] of [['/ogc/api?f=html', {}], ['/ogc/api', { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' }]]) {
+    const res = await get(app, url, headers)
+    assert.equal(res.statusCode, 200, url)
+    assert.equal(res.headers['content-type'], 'text/html; charset=utf-8')
+    assert.ok(res.headers.etag, 'an ETag')
+    for (const path of Object.keys(api.paths)) assert.ok(res.body.includes(`GET ${path}`), `${path} listed`)
+    for (const name of ['bbox', 'datetime', 'bbox-crs', 'collectionId']) assert.match(res.body, new RegExp(`<td>${name}</td>`), `${name} listed`)
+    assert.ok(res.body.includes('&#60;b&#62;label&#60;/b&#62;'), 'a column\'s name escaped')
+    assert.ok(!res.body.includes('<b>label'), 'never as markup')
+    assert.ok(!/<script/i.test(res.body), 'no script')
+    assert.ok(res.body.includes('href="http://h/ogc/api?f=json"'))
+    const again = await get(app, url, { ...headers, 'if-none-match': res.headers.etag })
+    assert.equal(again.statusCode, 304)
+  }
+  const landing = (await get(app, '/ogc')).json()
+  assert.equal(landing.links.find((l) => l.rel === 'service-doc').href, 'http://h/ogc/api?f=html')
+  assert.equal((await get(app, '/ogc/api?f=xml')).statusCode, 400)
+})
+
 test('polygon rings follow RFC 7946\'s right-hand rule in every output CRS: exteriors counterclockwise, holes clockwise; lines carry no orientation', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return
   const app = await appOf(t)

@@ -26,6 +26,7 @@ export function landingDoc (base, key) {
     links: [
       ...selfLinks(base, key),
       { href: key(`${base}/api`), rel: 'service-desc', type: TYPES.openapi, title: 'the API definition (OpenAPI 3.0)' },
+      { href: key(`${base}/api?f=html`), rel: 'service-doc', type: TYPES.html, title: 'the API definition as a page' },
       { href: key(`${base}/conformance`), rel: 'conformance', type: TYPES.json, title: 'the conformance classes implemented' },
       { href: key(`${base}/collections`), rel: 'data', type: TYPES.json, title: 'the collections' },
     ],

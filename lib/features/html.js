@@ -38,6 +38,29 @@ export function documentPage (title, doc) {
   return page(title, body)
 }
 
+/**
+ * The API definition (OpenAPI 3.0) as a page (/req/oas30/oas-definition-1 asks for one in HTML): each path, its
+ * operations and their parameters (references to components resolved), and a link to the JSON (`jsonHref`).
+ */
+export function apiPage (api, jsonHref) {
+  const parameterOf = (p) => (p.$ref === undefined ? p : api.components.parameters[p.$ref.split('/').pop()])
+  const schemaText = (schema = {}) => schema.enum ? `one of ${schema.enum.join(', ')}` : [schema.type, schema.format, schema.items?.type && `of ${schema.items.type}`].filter(Boolean).join(' ')
+  let body = `<p>${escape(api.info.description ?? '')}</p><p>OpenAPI ${escape(api.openapi)} · server ${escape(api.servers[0]?.url ?? '')} · ` +
+    `<a href="${escape(jsonHref)}">this definition as JSON</a></p>`
+  for (const [path, operations] of Object.entries(api.paths)) {
+    for (const [method, op] of Object.entries(operations)) {
+      body += `<h2>${escape(method.toUpperCase())} ${escape(path)}</h2><p>${escape(op.summary ?? '')}</p>`
+      const parameters = (op.parameters ?? []).map(parameterOf).filter(Boolean)
+      if (parameters.length > 0) {
+        body += `<div class="scroll"><table><tr><th>parameter</th><th>in</th><th>required</th><th>type</th><th>description</th></tr>${parameters.map((p) =>
+          `<tr><td>${escape(p.name)}</td><td>${escape(p.in)}</td><td>${p.required ? 'yes' : 'no'}</td><td>${escape(schemaText(p.schema))}</td><td>${escape(p.description ?? '')}</td></tr>`).join('')}</table></div>`
+      }
+      body += `<p>answers: ${Object.entries(op.responses ?? {}).map(([status, r]) => `${escape(status)} ${escape(r.description ?? r.$ref?.split('/').pop() ?? '')}`).join('; ')}</p>`
+    }
+  }
+  return page(api.info.title, body)
+}
+
 // The features page's script: the same query as GeoJSON (in the page, or fetched), drawn and listed; next/prev from
 // the answer's links. Integers past 2^53 (int8 keys and values) are kept as written, where the browser lets a
 // reviver see a number's text: JSON.parse would round them, and the table would show another feature's id.

@@ -48,7 +48,7 @@ export function openApiDoc (serverUrl, collections, { defaultLimit, maxLimit }) 
     paths: {
       '/': get('the landing page', 'getLandingPage', [ref('f')], { 200: answer('links to the API definition, the conformance classes and the collections', '#/components/schemas/landingPage') }),
       '/conformance': get('the conformance classes implemented', 'getConformance', [ref('f')], { 200: answer('the conformance classes', '#/components/schemas/confClasses') }),
-      '/api': get('this API definition', 'getApi', [], { 200: { description: 'OpenAPI 3.0', content: { [TYPES.openapi]: { schema: { type: 'object' } } } } }),
+      '/api': get('this API definition', 'getApi', [ref('f')], { 200: { description: 'OpenAPI 3.0, or a page of its paths and parameters', content: { [TYPES.openapi]: { schema: { type: 'object' } }, [TYPES.html]: { schema: { type: 'string' } } } } }),
       '/collections': get('the collections: PostGIS tables and views', 'getCollections', [ref('f')], { 200: answer('the collections', '#/components/schemas/collections') }),
       '/collections/{collectionId}': get('a collection', 'describeCollection', [ref('collectionId'), ref('f')], { 200: answer('the collection', '#/components/schemas/collection') }),
       '/collections/{collectionId}/queryables': get('the properties a collection\'s features are filtered and sorted by', 'getQueryables', [ref('collectionId'), ref('f')],
