@@ -8,13 +8,18 @@
 
 const METHODS = 'GET, HEAD'
 const MAX_AGE = '86400'
+// What a script of another origin may read beyond the CORS-safelisted headers (Content-Type, Cache-Control, …):
+// the CRS of features (OGC API – Features Part 2 tells clients to rely on Content-Crs), the ETag to revalidate
+// with, and Retry-After on a 503.
+const EXPOSED = 'Content-Crs, ETag, Retry-After'
 
 /** What CORS adds to an answer, for the tile route's precomputed headers and for the hook. */
 export function corsPolicy (cors) {
   if (cors === false) return { fixed: {}, varies: false, allow: () => null }
-  if (cors === '*') return { fixed: { 'access-control-allow-origin': '*' }, varies: false, allow: () => '*' }
+  if (cors === '*') return { fixed: { 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED }, varies: false, allow: () => '*' }
   const origins = new Set(Array.isArray(cors) ? cors : [cors])
-  return { fixed: {}, varies: true, allow: (origin) => (origin !== undefined && origins.has(origin) ? origin : null) }
+  // Exposed on every answer (inert without an allowed origin): the tile route's precomputed block holds it.
+  return { fixed: { 'access-control-expose-headers': EXPOSED }, varies: true, allow: (origin) => (origin !== undefined && origins.has(origin) ? origin : null) }
 }
 
 /**
@@ -26,7 +31,7 @@ export function registerCors (app, policy) {
   if (!policy.varies && policy.allow(undefined) === null) return null // CORS off
   app.addHook('onRequest', (request, reply, done) => {
     const allowed = policy.allow(request.headers.origin)
-    if (allowed !== null) reply.header('access-control-allow-origin', allowed)
+    if (allowed !== null) reply.headers(policy.fixed).header('access-control-allow-origin', allowed)
     if (policy.varies) reply.header('vary', 'Origin')
     done()
   })

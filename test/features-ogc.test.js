@@ -3,8 +3,10 @@
 // polygon rings by the right-hand rule, and the headers a browser script of another origin may read.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
+import { join } from 'node:path'
 import pg from 'pg'
 import { makeApp, needs } from './helpers/app.js'
+import { tempDir, vectorTiles, pyramid, writeMbtiles } from './helpers/data.js'
 import { POSTGIS_MISSING, runSql, startPostgis } from './helpers/postgres.js'
 
 let db = null
@@ -165,4 +167,23 @@ test('polygon rings follow RFC 7946\'s right-hand rule in every output CRS: exte
   assert.deepEqual(orientation(collection.geometries[0].coordinates), ['ccw'])
   assert.deepEqual(collection.geometries.slice(1).map((g) => g.coordinates), [[[0, 0], [1, 1]], [[0, 0], [1, 1]]])
   assert.deepEqual((await get(app, '/ogc/collections/multirings/items/4')).json().geometry, { type: 'GeometryCollection', geometries: [{ type: 'Point', coordinates: [0, 0] }, { type: 'Point', coordinates: [1, 1] }] })
+})
+
+test('CORS: a script of another origin may read Content-Crs, ETag and Retry-After of features, documents and tiles', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'basemap.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { format: 'pbf' } })
+  const exposed = (res) => (res.headers['access-control-expose-headers'] ?? '').toLowerCase().split(/\s*,\s*/)
+  for (const cors of ['*', ['https://maps.example']]) {
+    const app = await appOf(t, { paths: [db.url, dir], cors })
+    const origin = { origin: 'https://maps.example' }
+    for (const url of ['/ogc/collections/rings/items?crs=EPSG:3857', '/ogc/collections/rings/items/1', '/ogc/collections/rings', '/basemap/0/0/0', '/rings/0/0/0', '/basemap/9/0/0', '/rings.json']) {
+      const res = await get(app, url, origin)
+      assert.ok(res.headers['access-control-allow-origin'], `${cors} ${url}: CORS`)
+      for (const name of ['content-crs', 'etag', 'retry-after']) assert.ok(exposed(res).includes(name), `${cors} ${url}: ${name} exposed (${res.headers['access-control-expose-headers']})`)
+    }
+    const items = await get(app, '/ogc/collections/rings/items?crs=EPSG:3857', origin)
+    assert.equal(items.headers['content-crs'], '<http://www.opengis.net/def/crs/EPSG/0/3857>')
+    if (cors !== '*') assert.equal((await get(app, '/ogc/collections/rings', { origin: 'https://other.example' })).headers['access-control-allow-origin'], undefined)
+  }
 })
