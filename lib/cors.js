@@ -11,7 +11,7 @@ const MAX_AGE = '86400'
 // What a script of another origin may read beyond the CORS-safelisted headers (Content-Type, Cache-Control, …):
 // the CRS of features (OGC API – Features Part 2 tells clients to rely on Content-Crs), the ETag to revalidate
 // with, and Retry-After on a 503.
-const EXPOSED = 'Content-Crs, ETag, Retry-After'
+export const EXPOSED = 'Content-Crs, ETag, Retry-After'
 
 /** What CORS adds to an answer, for the tile route's precomputed headers and for the hook. */
 export function corsPolicy (cors) {

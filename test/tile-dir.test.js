@@ -20,7 +20,7 @@ const NO_NGINX = 'nginx is not installed (apt-get install nginx-light)'
 const COG = join(FIXTURES, 'cog', 'image_web_z5_z11.tif') // made to order: written by default
 const COG_TILE = '8/50/98.png' // inside it
 const COG_OUTSIDE = '8/0/0.png' // outside it: 404
-const HEADERS = ['content-type', 'content-encoding', 'cache-control', 'vary', 'access-control-allow-origin']
+const HEADERS = ['content-type', 'content-encoding', 'cache-control', 'vary', 'access-control-allow-origin', 'access-control-expose-headers']
 // Who answered a 200: tile-cannon's ETags name the coding ("…-gzip"); nginx's are its file's mtime and size in hex.
 const byNginx = (res) => /^(W\/)?"[0-9a-f]+-[0-9a-f]+"$/.test(res.headers.etag ?? '')
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -5,6 +5,7 @@
 // Why not `try_files $uri @tile_cannon`, the classic form: try_files looks for the file as named, and vector tiles are
 // on disk gzip-compressed only (<y>.pbf.gz), which only gzip_static finds. So the static module answers, and its 404
 // (no file) is handed to tile-cannon with `error_page 404 = @tile_cannon`: the same fallback, one lookup.
+import { EXPOSED } from '../cors.js'
 import { CONTENT_TYPES, TILE_EXTENSIONS } from '../tiletype.js'
 // The body tile-cannon sends for a tile a raster set does not have (routes/tile-answer.js).
 const NO_TILE = '{"statusCode":404,"error":"Not Found","message":"no tile at these coordinates"}'
@@ -54,7 +55,8 @@ export function nginxConfig ({ dir, upstream, listen = 8080, places = [], cacheC
     add('}', '')
   }
   const headers = ['        add_header Cache-Control $tile_cannon_cache_control always;', '        add_header Vary $tile_cannon_vary always;']
-  if (origin !== null) headers.push(`        add_header Access-Control-Allow-Origin ${origin} always;`)
+  // With CORS on, tile-cannon exposes these on every answer, with or without an allowed origin (lib/cors.js).
+  if (origin !== null) headers.push(`        add_header Access-Control-Allow-Origin ${origin} always;`, `        add_header Access-Control-Expose-Headers ${quote(EXPOSED)} always;`)
   const proxy = ['        proxy_pass http://tile_cannon;', '        proxy_http_version 1.1;', '        proxy_set_header Connection "";',
     '        proxy_set_header Host $http_host;', '        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
     '        proxy_set_header X-Forwarded-Proto $scheme;']
