@@ -16,6 +16,30 @@ import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
 // PostgreSQL: an undefined table, column or function (SQLSTATE 42P01, 42703, 42883): the schema changed since discovery.
 const SCHEMA_CHANGED = new Set(['42P01', '42703', '42883'])
 
+// Sets opened at once (a folder of 1,000 files is not opened all at once): a remote store that does not answer makes
+// its sets wait out their timeout, and those behind them open meanwhile.
+const OPEN_AT_ONCE = 8
+
+/** Runs at most `limit` of the functions given at once; the others wait, in the order given. */
+class Slots {
+  constructor (limit) {
+    this.free = limit
+    this.waiting = []
+  }
+
+  async run (fn) {
+    if (this.free > 0) this.free--
+    else await new Promise((resolve) => this.waiting.push(resolve))
+    try {
+      return await fn()
+    } finally {
+      const next = this.waiting.shift()
+      if (next === undefined) this.free++
+      else next()
+    }
+  }
+}
+
 export class Catalog {
   /** `services`: what sources may use beyond their spec (plugins' resources: the raster pool, …). */
   constructor ({ config, log, cache, services = {} }) {
@@ -34,6 +58,7 @@ export class Catalog {
     this.groups = new Groups({ config, log, registry: this.registry, context: this.context })
     this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id, configuredId) => this.openSpec({ ...pathSpec(config, path, id ?? configuredId), id: configuredId }, id) })
     this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id), reopenFile: (path) => this.files.refresh(path, { force: true }) })
+    this.opening = new Slots(OPEN_AT_ONCE)
     this.loaded = false
     this.closed = false
     this.unavailableSaid = new Map() // set id → the reason it was last logged unavailable for
@@ -102,7 +127,7 @@ export class Catalog {
     this.sayMissing(missing, unserved)
     this.files.setUnlisted(unserved.filter((u) => u.folder), { say: false })
     this.files.setBroken(broken)
-    for (const spec of specs) await this.openSpec(spec)
+    await this.openInOrder(specs, (spec, turn) => this.openSpec(spec, undefined, turn))
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
     this.loaded = true
@@ -125,48 +150,67 @@ export class Catalog {
     }
   }
 
-  /** Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). */
-  async openSpec (spec, id) {
+  /**
+   * Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). `turn`: a
+   * promise to wait for before registering (the set found before it being registered, so sets opened at once are
+   * listed in the order found).
+   */
+  async openSpec (spec, id, turn = null) {
     const { kind } = spec
     if (kind?.openGroup) return this.groups.open(spec.url, kind)
+    const claimed = id === undefined
     id ??= this.registry.newId(spec)
+    try {
+      return await this.openAndRegister(spec, id, turn)
+    } finally {
+      if (claimed) this.registry.unclaim(id) // (registered, or not served after all)
+    }
+  }
+
+  async openAndRegister (spec, id, turn) {
+    const { kind } = spec
     let file = null
     let companions = null
-    if (spec.path) {
-      try {
-        file = await stat(spec.path)
-      } catch {
-        return null // gone between listing and opening
-      }
-      // Before the open: a commit between the two is then seen as a change still to read, never as one read already.
-      companions = companionStamp(spec.path)
-    }
     let source = null
     let reason = null
-    // A writer's files beside a file we already have open may be our own reader's: only a file new to us is judged.
-    const ours = spec.path && this.registry.byPath.get(spec.path)?.source
-    if (!kind) {
-      reason = 'no source kind serves this URL'
-    } else if (file !== null && !file.isFile() && !(file.isDirectory() && kind.opensFolders)) {
-      reason = 'not a regular file'
-    } else if (spec.path && !ours && isWriting(spec.path)) {
-      reason = 'still being written (a -journal, or a -wal changing, beside it)'
-    } else {
-      try {
-        const { kind: _, ...rest } = spec
-        source = await kind.open({ ...this.config.sets[id], ...rest, id }, this.context)
-        const problems = contractProblems(source)
-        if (problems.length > 0) {
-          await source?.close?.()
-          source = null
-          reason = `the ${kind.kind} source broke its contract: ${problems.join('; ')}`
-          this.log.error({ set: id, problems }, 'source contract broken (a bug in lib/sources)')
+    const gone = await this.opening.run(async () => {
+      if (spec.path) {
+        try {
+          file = await stat(spec.path)
+        } catch {
+          return true // gone between listing and opening
         }
-      } catch (err) {
-        // Reasons reach 503 bodies and /health: name the file, never the folder it is in.
-        reason = spec.path ? String(err.message).replaceAll(dirname(spec.path) + '/', '') : String(err.message)
+        // Before the open: a commit between the two is then seen as a change still to read, never as one read already.
+        companions = companionStamp(spec.path)
       }
-    }
+      // A writer's files beside a file we already have open may be our own reader's: only a file new to us is judged.
+      const ours = spec.path && this.registry.byPath.get(spec.path)?.source
+      if (!kind) {
+        reason = 'no source kind serves this URL'
+      } else if (file !== null && !file.isFile() && !(file.isDirectory() && kind.opensFolders)) {
+        reason = 'not a regular file'
+      } else if (spec.path && !ours && isWriting(spec.path)) {
+        reason = 'still being written (a -journal, or a -wal changing, beside it)'
+      } else {
+        try {
+          const { kind: _, ...rest } = spec
+          source = await kind.open({ ...this.config.sets[id], ...rest, id }, this.context)
+          const problems = contractProblems(source)
+          if (problems.length > 0) {
+            await source?.close?.()
+            source = null
+            reason = `the ${kind.kind} source broke its contract: ${problems.join('; ')}`
+            this.log.error({ set: id, problems }, 'source contract broken (a bug in lib/sources)')
+          }
+        } catch (err) {
+          // Reasons reach 503 bodies and /health: name the file, never the folder it is in.
+          reason = spec.path ? String(err.message).replaceAll(dirname(spec.path) + '/', '') : String(err.message)
+        }
+      }
+      return false
+    })
+    if (gone) return null
+    await turn
     if (this.closed) { // the catalog closed while this file was opening
       await source?.close()
       return null
@@ -188,6 +232,30 @@ export class Catalog {
     return entry
   }
 
+  /**
+   * Runs `open(spec, turn)` for every spec at once (opening itself is bounded by `this.opening`): a remote store that
+   * does not answer holds up its own sets, not every one after them. Ids are handed out in the order found (openSpec
+   * takes its id before it waits for anything) and sets registered in that order (`turn`), so which file is `a` and
+   * which `a-2`, and the order /list shows, are as when they opened one after another. A database (a group) finds
+   * its sets' ids as it registers them: it waits for those found before it, and those after it wait for it.
+   */
+  async openInOrder (specs, open) {
+    let turn = Promise.resolve()
+    let under = [] // opening now
+    for (const spec of specs) {
+      if (spec.kind?.openGroup) {
+        await Promise.all(under)
+        under = [open(spec, turn)]
+        await under[0]
+        continue
+      }
+      const opening = open(spec, turn)
+      turn = opening.then(() => {}, () => {})
+      under.push(opening)
+    }
+    await Promise.all(under)
+  }
+
   /** Re-checks one file after a change (the watcher's work; also for tests and tools). */
   refreshFile (path, options) { return this.files.refresh(path, options) }
 
@@ -206,11 +274,11 @@ export class Catalog {
     this.sayMissing(missing, unserved.filter((u) => !u.folder))
     this.files.setUnlisted(unserved.filter((u) => u.folder))
     this.files.setBroken(broken)
-    for (const spec of specs) {
+    await this.openInOrder(specs, async (spec, turn) => {
       if (spec.path) {
         seen.add(spec.path)
         if (registry.byPath.has(spec.path)) await this.files.refresh(spec.path, { force: true })
-        else await this.openSpec(spec)
+        else await this.openSpec(spec, undefined, turn)
       } else if (spec.kind?.openGroup) {
         seen.add(spec.url)
         await this.groups.open(spec.url, spec.kind)
@@ -220,9 +288,9 @@ export class Catalog {
         const key = spec.url ?? spec.kind?.kind
         const known = [...registry.entries.values()].find((e) => (spec.url ? e.url === spec.url : e.kind === key))
         seen.add(key)
-        await this.openSpec(spec, known?.id ?? (spec.id && registry.entries.has(spec.id) ? spec.id : undefined))
+        await this.openSpec(spec, known?.id ?? (spec.id && registry.entries.has(spec.id) ? spec.id : undefined), turn)
       }
-    }
+    })
     this.remote.setUnlisted(unlisted)
     for (const entry of [...registry.entries.values()]) {
       // Sets of a bucket prefix or a folder that could not be listed now are kept: a blip of the store or of a mount, a

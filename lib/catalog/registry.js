@@ -24,6 +24,9 @@ export class Registry {
     this.aliases = new Map() // every name a URL may use → entry
     this.byPath = new Map() // absolute file path → entry
     this.composites = new Map() // "a,b" → composite entry, built on first request
+    // Ids and file names handed out by newId to sets still opening (name → id): sets open several at once, and each
+    // must get the id (and the file-name alias) it would have got opening in turn.
+    this.claimed = new Map()
     this.maxParts = config.limits?.maxCompositeParts ?? LIMIT_DEFAULTS.maxCompositeParts // sets in one composite
     this.generation = 0
     this.onChange = null // (event, entry): 'register', 'remove', 'expire' (lib/tile-dir follows the sets' data)
@@ -55,7 +58,7 @@ export class Registry {
    * file has is in use too: /roads.mbtiles keeps naming the file `roads` was found as, not one of that name found later.
    */
   uniqueId (wanted, alternatives = []) {
-    const free = (id) => !this.entries.has(id) && !this.aliases.has(id) && !RESERVED.has(id)
+    const free = (id) => !this.entries.has(id) && !this.aliases.has(id) && !this.claimed.has(id) && !RESERVED.has(id)
     const id = [wanted, ...alternatives].find(free) ?? (() => {
       let n = 2
       while (!free(`${wanted}-${n}`)) n++
@@ -65,20 +68,34 @@ export class Registry {
     return id
   }
 
-  /** The id of a set from a spec: the configured one, else the file or URL name without its extension. */
+  /**
+   * The id of a set from a spec: the configured one, else the file or URL name without its extension. The id, and
+   * the name it will be found by (its alias), are claimed until the set is registered or `unclaim`ed.
+   */
   newId (spec) {
-    if (spec.id) return this.uniqueId(spec.id)
-    const name = spec.path ? basename(spec.path) : basename(new URL(spec.url).pathname) || 'remote'
+    if (spec.id) return this.claim(this.uniqueId(spec.id))
+    const name = nameOf(spec) || 'remote'
     const dot = name.lastIndexOf('.')
     const stem = dot > 0 ? name.slice(0, dot) : name
-    const id = this.uniqueId(stem, [name])
-    const first = id === stem || id === name || RESERVED.has(stem) ? undefined : this.aliases.get(name)
+    const id = this.claim(this.uniqueId(stem, [name]))
+    const first = id === stem || id === name || RESERVED.has(stem) ? undefined : this.aliases.get(name)?.id ?? this.claimed.get(name)
     if (first !== undefined) {
       // A file of the same name in another folder (or at another URL): served, under an id of its own, said once here.
-      this.log.warn({ set: id, file: name, first: first.id, folder: spec.path ? dirname(spec.path) : undefined },
-        `'${name}' is the name of a file served already (set '${first.id}'): this one is served as '${id}', and /${name} stays '${first.id}'`)
+      this.log.warn({ set: id, file: name, first, folder: spec.path ? dirname(spec.path) : undefined },
+        `'${name}' is the name of a file served already (set '${first}'): this one is served as '${id}', and /${name} stays '${first}'`)
     }
+    if (name !== id && !RESERVED.has(name) && !this.aliases.has(name) && !this.claimed.has(name)) this.claimed.set(name, id)
     return id
+  }
+
+  claim (id) {
+    this.claimed.set(id, id)
+    return id
+  }
+
+  /** Gives back what newId claimed for `id` (its set was registered, or will not be). */
+  unclaim (id) {
+    for (const [name, owner] of this.claimed) if (owner === id) this.claimed.delete(name)
   }
 
   /**
@@ -125,8 +142,11 @@ export class Registry {
     const previous = this.entries.get(entry.id)
     this.entries.set(entry.id, entry)
     this.aliases.set(entry.id, entry)
-    const name = entry.path ? basename(entry.path) : entry.url ? basename(new URL(entry.url).pathname) : null
-    if (name && name !== entry.id && !RESERVED.has(name) && (!this.aliases.has(name) || this.aliases.get(name) === previous)) this.aliases.set(name, entry)
+    const name = nameOf(entry)
+    const claimant = name ? this.claimed.get(name) : undefined // (a set opening now, found before this one)
+    this.unclaim(entry.id)
+    if (name && name !== entry.id && !RESERVED.has(name) && (claimant === undefined || claimant === entry.id) &&
+      (!this.aliases.has(name) || this.aliases.get(name) === previous)) this.aliases.set(name, entry)
     if (entry.path) this.byPath.set(entry.path, entry)
     if (previous && previous !== entry) this.retire(previous)
     this.onChange?.('register', entry)
@@ -228,6 +248,11 @@ export class Registry {
     this.byPath.clear()
     this.composites.clear()
   }
+}
+
+/** The file name of a set's file or remote object (what a URL may name it by), or null. */
+function nameOf ({ path, url }) {
+  return path ? basename(path) : url ? basename(new URL(url).pathname) : null
 }
 
 /**

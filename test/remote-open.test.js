@@ -1,0 +1,77 @@
+// Remote sets at start-up: opened at once (an origin that hangs holds up its own sets only), ids and order as found.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+import { join } from 'node:path'
+import { makeApp } from './helpers/app.js'
+import { pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
+
+/**
+ * A real origin on 127.0.0.1 serving `files` (path → Buffer) by ranges; a request whose path `holding(path)` says is
+ * held waits until `release()` (and from then on none is). `asked`: the paths asked for, in order.
+ */
+async function origin (t, files, holding = () => false) {
+  const asked = []
+  let held = []
+  const server = createServer((req, res) => {
+    const path = req.url.split('?')[0]
+    asked.push(path)
+    const answer = () => {
+      const file = files[path]
+      if (file === undefined) { res.writeHead(404); res.end(); return }
+      const [, a, b] = /bytes=(\d+)-(\d+)/.exec(req.headers.range)
+      const [start, end] = [Number(a), Math.min(Number(b), file.length - 1)]
+      res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
+      res.end(file.subarray(start, end + 1))
+    }
+    if (held !== null && holding(path)) held.push(answer)
+    else answer()
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const release = () => {
+    const waiting = held ?? []
+    held = null
+    for (const go of waiting) go()
+  }
+  t.after(() => { release(); server.close() })
+  return { base: `http://127.0.0.1:${server.address().port}`, asked, release }
+}
+
+const archive = (dir, name) => writePmtiles(join(dir, `${name}.pmtiles`), { tiles: vectorTiles(pyramid(0, 2)), metadata: { name } })
+
+async function until (condition, ms = 3000) {
+  const deadline = Date.now() + ms
+  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+  return condition()
+}
+
+test('remote sets are opened at once: an origin that does not answer holds up each set once, not one after another', async (t) => {
+  const dir = tempDir(t)
+  const names = ['d', 'c', 'b', 'a']
+  const files = Object.fromEntries(names.map((name) => [`/${name}.pmtiles`, archive(dir, name)]))
+  const remote = await origin(t, files, () => true) // every request waits
+  const building = makeApp(t, { paths: names.map((name) => `${remote.base}/${name}.pmtiles`) })
+  const all = await until(() => names.every((name) => remote.asked.includes(`/${name}.pmtiles`)))
+  remote.release()
+  const app = await building
+  assert.ok(all, `each set asked its origin while the others waited (asked: ${remote.asked.join(', ')})`)
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), names, 'in the order given')
+})
+
+test('sets opened at once get the ids and names they would get in turn: the first found is `a`, even when it opens last', async (t) => {
+  const dir = tempDir(t)
+  const files = { '/one/a.pmtiles': archive(dir, 'first'), '/two/a.pmtiles': archive(dir, 'second'), '/b.pmtiles': archive(dir, 'b') }
+  const remote = await origin(t, files, (path) => path.startsWith('/one/'))
+  const building = makeApp(t, { paths: Object.keys(files).map((path) => remote.base + path) })
+  // The others have opened (their whole archive read) before the first answers.
+  assert.ok(await until(() => remote.asked.filter((path) => !path.startsWith('/one/')).length >= 4))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  remote.release()
+  const app = await building
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), ['a', 'a-2', 'b'])
+  assert.equal((await app.inject({ url: '/a.json' })).json().name, 'first')
+  assert.equal((await app.inject({ url: '/a-2.json' })).json().name, 'second')
+  assert.equal((await app.inject({ url: '/a.pmtiles.json' })).json().name, 'first', 'the file name stays the first found')
+})
