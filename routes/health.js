@@ -4,6 +4,7 @@
 // the process sheds load. Each backend's state is in the body. Probes run at most once a second, however often asked.
 import { GET_HEAD } from './http.js'
 import { databaseName } from '../lib/urls.js'
+import { storeDown } from '../lib/remote/reader.js'
 
 const CHECK_TIMEOUT_MS = 2000
 const CHECK_EVERY_MS = 1000
@@ -70,6 +71,13 @@ async function backendStates ({ catalog, renderer, sharedCache }) {
     states.push(withTimeout(entry.source.check(), `${name} did not answer`).then(
       () => ({ name, kind: entry.kind, state: 'up' }),
       (err) => ({ name, kind: entry.kind, state: 'down', reason: err.message })))
+  }
+  // Remote sets not open because their store did not answer or refused us: down until they open (tried again every
+  // remote.retryMs). One refused for a reason of its own (no such object, not an archive) is no backend down.
+  for (const entry of catalog.entries.values()) {
+    if (entry.source === null && entry.url !== null && storeDown(entry.reason)) {
+      states.push({ name: `set ${entry.id}`, kind: entry.kind, state: 'down', reason: entry.reason })
+    }
   }
   // A bucket prefix that cannot be listed: what it holds is not known (a reload keeps its sets as they were). Named by
   // its place in `paths`, never the bucket.

@@ -290,6 +290,10 @@ test('a stopped object store: 503 for its sets, never a crash; started again: th
   const reasons = (await late.inject('/health')).json().unavailable
   assert.deepEqual(reasons.map((u) => u.id), ['gen', 'ortho'])
   assert.match(reasons[0].reason, /^the remote store did not answer \(ECONNREFUSED, 4 tries\)$/)
+  // …and is not ready until they open (their store is a backend down).
+  const lateReady = await late.inject('/ready')
+  assert.equal(lateReady.statusCode, 503)
+  assert.deepEqual(lateReady.json().backends.filter((b) => b.name.startsWith('set ')).map((b) => [b.name, b.state]), [['set gen', 'down'], ['set ortho', 'down']])
 
   await store.start()
   await upload() // (moto keeps nothing: the same bytes again, so the same ETags)

@@ -64,6 +64,13 @@ async function answerError (res, when) {
   return remoteError(`the remote store answered ${said}`)
 }
 
+/**
+ * Does `reason`, why a remote set could not be opened, say that its store did not answer or refused us (down, 5xx,
+ * wrong credentials): a backend down, which a retry may find back? Not a reason of the object's own (no such object,
+ * empty, not an archive), nor a setting to fix (another region).
+ */
+export const storeDown = (reason) => /^(?:the remote store did not answer|access denied by the remote store) \(/.test(reason ?? '')
+
 /** A 206 that is not the range asked for (another start, or fewer bytes than it says): tried again, and said so. */
 class ShortRead extends Error {}
 
