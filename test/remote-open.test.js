@@ -75,3 +75,17 @@ test('sets opened at once get the ids and names they would get in turn: the firs
   assert.equal((await app.inject({ url: '/a-2.json' })).json().name, 'second')
   assert.equal((await app.inject({ url: '/a.pmtiles.json' })).json().name, 'first', 'the file name stays the first found')
 })
+
+test('a URL\'s set is named by its decoded file name: with%20space.pmtiles is `with space`, as a file of that name', async (t) => {
+  const dir = tempDir(t)
+  const files = { '/with%20space.pmtiles': archive(dir, 'spaced'), '/%C3%BCn%C3%AF.pmtiles': archive(dir, 'accented') }
+  const remote = await origin(t, files)
+  const app = await makeApp(t, { paths: Object.keys(files).map((path) => remote.base + path) })
+  assert.deepEqual((await app.inject({ url: '/list' })).json(), ['with space', 'ünï'])
+  const tilejson = (await app.inject({ url: '/with%20space.json' })).json()
+  assert.equal(tilejson.name, 'spaced')
+  assert.ok(tilejson.tiles[0].endsWith('/with%20space/{z}/{x}/{y}.pbf'), tilejson.tiles[0])
+  assert.equal((await app.inject({ url: '/with%20space/1/1/1' })).statusCode, 200)
+  assert.equal((await app.inject({ url: '/with%20space.pmtiles/1/1/1' })).statusCode, 200, 'and by its full name')
+  assert.equal((await app.inject({ url: `/${encodeURIComponent('ünï')}.json` })).json().name, 'accented')
+})

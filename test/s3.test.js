@@ -220,6 +220,30 @@ test('s3:// PMTiles and COGs serve the same bytes as the local files; a bucket p
   assert.ok(!logs.some((l) => l.includes(store.credentials.secretAccessKey) || l.includes(store.credentials.accessKeyId)), 'no secret in the logs')
 })
 
+test('objects whose keys hold a space, non-ASCII letters, #, ? or % are served under their names, as files of those names are', async (t) => {
+  if (!needs(t, existsSync(MOTO), NO_MOTO)) return
+  const dir = tempDir(t)
+  const store = await moto(t)
+  await store.bucket('odd')
+  const names = ['with space', 'ünï', 'a#b', 'a', 'c?d', '100%']
+  for (const name of names) {
+    const key = `maps/${name}.pmtiles`.split('/').map(encodeURIComponent).join('/')
+    await store.put('odd', key, versionedPmtiles(join(dir, 'x.pmtiles'), name, 2))
+  }
+  const app = await s3App(t, store, { paths: ['s3://odd/maps/'] })
+  assert.deepEqual((await app.inject('/list')).json().sort(), [...names].sort())
+  for (const name of names) {
+    const id = encodeURIComponent(name)
+    const tilejson = (await app.inject(`/${id}.json`)).json()
+    assert.equal(tilejson.name, `version ${name}`, name)
+    assert.ok(tilejson.tiles[0].endsWith(`/${id}/{z}/{x}/{y}.pbf`), tilejson.tiles[0])
+    const tile = await get(app, `/${id}/2/1/1`)
+    assert.equal(tile.statusCode, 200, name)
+    assert.deepEqual(gunzipSync(tile.rawPayload), makeMvt(2, 1, 1, { version: name }), 'the object of that key, read by its key')
+    assert.equal((await app.inject(`/${encodeURIComponent(name + '.pmtiles')}/2/1/1`)).statusCode, 200, 'and by its full name')
+  }
+})
+
 test('wrong credentials: the sets are unavailable with a clear reason, and no secret, key or bucket URL shows anywhere', async (t) => {
   if (!needs(t, existsSync(MOTO), NO_MOTO)) return
   const store = await moto(t, { auth: true })

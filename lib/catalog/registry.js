@@ -5,6 +5,7 @@ import { basename, dirname } from 'node:path'
 import { compose, layerConflict } from '../sources/composite.js'
 import { isVector } from '../tiletype.js'
 import { LIMIT_DEFAULTS } from '../limits.js'
+import { isS3Url, parseS3Url } from '../remote/s3.js'
 
 /**
  * Top-level route names a set id would shadow or be shadowed by (today's and those the planned subsystems take). A
@@ -250,9 +251,22 @@ export class Registry {
   }
 }
 
-/** The file name of a set's file or remote object (what a URL may name it by), or null. */
+/**
+ * The file name of a set's file or remote object (what a URL may name it by), or null: an S3 object's as its key is
+ * (`s3://b/with space.pmtiles`, `a#b.pmtiles`), a URL's last path segment decoded (`with%20space.pmtiles`), so either
+ * is named as a file of that name is.
+ */
 function nameOf ({ path, url }) {
-  return path ? basename(path) : url ? basename(new URL(url).pathname) : null
+  if (path) return basename(path)
+  if (!url) return null
+  if (isS3Url(url)) return parseS3Url(url).key.split('/').pop()
+  const segment = basename(new URL(url).pathname)
+  try {
+    const name = decodeURIComponent(segment)
+    return name.includes('/') ? segment : name // (an encoded slash: as written, or no route would reach it)
+  } catch {
+    return segment // (a stray %: as written)
+  }
 }
 
 /**
