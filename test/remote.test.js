@@ -151,3 +151,31 @@ test('an object replaced by one of the same size moments after its set opened is
   assert.deepEqual(res.rawPayload, two.tiles[4].data, 'the new object\'s tile, read where its directory says')
   for (const tile of two.tiles) assert.deepEqual((await app.inject({ url: `/same/${tile.z}/${tile.x}/${tile.y}.mvt` })).rawPayload, tile.data)
 })
+
+test('an origin that ignores Range (200, the whole object) serves a small archive; a larger one is refused, saying why', async (t) => {
+  const dir = tempDir(t)
+  const small = vectorTiles(pyramid(0, 2))
+  const files = {
+    '/small.pmtiles': writePmtiles(join(dir, 'small.pmtiles'), { tiles: small, metadata: { name: 'Small' } }),
+    '/large.pmtiles': writePmtiles(join(dir, 'large.pmtiles'), { tiles: pyramid(0, 3).map(([z, x, y]) => ({ z, x, y, data: randomBytes(20_000) })), tileCompression: 'none' }),
+  }
+  assert.ok(files['/small.pmtiles'].length < 64 * 1024 && files['/large.pmtiles'].length > 64 * 1024)
+  const server = createServer((req, res) => {
+    const file = files[req.url]
+    res.writeHead(200, { 'content-length': file.length, etag: '"v1"' })
+    res.end(file)
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const base = `http://127.0.0.1:${server.address().port}`
+  const app = await makeApp(t, { paths: [`${base}/small.pmtiles`, `${base}/large.pmtiles`] })
+  assert.equal((await app.inject({ url: '/small.json' })).json().name, 'Small')
+  for (const { z, x, y, data } of small) {
+    const res = await app.inject({ url: `/small/${z}/${x}/${y}.mvt` })
+    assert.equal(res.statusCode, 200)
+    assert.deepEqual(res.rawPayload, gunzipSync(data))
+  }
+  const large = (await app.inject({ url: '/health' })).json().unavailable.find((u) => u.id === 'large')
+  assert.match(large.reason, /does not answer range requests \(it sends the whole object, longer than the range asked\)/)
+})

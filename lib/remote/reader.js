@@ -71,6 +71,23 @@ async function answerError (res, when) {
  */
 export const storeDown = (reason) => /^(?:the remote store did not answer|access denied by the remote store) \(/.test(reason ?? '')
 
+/** An answer's body when it holds at most `max` bytes (by its Content-Length, else as read), else null (not read on). */
+async function bodyUpTo (res, max) {
+  const length = res.headers.get('content-length')
+  if (length !== null && Number(length) > max) {
+    res.body?.cancel().catch(() => {})
+    return null
+  }
+  const chunks = []
+  let size = 0
+  for await (const chunk of res.body ?? []) {
+    size += chunk.length
+    if (size > max) return null // (leaving the loop cancels the rest)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks, size)
+}
+
 /** A 206 that is not the range asked for (another start, or fewer bytes than it says): tried again, and said so. */
 class ShortRead extends Error {}
 
@@ -246,52 +263,65 @@ export class RangeReader {
     // A strong ETag: S3 answers 412 once the object changed.
     if (this.version?.startsWith('"') && !this.bySize && !options?.unconditional) headers['if-match'] = this.version
     return withRetries(this.target.request, headers, async (res) => {
+      let from, to, total
+      let data = null // (a 200's, read before it is judged)
       if (res.status === 206) {
         const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '')
         if (range === null) { res.body?.cancel().catch(() => {}); throw remoteError('the remote store answered a range without Content-Range') }
-        const total = Number(range[3])
-        const validator = res.headers.get('etag') ?? res.headers.get('last-modified')
-        let version = this.versionOf(validator, total)
-        if (this.size === null) { // the first answer
-          this.size = total
-          this.version = version
-        }
-        const expected = this.bySize && !this.expected?.startsWith(SIZE_VERSION) ? null : this.expected // (a worker's)
-        let changed = version !== this.version || total !== this.size || (expected !== null && version !== expected)
-        // The same size, and a validator this object had before: servers that disagree (a replacement never goes back).
-        // So too the one opened, asked again after a 412 to it: a server that had another (A, not A, then A).
-        const back = changed ? validators.get(this.url)?.includes(validator) : options?.unconditional === true
-        if (back && total === this.size && !this.bySize) {
-          version = this.compareBySize(total)
-          changed = false
-        }
-        remember(this.url, validator)
-        if (changed) {
-          res.body?.cancel().catch(() => {})
-          throw total === this.size ? this.flipped() : this.replaced()
-        }
-        const data = Buffer.from(await res.arrayBuffer())
-        const [from, to] = [Number(range[1]), Number(range[2])]
-        if (from !== start || to < from) throw new ShortRead(`answered bytes ${from}-${to} when asked for ${start}-${end}`) // tried again
-        if (data.length !== to - from + 1) throw new ShortRead(`sent ${data.length} bytes of the ${to - from + 1} its Content-Range says`)
-        this.answeredAt = Date.now()
-        // A store may answer less of a range than asked (RFC 9110 14.4): the rest is asked for, never taken as all.
-        const wanted = Math.min(end, total - 1)
-        if (to >= wanted) return data
-        const deadline = options?.deadline ?? Date.now() + TOTAL_TIMEOUT_MS // for all the pieces of this range
-        if (Date.now() >= deadline) throw remoteError(`the remote store answers ranges in pieces of ${data.length} bytes, too slowly to read`, { transient: true })
-        const rest = await this.fetchRange(to + 1, end, when, { ...options, deadline })
-        return Buffer.concat([data, rest])
-      }
-      if (res.status === 200 || (when === 'read' && (res.status === 412 || res.status === 416 || res.status === 404))) {
+        [from, to, total] = [Number(range[1]), Number(range[2]), Number(range[3])]
+      } else if (res.status === 200) {
+        // The whole object (the store ignores Range, as RFC 9110 §14.2 lets it): taken when it is no longer than what
+        // was asked, or than a block (a small archive, asked for one byte by check()), never downloaded when longer.
+        data = await bodyUpTo(res, Math.max(end - start + 1, BLOCK_BYTES))
+        if (data === null) throw remoteError('the remote server does not answer range requests (it sends the whole object, longer than the range asked)')
+        if (data.length === 0 && when === 'open') throw remoteError('the remote object is empty')
+        total = data.length
+        from = start
+        to = Math.min(end, total - 1)
+      } else if (when === 'read' && (res.status === 412 || res.status === 416 || res.status === 404)) {
         res.body?.cancel().catch(() => {})
-        if (res.status === 200) throw remoteError('the remote server does not answer range requests')
         // Another ETag than the one opened: asked again without If-Match, to see which version the store has now (one
         // it had before, from another of its servers, is told apart from a new one as for any answer).
         if (res.status === 412 && !options?.unconditional) return this.fetchRange(start, end, when, { ...options, unconditional: true })
         throw this.replaced() // changed, shrunk or gone
+      } else {
+        throw await answerError(res, when) // (it reads the error's body)
       }
-      throw await answerError(res, when) // (it reads the error's body)
+      const validator = res.headers.get('etag') ?? res.headers.get('last-modified')
+      let version = this.versionOf(validator, total)
+      if (this.size === null) { // the first answer
+        this.size = total
+        this.version = version
+      }
+      const expected = this.bySize && !this.expected?.startsWith(SIZE_VERSION) ? null : this.expected // (a worker's)
+      let changed = version !== this.version || total !== this.size || (expected !== null && version !== expected)
+      // The same size, and a validator this object had before: servers that disagree (a replacement never goes back).
+      // So too the one opened, asked again after a 412 to it: a server that had another (A, not A, then A).
+      const back = changed ? validators.get(this.url)?.includes(validator) : options?.unconditional === true
+      if (back && total === this.size && !this.bySize) {
+        version = this.compareBySize(total)
+        changed = false
+      }
+      remember(this.url, validator)
+      if (changed) {
+        res.body?.cancel().catch(() => {})
+        throw total === this.size ? this.flipped() : this.replaced()
+      }
+      if (data !== null) { // (a 200: the bytes asked for out of the whole)
+        this.answeredAt = Date.now()
+        return data.subarray(from, to + 1)
+      }
+      data = Buffer.from(await res.arrayBuffer())
+      if (from !== start || to < from) throw new ShortRead(`answered bytes ${from}-${to} when asked for ${start}-${end}`) // tried again
+      if (data.length !== to - from + 1) throw new ShortRead(`sent ${data.length} bytes of the ${to - from + 1} its Content-Range says`)
+      this.answeredAt = Date.now()
+      // A store may answer less of a range than asked (RFC 9110 14.4): the rest is asked for, never taken as all.
+      const wanted = Math.min(end, total - 1)
+      if (to >= wanted) return data
+      const deadline = options?.deadline ?? Date.now() + TOTAL_TIMEOUT_MS // for all the pieces of this range
+      if (Date.now() >= deadline) throw remoteError(`the remote store answers ranges in pieces of ${data.length} bytes, too slowly to read`, { transient: true })
+      const rest = await this.fetchRange(to + 1, end, when, { ...options, deadline })
+      return Buffer.concat([data, rest])
     }, options)
   }
 
