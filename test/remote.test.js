@@ -179,3 +179,28 @@ test('an origin that ignores Range (200, the whole object) serves a small archiv
   const large = (await app.inject({ url: '/health' })).json().unavailable.find((u) => u.id === 'large')
   assert.match(large.reason, /does not answer range requests \(it sends the whole object, longer than the range asked\)/)
 })
+
+test('a URL with user:password@ is read with HTTP Basic auth, and the password shows nowhere', async (t) => {
+  const dir = tempDir(t)
+  const tiles = vectorTiles(pyramid(0, 2))
+  const file = writePmtiles(join(dir, 'x.pmtiles'), { tiles, metadata: { name: 'Guarded' } })
+  const expected = `Basic ${Buffer.from('reader:s3cr3t@x').toString('base64')}`
+  const server = createServer((req, res) => {
+    if (req.headers.authorization !== expected) { res.writeHead(401, { 'www-authenticate': 'Basic realm="tiles"' }); res.end(); return }
+    const [, a, b] = /bytes=(\d+)-(\d+)/.exec(req.headers.range)
+    const [start, end] = [Number(a), Math.min(Number(b), file.length - 1)]
+    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
+    res.end(file.subarray(start, end + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const logs = []
+  const app = await makeApp(t, { paths: [`http://reader:s3cr3t%40x@127.0.0.1:${server.address().port}/guarded.pmtiles`] }, { logs })
+  assert.equal((await app.inject({ url: '/guarded.json' })).json().name, 'Guarded')
+  const res = await app.inject({ url: '/guarded/2/1/1.mvt' })
+  assert.equal(res.statusCode, 200)
+  assert.deepEqual(res.rawPayload, gunzipSync(tiles.find((tile) => tile.z === 2 && tile.x === 1 && tile.y === 1).data))
+  for (const url of ['/health', '/ready', '/guarded.json', '/catalog', '/list']) assert.ok(!(await app.inject({ url })).payload.includes('s3cr3t'), url)
+  assert.ok(!JSON.stringify(logs).includes('s3cr3t'), 'never logged')
+})

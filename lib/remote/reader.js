@@ -10,6 +10,7 @@ import { LRUCache } from 'lru-cache'
 import { Unavailable } from '../errors.js'
 import { isS3Url, listS3Prefix, s3Object } from './s3.js'
 import { outboundFetch } from '../outbound-proxy.js'
+import { withBasicAuth } from '../urls.js'
 
 export const BLOCK_BYTES = 64 * 1024
 const CACHE_BYTES = 32 * 2 ** 20 // per thread: the main thread's readers, and each raster worker's
@@ -27,10 +28,15 @@ let readerCount = 0
 const remoteError = (message, props = {}) => Object.assign(new Unavailable(message), props)
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** The request maker of a URL: s3:// signed with the S3 settings, http(s):// as it is. */
+/**
+ * The request maker of a URL: s3:// signed with the S3 settings, http(s):// as it is, its `user:pass@` (which Node's
+ * fetch refuses) sent as HTTP Basic auth, as curl and GDAL's /vsicurl/ send it.
+ */
 function requestsFor (url, s3) {
   if (isS3Url(url)) return s3Object(url, s3)
-  return { request: (headers) => ({ url, headers }) }
+  const { url: bare, headers: auth } = withBasicAuth(url)
+  if (auth.authorization === undefined) return { request: (headers) => ({ url, headers }) }
+  return { request: (headers) => ({ url: bare, headers: { ...headers, ...auth } }) }
 }
 
 /** An S3 error's code (<Code>…</Code>), read off an error answer's small XML body; '' when it has none. */
