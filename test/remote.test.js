@@ -204,3 +204,39 @@ test('a URL with user:password@ is read with HTTP Basic auth, and the password s
   for (const url of ['/health', '/ready', '/guarded.json', '/catalog', '/list']) assert.ok(!(await app.inject({ url })).payload.includes('s3cr3t'), url)
   assert.ok(!JSON.stringify(logs).includes('s3cr3t'), 'never logged')
 })
+
+test('an object with no ETag and no Last-Modified replaced by one of the same size is re-opened once revalidateMs has passed: its tiles are the new ones, not old directories over new bytes', async (t) => {
+  const dir = tempDir(t)
+  // Two archives of one size whose tiles lie elsewhere: tile 3 is 100 bytes longer in the second, tile 4 as much shorter.
+  const version = (n, shift) => {
+    const tiles = pyramid(0, 2).map(([z, x, y], i) => ({ z, x, y, data: makeMvt(z, x, y, { pad: 'x'.repeat(600 + (i === 3 ? shift : i === 4 ? -shift : 0)) + n }) }))
+    return { tiles, file: writePmtiles(join(dir, `v${n}.pmtiles`), { tiles, tileCompression: 'none', internalCompression: 'none' }) }
+  }
+  const [one, two] = [version(1, 0), version(2, 100)]
+  assert.equal(one.file.length, two.file.length, 'the same size')
+  let current = one
+  const server = createServer((req, res) => { // no validator at all
+    const [, a, b] = /bytes=(\d+)-(\d+)/.exec(req.headers.range)
+    const [start, end] = [Number(a), Math.min(Number(b), current.file.length - 1)]
+    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${current.file.length}`, 'content-length': end - start + 1 })
+    res.end(current.file.subarray(start, end + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const app = await makeApp(t, { paths: [`http://127.0.0.1:${server.address().port}/plain.pmtiles`], cacheMB: 0, remote: { revalidateMs: 200 } })
+  const { z, x, y } = one.tiles[4]
+  assert.deepEqual((await app.inject({ url: `/plain/${z}/${x}/${y}.mvt` })).rawPayload, one.tiles[4].data)
+  current = two
+  const deadline = Date.now() + 3000
+  let res
+  do {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    res = await app.inject({ url: `/plain/${z}/${x}/${y}.mvt` })
+    // (Until it is revalidated, nothing tells it changed: with no validator, a read is bytes at an offset.)
+    if (res.statusCode === 200 && res.rawPayload.equals(two.tiles[4].data)) break
+  } while (Date.now() < deadline)
+  assert.equal(res.statusCode, 200)
+  assert.deepEqual(res.rawPayload, two.tiles[4].data, 'the new object\'s tile, read where its directory says')
+  for (const tile of two.tiles) assert.deepEqual((await app.inject({ url: `/plain/${tile.z}/${tile.x}/${tile.y}.mvt` })).rawPayload, tile.data)
+})

@@ -6,6 +6,7 @@
 //   S3 is sent If-Match), so a replaced object is never read as a mix of old and new bytes. A change marks the
 //   reader stale for good, every read then fails, and `onReplaced` tells the owner to re-open the set.
 // Errors are Unavailable (503) whose messages name no URL, host or key: they reach logs, /health and 503 bodies.
+import { createHash } from 'node:crypto'
 import { LRUCache } from 'lru-cache'
 import { Unavailable } from '../errors.js'
 import { isS3Url, listS3Prefix, s3Object } from './s3.js'
@@ -20,6 +21,10 @@ const ATTEMPT_TIMEOUT_MS = 10_000
 const TOTAL_TIMEOUT_MS = 20_000 // every try of one read, backoff included
 const PROBE_TIMEOUT_MS = 2_000
 const EMPTY = Buffer.alloc(0)
+// An object without validators is told by the hash of its first bytes (revalidate): a PMTiles header and root
+// directory fit in 16 KiB (its spec), so a replacement moves them unless its directories are the same throughout.
+const IDENTITY_BYTES = 16 * 1024
+const identityOf = (bytes) => createHash('sha256').update(bytes.subarray(0, IDENTITY_BYTES)).digest('base64')
 
 // Blocks of every reader of this thread, keyed `<reader id>:<block index>`; a reader's id is its object's version.
 const blocks = new LRUCache({ maxSize: CACHE_BYTES, sizeCalculation: (b) => Math.max(1, b.length) })
@@ -209,6 +214,8 @@ export class RangeReader {
     this.inflight = new Map() // block index → promise of it, while being read
     this.answeredAt = version === null ? 0 : Date.now() // last answer from the store that matched the version
     this.revalidating = false
+    this.identity = null // without validators: the hash of its first IDENTITY_BYTES when opened (see open)
+    this.identifiedAt = 0
     this.closed = false
   }
 
@@ -216,6 +223,13 @@ export class RangeReader {
   async open () {
     const first = await this.fetchRange(0, BLOCK_BYTES - 1, 'open')
     if (first.length > 0) blocks.set(this.id + 0, first)
+    // No ETag, no Last-Modified: an object replaced by one of the same size would look the same. Its first bytes (a
+    // PMTiles header and root directory, where its directories and data lie; a TIFF's header and first IFD) stand for
+    // its version, asked again at each revalidation.
+    if (this.version === null && !this.bySize) {
+      this.identity = identityOf(first)
+      this.identifiedAt = Date.now()
+    }
     return this
   }
 
@@ -333,9 +347,18 @@ export class RangeReader {
 
   /** In the background, when due: asks the store whether the object is still the version opened. */
   revalidate () {
-    if (this.revalidateMs <= 0 || this.revalidating || this.stale !== null || Date.now() - this.answeredAt < this.revalidateMs) return
+    // Any answer checks the validators; without them only the first bytes tell, so they are asked for when due whatever
+    // else was read meanwhile (one range of IDENTITY_BYTES each revalidateMs).
+    const last = this.identity === null ? this.answeredAt : this.identifiedAt
+    if (this.revalidateMs <= 0 || this.revalidating || this.stale !== null || Date.now() - last < this.revalidateMs) return
     this.revalidating = true
-    this.fetchRange(0, 0).catch(() => {}).then(() => { this.revalidating = false })
+    const asked = this.identity === null
+      ? this.fetchRange(0, 0)
+      : this.fetchRange(0, IDENTITY_BYTES - 1).then((head) => {
+        this.identifiedAt = Date.now()
+        if (identityOf(head) !== this.identity) this.replaced()
+      })
+    asked.catch(() => {}).then(() => { this.revalidating = false })
   }
 
   /**
@@ -353,6 +376,7 @@ export class RangeReader {
    * cache keeps; every such read also checks the version).
    */
   read (offset, length) {
+    if (this.identity !== null) this.revalidate() // (an answer without validators tells nothing of the object's version)
     if (this.stale !== null) return Promise.reject(this.stale)
     const end = Math.min(offset + length, this.size)
     if (end <= offset) return Promise.resolve(EMPTY)
