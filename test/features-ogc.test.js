@@ -4,10 +4,9 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
-import pg from 'pg'
 import { makeApp, needs } from './helpers/app.js'
 import { tempDir, vectorTiles, pyramid, writeMbtiles } from './helpers/data.js'
-import { POSTGIS_MISSING, runSql, startPostgis } from './helpers/postgres.js'
+import { POSTGIS_MISSING, queryRows, runSql, startPostgis } from './helpers/postgres.js'
 
 let db = null
 before(async () => {
@@ -37,17 +36,16 @@ before(async () => {
       (2, 'SRID=4326;LINESTRING(0 0, 1 1, 2 0)'),
       (3, ST_Collect(ARRAY[ST_Buffer('SRID=4326;POINT(8 47)'::geometry, 0.1), 'SRID=4326;LINESTRING(0 0, 1 1)', 'SRID=4326;MULTIPOINT(0 0, 1 1)'])),
       (4, 'SRID=4326;GEOMETRYCOLLECTION(POINT(0 0), POINT(1 1))');
+    -- A curved polygon, linearised for GeoJSON: its exterior (a full circle) stored clockwise.
+    CREATE TABLE curved (id integer PRIMARY KEY, geom geometry(CurvePolygon, 4326));
+    INSERT INTO curved VALUES (1, 'SRID=4326;CURVEPOLYGON(CIRCULARSTRING(0 0, 1 1, 2 0, 1 -1, 0 0))');
     CREATE TABLE paths (id integer PRIMARY KEY, geom geometry(LineString, 4326));
     INSERT INTO paths VALUES (1, 'SRID=4326;LINESTRING(0 0, 1 1)');
   `)
 })
 after(async () => { await db?.stop() })
 
-async function query (sql, values) {
-  const c = new pg.Client({ connectionString: db.url })
-  await c.connect()
-  try { return (await c.query(sql, values)).rows } finally { await c.end() }
-}
+const query = (sql, values) => queryRows(db.url, sql, values)
 const appOf = (t, overrides = {}) => makeApp(t, { paths: [db.url], ...overrides })
 const get = (app, url, headers = {}) => app.inject({ url, headers: { host: 'h', ...headers } })
 const ids = (res) => res.json().features.map((f) => f.id).sort((a, b) => a - b)
@@ -74,6 +72,10 @@ test('datetime instants keep every digit of their fraction: a feature\'s own mic
   assert.deepEqual(ids(await get(app, '/ogc/collections/micro/items?datetime=2024-05-01T12:00:00.123456Z')), [1])
   assert.deepEqual(ids(await get(app, '/ogc/collections/micro/items?datetime=2024-05-01T12:00:00.1235Z/..')), [3])
   assert.deepEqual(ids(await get(app, '/ogc/collections/micro/items?datetime=2024-05-01T12:00:00.123456Z/2024-05-01T12:00:00.123457Z')), [1, 4])
+  // Offsets RFC 3339 allows and PostgreSQL does not (past ±15:59), and fractions to the nanosecond: the same instants.
+  assert.deepEqual(ids(await get(app, `/ogc/collections/micro/items?datetime=${encodeURIComponent('2024-05-02T06:00:00.123456+18:00')}`)), [1])
+  assert.deepEqual(ids(await get(app, `/ogc/collections/micro/items?datetime=${encodeURIComponent('2024-04-30T16:00:00.123456000-20:00')}`)), [1])
+  assert.equal((await get(app, '/ogc/collections/micro/items?datetime=2024-05-01T12:00:00.1234567891Z')).statusCode, 400, 'past the nanosecond')
   // An interval that ends before it starts within one millisecond is a 400 as any other.
   const backwards = await get(app, '/ogc/collections/micro/items?datetime=2024-05-01T12:00:00.1239Z/2024-05-01T12:00:00.1234Z')
   assert.equal(backwards.statusCode, 400)
@@ -158,6 +160,10 @@ test('polygon rings follow RFC 7946\'s right-hand rule in every output CRS: exte
   const multi = (await get(app, '/ogc/collections/multirings/items/1')).json().geometry
   assert.equal(multi.type, 'MultiPolygon')
   for (const polygon of multi.coordinates) assert.deepEqual(orientation(polygon), ['ccw'], 'each polygon of a multipolygon in a `geometry` column')
+  assert.ok((await query('SELECT ST_IsPolygonCW(ST_CurveToLine(geom)) AS cw FROM curved'))[0].cw, 'the curved one stored clockwise')
+  const curved = (await get(app, '/ogc/collections/curved/items/1')).json().geometry
+  assert.equal(curved.type, 'Polygon')
+  assert.deepEqual(orientation(curved.coordinates), ['ccw'], 'a curved polygon, linearised')
   assert.deepEqual((await get(app, '/ogc/collections/paths/items/1')).json().geometry.coordinates, [[0, 0], [1, 1]], 'a line as stored')
   // In a column of any type (PostGIS's ST_ForcePolygonCCW reverses lines too): lines as stored, a collection's
   // polygons oriented and its other members as they are, of the same types.

@@ -183,7 +183,7 @@ export function readItemsQuery (query, c, { defaultLimit, maxLimit }) {
 
 // RFC 3339 dates and date-times, as OGC API – Features Part 1 (7.15.4) writes `datetime`'s instants and interval ends.
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
-const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/ // (to the nanosecond: PostgreSQL keeps microseconds)
 
 /**
  * One end of a datetime: { value, date, ms, sub }, null for an open end (`..` or ''). `value` is what is bound: a date
@@ -202,7 +202,11 @@ function timeEnd (text, whole) {
     throw new BadRequest(`datetime: ${shown(whole)} is no RFC 3339 date or date-time (2018-02-12, 2018-02-12T23:20:50Z; an offset's + written %2B), nor an interval of them (a/b, ../b, a/..)`)
   }
   const date = text.length === 10
-  return { value: date ? text : text.toUpperCase(), date, ms, sub: date || m[7] === undefined ? 0 : Number(`0.${m[7].slice(4)}`) }
+  // A date-time is bound in UTC with its fraction as written: PostgreSQL refuses offsets past ±15:59, which RFC 3339
+  // allows (to ±23:59), and an offset is whole minutes, so the fraction is the same in UTC.
+  const second = ms - (((ms % 1000) + 1000) % 1000)
+  const value = date ? text : `${new Date(second).toISOString().slice(0, 19)}${m[7] ?? ''}Z`
+  return { value, date, ms, sub: date || m[7] === undefined ? 0 : Number(`0.${m[7].slice(4)}`) }
 }
 
 const DAY_MS = 86_400_000

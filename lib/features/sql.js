@@ -19,7 +19,7 @@ const CUT_BY_CAST = new Set(['pg_catalog."char"', 'pg_catalog."bit"']) // (as fo
 const MERCATOR_FRIENDS = new Set([4326, 3857]) // boxes stay boxes between these two: no densifying
 const POINTS = /^(MULTI)?POINT/i // geometry types without edges
 // Types that hold no polygon (nor surface): their rows need no ring oriented.
-const NO_RINGS = /^(MULTI)?(POINT|LINESTRING|CIRCULARSTRING|COMPOUNDCURVE|CURVE)/i
+const NO_RINGS = /^(MULTI)?(POINT|LINESTRING|CIRCULARSTRING|COMPOUNDCURVE|CURVE)[ZM]*$/i // (anchored: CURVEPOLYGON holds rings)
 // Types that hold nothing but polygons, once linearised.
 const POLYGONAL = /^((MULTI)?POLYGON|CURVEPOLYGON|MULTISURFACE)/i
 
