@@ -10,12 +10,11 @@ import { join, posix } from 'node:path'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { VectorTile } from '@mapbox/vector-tile'
 import { PbfReader } from 'pbf'
-import pg from 'pg'
 import { makeApp, needs } from './helpers/app.js'
 import { startTileCannon } from '../bench/servers.js'
 import { tempDir, vectorTiles, pyramid, writeMbtiles } from './helpers/data.js'
 import { assertOgc, assertOpenApi30 } from './helpers/ogc-features.js'
-import { POSTGIS_MISSING, runSql, startPostgis } from './helpers/postgres.js'
+import { POSTGIS_MISSING, queryRows, runSql, startPostgis } from './helpers/postgres.js'
 import { collectionOf } from '../lib/features/collection.js'
 import { readItemsQuery } from '../lib/features/params.js'
 import { itemsStatement, itemsValues } from '../lib/features/sql.js'
@@ -64,11 +63,7 @@ before(async () => {
 })
 after(async () => { await db?.stop() })
 
-async function query (sql, values) {
-  const c = new pg.Client({ connectionString: db.url })
-  await c.connect()
-  try { return (await c.query(sql, values)).rows } finally { await c.end() }
-}
+const query = (sql, values) => queryRows(db.url, sql, values)
 const appOf = (t, overrides = {}) => makeApp(t, { paths: [db.url], ...overrides })
 const get = (app, url, headers = {}) => app.inject({ url, headers: { host: 'h', ...headers } })
 const decode = (buf) => new VectorTile(new PbfReader(buf))

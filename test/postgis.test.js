@@ -10,7 +10,7 @@ import pg from 'pg'
 import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { loadConfig } from '../lib/config.js'
 import { HAVE_SCHEMA, assertValidTileJson } from './helpers/tilejson.js'
-import { POSTGIS_MISSING, loadGeoJson, loadZurichPoints, restoreDump, runSql, runSqlFile, startPostgis } from './helpers/postgres.js'
+import { POSTGIS_MISSING, loadGeoJson, loadZurichPoints, restoreDump, queryRows, runSql, runSqlFile, startPostgis } from './helpers/postgres.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
 import { lonLatToTile } from '../lib/tilemath.js'
 
@@ -67,11 +67,7 @@ before(async () => {
 after(async () => { await db?.stop() })
 
 const decode = (buf) => new VectorTile(new PbfReader(buf))
-async function query (sql, values) {
-  const c = new pg.Client({ connectionString: db.url })
-  await c.connect()
-  try { return (await c.query(sql, values)).rows } finally { await c.end() }
-}
+const query = (sql, values) => queryRows(db.url, sql, values)
 
 test('tables, views and functions in any schema become sets, with TileJSON vector_layers and bounds', async (t) => {
   if (!needs(t, db !== null, POSTGIS_MISSING)) return

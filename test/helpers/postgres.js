@@ -107,6 +107,17 @@ export async function runSql (url, sql) {
   }
 }
 
+/** The rows of one statement with bound values, on a connection of its own. */
+export async function queryRows (url, sql, values) {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query(sql, values)).rows
+  } finally {
+    await client.end()
+  }
+}
+
 /** pg_restore of a custom-format dump into the database at url. */
 export function restoreDump (bin, url, file) {
   const tool = bin ? join(bin, 'pg_restore') : 'pg_restore'
