@@ -24,6 +24,12 @@ before(async () => {
     INSERT INTO grow (geom) SELECT ST_SetSRID(ST_MakePoint(8 + i % 100 / 100.0, 47 + i / 2000.0), 4326) FROM generate_series(1, 2000) AS i;
     ANALYZE grow;
     INSERT INTO grow (geom) VALUES ('SRID=4326;POINT(-70 -30)');
+    -- SRID-0 rows, declared EPSG:4326 in the config; statistics taken, then a row far away.
+    CREATE TABLE nosrid (id integer PRIMARY KEY, geom geometry);
+    INSERT INTO nosrid SELECT i, ST_MakePoint(8 + i / 1000.0, 47) FROM generate_series(1, 500) AS i;
+    CREATE INDEX ON nosrid USING gist (geom);
+    ANALYZE nosrid;
+    INSERT INTO nosrid VALUES (999, ST_MakePoint(-60, -20));
     CREATE TABLE polar (id integer PRIMARY KEY, geom geometry(Point, 4326));
     INSERT INTO polar VALUES (1, 'SRID=4326;POINT(0 89.9)'), (2, 'SRID=4326;POINT(10 10)');
     -- Rings stored clockwise (ST_Buffer's exterior), and a polygon whose hole runs counterclockwise.
@@ -110,6 +116,12 @@ test('a collection\'s extent holds every feature: rows added since ANALYZE, lati
   holds(after.json().extent.spatial.bbox[0], [-70, -30, 120, 60], 'the row added before the reload')
   assert.notEqual(after.headers.etag, before.headers.etag)
   holds((await get(app, '/ogc/collections')).json().collections.find((c) => c.id === 'grow').extent.spatial.bbox[0], [-70, -30, 120, 60], 'in /collections too')
+
+  // SRID-0 rows whose SRID the config declares: the rows' extent too (&& compares boxes whatever their SRIDs).
+  const declared = await appOf(t, { postgres: { defaultSrid: 4326 } })
+  const nosrid = (await get(declared, '/ogc/collections/nosrid')).json().extent.spatial.bbox[0]
+  holds(nosrid, [-60, -20, 8.5, 47], 'SRID-0 rows, the one added after ANALYZE too')
+  assert.ok(nosrid[0] > -61 && nosrid[1] > -21 && nosrid[2] < 9 && nosrid[3] < 48, `not the world: ${nosrid}`)
 })
 
 test('the API definition is also a page (f=html, a browser\'s Accept): its paths, operations and parameters, escaped, with an ETag and 304', async (t) => {
