@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
 import { createServer } from 'node:http'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeApp } from './helpers/app.js'
 import { pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
@@ -88,4 +89,37 @@ test('a URL\'s set is named by its decoded file name: with%20space.pmtiles is `w
   assert.equal((await app.inject({ url: '/with%20space/1/1/1' })).statusCode, 200)
   assert.equal((await app.inject({ url: '/with%20space.pmtiles/1/1/1' })).statusCode, 200, 'and by its full name')
   assert.equal((await app.inject({ url: `/${encodeURIComponent('ünï')}.json` })).json().name, 'accented')
+})
+
+/**
+ * A folder served after a remote set whose origin holds a reload's re-open: `f.pmtiles` is added to the folder, and
+ * `alongside(app, path)` asked while that reload waits. `f` must be one set, whatever asks for it meanwhile.
+ */
+async function newFileDuringReload (t, alongside) {
+  const dir = tempDir(t)
+  const folder = join(dir, 'folder')
+  mkdirSync(folder)
+  writePmtiles(join(folder, 'e.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { name: 'e' } })
+  const files = { '/slow.pmtiles': archive(dir, 'slow') }
+  let hold = false
+  const remote = await origin(t, files, () => hold)
+  const app = await makeApp(t, { paths: [`${remote.base}/slow.pmtiles`, folder] })
+  hold = true
+  const asked = remote.asked.length
+  writePmtiles(join(folder, 'f.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { name: 'f' } })
+  const first = app.catalog.reload()
+  const second = alongside(app, join(folder, 'f.pmtiles'))
+  assert.ok(await until(() => remote.asked.length > asked), 'the reload waits for the origin')
+  await new Promise((resolve) => setTimeout(resolve, 100)) // (f opened meanwhile, waiting for its turn)
+  remote.release()
+  await Promise.all([first, second])
+  return (await app.inject({ url: '/list' })).json()
+}
+
+test('two reloads at once with a new file serve it once (not as `f` and `f-2`)', async (t) => {
+  assert.deepEqual(await newFileDuringReload(t, (app) => app.catalog.reload()), ['slow', 'e', 'f'])
+})
+
+test('a new file re-checked (the watcher) while a reload opens it is served once', async (t) => {
+  assert.deepEqual(await newFileDuringReload(t, (app, path) => app.catalog.refreshFile(path, { force: true })), ['slow', 'e', 'f'])
 })

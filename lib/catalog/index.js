@@ -59,6 +59,9 @@ export class Catalog {
     this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id, configuredId) => this.openSpec({ ...pathSpec(config, path, id ?? configuredId), id: configuredId }, id) })
     this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id), reopenFile: (path) => this.files.refresh(path, { force: true }) })
     this.opening = new Slots(OPEN_AT_ONCE)
+    this.openingNew = new Map() // file path or URL → the open of a set new to us, until it registers (openSpec)
+    this.reloading = null // the reload running
+    this.reloadAfter = null // the one asked meanwhile, to run after it
     this.loaded = false
     this.closed = false
     this.unavailableSaid = new Map() // set id → the reason it was last logged unavailable for
@@ -158,13 +161,19 @@ export class Catalog {
   async openSpec (spec, id, turn = null) {
     const { kind } = spec
     if (kind?.openGroup) return this.groups.open(spec.url, kind)
-    const claimed = id === undefined
-    id ??= this.registry.newId(spec)
-    try {
-      return await this.openAndRegister(spec, id, turn)
-    } finally {
-      if (claimed) this.registry.unclaim(id) // (registered, or not served after all)
-    }
+    if (id !== undefined) return this.openAndRegister(spec, id, turn)
+    // A file or object new to us already opening (two reloads at once, the watcher or a prefix listed again during a
+    // reload): that open is this one, else it would claim a second id (`f-2`) and the file be served twice.
+    const place = spec.path ?? spec.url
+    const pending = place === undefined ? undefined : this.openingNew.get(place)
+    if (pending !== undefined) return pending
+    id = this.registry.newId(spec)
+    const opening = this.openAndRegister(spec, id, turn).finally(() => {
+      this.registry.unclaim(id) // (registered, or not served after all)
+      if (place !== undefined) this.openingNew.delete(place)
+    })
+    if (place !== undefined) this.openingNew.set(place, opening)
+    return opening
   }
 
   async openAndRegister (spec, id, turn) {
@@ -261,8 +270,23 @@ export class Catalog {
 
   watch () { this.files.watch() }
 
-  /** Full reload (SIGHUP): every set re-opened, new files found, missing ones dropped, made tiles purged. */
-  async reload () {
+  /**
+   * Full reload (SIGHUP): every set re-opened, new files found, missing ones dropped, made tiles purged. One at a time:
+   * those asked while one runs (SIGHUPs in a row) make one more after it, which finds whatever they were sent for.
+   */
+  reload () {
+    if (this.reloading === null) {
+      this.reloading = this.reloadNow().finally(() => { this.reloading = null })
+      return this.reloading
+    }
+    this.reloadAfter ??= this.reloading.catch(() => {}).then(() => {
+      this.reloadAfter = null
+      return this.reload()
+    })
+    return this.reloadAfter
+  }
+
+  async reloadNow () {
     const { registry } = this
     const seen = new Set()
     const unlisted = []
