@@ -123,3 +123,24 @@ test('two reloads at once with a new file serve it once (not as `f` and `f-2`)',
 test('a new file re-checked (the watcher) while a reload opens it is served once', async (t) => {
   assert.deepEqual(await newFileDuringReload(t, (app, path) => app.catalog.refreshFile(path, { force: true })), ['slow', 'e', 'f'])
 })
+
+test('remote sets retried while their origin hangs do not hold up the re-open of a replaced local file', async (t) => {
+  const dir = tempDir(t)
+  const local = join(dir, 'local.pmtiles')
+  writePmtiles(local, { tiles: vectorTiles(pyramid(0, 1)), metadata: { name: 'before' } })
+  let hold = false
+  const remote = await origin(t, {}, () => hold) // no such object (404), then no answer at all
+  const urls = Array.from({ length: 16 }, (_, i) => `${remote.base}/r${i}.pmtiles`)
+  const app = await makeApp(t, { paths: [local, ...urls], remote: { retryMs: 50 } })
+  hold = true
+  const asked = remote.asked.length
+  assert.ok(await until(() => remote.asked.length >= asked + 8), 'retries under way, hung')
+  writePmtiles(local, { tiles: vectorTiles(pyramid(0, 1)), metadata: { name: 'after' } })
+  const started = Date.now()
+  const reopened = await Promise.race([
+    app.catalog.refreshFile(local, { force: true }).then(() => true),
+    new Promise((resolve) => setTimeout(resolve, 3000, false)),
+  ])
+  assert.ok(reopened, `re-opened at once (waited ${Date.now() - started} ms)`)
+  assert.equal((await app.inject({ url: '/local.json' })).json().name, 'after')
+})

@@ -16,8 +16,8 @@ import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
 // PostgreSQL: an undefined table, column or function (SQLSTATE 42P01, 42703, 42883): the schema changed since discovery.
 const SCHEMA_CHANGED = new Set(['42P01', '42703', '42883'])
 
-// Sets opened at once (a folder of 1,000 files is not opened all at once): a remote store that does not answer makes
-// its sets wait out their timeout, and those behind them open meanwhile.
+// Sets opened at once by a load or a reload (a folder of 1,000 files is not opened all at once): a remote store that
+// does not answer makes its sets wait out their timeout, and those behind them open meanwhile.
 const OPEN_AT_ONCE = 8
 
 /** Runs at most `limit` of the functions given at once; the others wait, in the order given. */
@@ -56,9 +56,8 @@ export class Catalog {
     }
     this.registry = new Registry({ config, log, cache })
     this.groups = new Groups({ config, log, registry: this.registry, context: this.context })
-    this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id, configuredId) => this.openSpec({ ...pathSpec(config, path, id ?? configuredId), id: configuredId }, id) })
+    this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id, configuredId, slots) => this.openSpec({ ...pathSpec(config, path, id ?? configuredId), id: configuredId }, id, null, slots) })
     this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id), reopenFile: (path) => this.files.refresh(path, { force: true }) })
-    this.opening = new Slots(OPEN_AT_ONCE)
     this.openingNew = new Map() // file path or URL → the open of a set new to us, until it registers (openSpec)
     this.reloading = null // the reload running
     this.reloadAfter = null // the one asked meanwhile, to run after it
@@ -130,7 +129,7 @@ export class Catalog {
     this.sayMissing(missing, unserved)
     this.files.setUnlisted(unserved.filter((u) => u.folder), { say: false })
     this.files.setBroken(broken)
-    await this.openInOrder(specs, (spec, turn) => this.openSpec(spec, undefined, turn))
+    await this.openInOrder(specs, (spec, turn, slots) => this.openSpec(spec, undefined, turn, slots))
     this.remote.setUnlisted(unlisted)
     this.groups.startRediscovery()
     this.loaded = true
@@ -156,19 +155,20 @@ export class Catalog {
   /**
    * Opens what a spec names and registers it (as unavailable, with the reason, if it cannot be opened). `turn`: a
    * promise to wait for before registering (the set found before it being registered, so sets opened at once are
-   * listed in the order found).
+   * listed in the order found). `slots`: the load's or reload's (openInOrder), which bound its opens at once; none for
+   * an open of its own (a retry, the watcher's, a changed object's), which must not wait behind hung remote sets.
    */
-  async openSpec (spec, id, turn = null) {
+  async openSpec (spec, id, turn = null, slots = null) {
     const { kind } = spec
     if (kind?.openGroup) return this.groups.open(spec.url, kind)
-    if (id !== undefined) return this.openAndRegister(spec, id, turn)
+    if (id !== undefined) return this.openAndRegister(spec, id, turn, slots)
     // A file or object new to us already opening (two reloads at once, the watcher or a prefix listed again during a
     // reload): that open is this one, else it would claim a second id (`f-2`) and the file be served twice.
     const place = spec.path ?? spec.url
     const pending = place === undefined ? undefined : this.openingNew.get(place)
     if (pending !== undefined) return pending
     id = this.registry.newId(spec)
-    const opening = this.openAndRegister(spec, id, turn).finally(() => {
+    const opening = this.openAndRegister(spec, id, turn, slots).finally(() => {
       this.registry.unclaim(id) // (registered, or not served after all)
       if (place !== undefined) this.openingNew.delete(place)
     })
@@ -176,13 +176,13 @@ export class Catalog {
     return opening
   }
 
-  async openAndRegister (spec, id, turn) {
+  async openAndRegister (spec, id, turn, slots) {
     const { kind } = spec
     let file = null
     let companions = null
     let source = null
     let reason = null
-    const gone = await this.opening.run(async () => {
+    const open = async () => {
       if (spec.path) {
         try {
           file = await stat(spec.path)
@@ -217,7 +217,8 @@ export class Catalog {
         }
       }
       return false
-    })
+    }
+    const gone = await (slots === null ? open() : slots.run(open))
     if (gone) return null
     await turn
     if (this.closed) { // the catalog closed while this file was opening
@@ -242,23 +243,25 @@ export class Catalog {
   }
 
   /**
-   * Runs `open(spec, turn)` for every spec at once (opening itself is bounded by `this.opening`): a remote store that
-   * does not answer holds up its own sets, not every one after them. Ids are handed out in the order found (openSpec
-   * takes its id before it waits for anything) and sets registered in that order (`turn`), so which file is `a` and
-   * which `a-2`, and the order /list shows, are as when they opened one after another. A database (a group) finds
-   * its sets' ids as it registers them: it waits for those found before it, and those after it wait for it.
+   * Runs `open(spec, turn, slots)` for every spec at once (opening itself bounded by `slots`, this batch's own, so
+   * retries and the watcher's opens meanwhile never wait for them): a remote store that does not answer holds up its
+   * own sets, not every one after them. Ids are handed out in the order found (openSpec takes its id before it waits
+   * for anything) and sets registered in that order (`turn`), so which file is `a` and which `a-2`, and the order
+   * /list shows, are as when they opened one after another. A database (a group) finds its sets' ids as it registers
+   * them: it waits for those found before it, and those after it wait for it.
    */
   async openInOrder (specs, open) {
+    const slots = new Slots(OPEN_AT_ONCE)
     let turn = Promise.resolve()
     let under = [] // opening now
     for (const spec of specs) {
       if (spec.kind?.openGroup) {
         await Promise.all(under)
-        under = [open(spec, turn)]
+        under = [open(spec, turn, slots)]
         await under[0]
         continue
       }
-      const opening = open(spec, turn)
+      const opening = open(spec, turn, slots)
       turn = opening.then(() => {}, () => {})
       under.push(opening)
     }
@@ -298,11 +301,11 @@ export class Catalog {
     this.sayMissing(missing, unserved.filter((u) => !u.folder))
     this.files.setUnlisted(unserved.filter((u) => u.folder))
     this.files.setBroken(broken)
-    await this.openInOrder(specs, async (spec, turn) => {
+    await this.openInOrder(specs, async (spec, turn, slots) => {
       if (spec.path) {
         seen.add(spec.path)
-        if (registry.byPath.has(spec.path)) await this.files.refresh(spec.path, { force: true })
-        else await this.openSpec(spec, undefined, turn)
+        if (registry.byPath.has(spec.path)) await this.files.refresh(spec.path, { force: true, slots })
+        else await this.openSpec(spec, undefined, turn, slots)
       } else if (spec.kind?.openGroup) {
         seen.add(spec.url)
         await this.groups.open(spec.url, spec.kind)
@@ -312,7 +315,7 @@ export class Catalog {
         const key = spec.url ?? spec.kind?.kind
         const known = [...registry.entries.values()].find((e) => (spec.url ? e.url === spec.url : e.kind === key))
         seen.add(key)
-        await this.openSpec(spec, known?.id ?? (spec.id && registry.entries.has(spec.id) ? spec.id : undefined), turn)
+        await this.openSpec(spec, known?.id ?? (spec.id && registry.entries.has(spec.id) ? spec.id : undefined), turn, slots)
       }
     })
     this.remote.setUnlisted(unlisted)

@@ -26,8 +26,8 @@ const tilesetName = (name) => {
 
 export class FileWatcher {
   /**
-   * `open(path, id, configuredId)`: (re-)opens a file as the set `id` (the catalog's openSpec); a file new to it as
-   * the set it is configured as (`sets.<id>.path`), if it is one, else under its file name.
+   * `open(path, id, configuredId, slots)`: (re-)opens a file as the set `id` (the catalog's openSpec); a file new to it
+   * as the set it is configured as (`sets.<id>.path`), if it is one, else under its file name; `slots`: a reload's.
    */
   constructor ({ config, log, registry, open }) {
     this.config = config
@@ -46,8 +46,11 @@ export class FileWatcher {
     this.closed = false
   }
 
-  /** Re-checks one file after a change: opens it if new, re-opens it if replaced, drops it if gone. */
-  async refresh (path, { force = false } = {}) {
+  /**
+   * Re-checks one file after a change: opens it if new, re-opens it if replaced, drops it if gone. `slots`: those of
+   * the reload asking (bounding its opens at once), else none.
+   */
+  async refresh (path, { force = false, slots = null } = {}) {
     if (this.closed) return
     const known = this.registry.byPath.get(path)
     let info = null
@@ -66,7 +69,7 @@ export class FileWatcher {
     }
     this.broken.delete(path)
     if (folderSet) {
-      await this.open(path, known.id)
+      await this.open(path, known.id, undefined, slots)
       return
     }
     // A new file of a kind that shares its extension with other documents (.json): only one the kind claims.
@@ -92,7 +95,7 @@ export class FileWatcher {
         return
       }
     }
-    await this.open(path, known?.id, this.configuredIds.get(path))
+    await this.open(path, known?.id, this.configuredIds.get(path), slots)
   }
 
   /**
