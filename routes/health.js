@@ -72,8 +72,9 @@ async function backendStates ({ catalog, renderer, sharedCache }) {
       () => ({ name, kind: entry.kind, state: 'up' }),
       (err) => ({ name, kind: entry.kind, state: 'down', reason: err.message })))
   }
-  // Remote sets not open because their store did not answer or refused us: down until they open (tried again every
-  // remote.retryMs). One refused for a reason of its own (no such object, not an archive) is no backend down.
+  // Remote sets not open because their store did not answer: down until they open (tried again every remote.retryMs).
+  // One refused for a reason of its own (no such object, not an archive) or of the config (wrong credentials) is no
+  // backend down: /health lists it.
   for (const entry of catalog.entries.values()) {
     if (entry.source === null && entry.url !== null && storeDown(entry.reason)) {
       states.push({ name: `set ${entry.id}`, kind: entry.kind, state: 'down', reason: entry.reason })

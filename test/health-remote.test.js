@@ -1,4 +1,4 @@
-// /ready and remote sets that could not be opened: a store down (or refusing us) is a backend down until they open.
+// /ready and remote sets not opened: a store down is a backend down until they open; one refusing us is not.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
@@ -25,7 +25,7 @@ async function origin (t, file, answer) {
   return `http://127.0.0.1:${server.address().port}`
 }
 
-test('/ready is 503 while a remote set cannot be opened because its store is down or refuses us, until it opens', async (t) => {
+test('/ready is 503 while a remote set cannot be opened because its store is down, until it opens', async (t) => {
   const file = writePmtiles(join(tempDir(t), 'x.pmtiles'), { tiles: vectorTiles(pyramid(0, 2)) })
   let state = 'down'
   const base = await origin(t, file, (path) => (path.startsWith('/junk') ? 'junk' : path.startsWith('/denied') ? 'denied' : state))
@@ -48,11 +48,15 @@ test('/ready is 503 while a remote set cannot be opened because its store is dow
   assert.equal((await app.inject({ url: '/flaky/0/0/0' })).statusCode, 200)
 })
 
-test('/ready is 503 while the store refuses a remote set (403: wrong credentials)', async (t) => {
+test('/ready stays 200 while the store refuses a remote set (403: wrong credentials), which /health lists', async (t) => {
   const file = writePmtiles(join(tempDir(t), 'x.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)) })
-  const base = await origin(t, file, () => 'denied')
-  const app = await makeApp(t, { paths: [`${base}/denied.pmtiles`] })
+  const base = await origin(t, file, (path) => (path.startsWith('/denied') ? 'denied' : 'up'))
+  const app = await makeApp(t, { paths: [`${base}/denied.pmtiles`, `${base}/fine.pmtiles`] })
   const res = await app.inject({ url: '/ready' })
-  assert.equal(res.statusCode, 503)
-  assert.match(res.json().backends.find((b) => b.name === 'set denied').reason, /access denied by the remote store \(403\)/)
+  assert.equal(res.statusCode, 200, 'a config error: draining every replica would not fix it')
+  assert.equal(res.json().backends.find((b) => b.name === 'set denied'), undefined)
+  const { unavailable } = (await app.inject({ url: '/health' })).json()
+  assert.equal(unavailable.length, 1)
+  assert.equal(unavailable[0].id, 'denied')
+  assert.match(unavailable[0].reason, /access denied by the remote store \(403\)/)
 })

@@ -76,11 +76,12 @@ async function answerError (res, when) {
 }
 
 /**
- * Does `reason`, why a remote set could not be opened, say that its store did not answer or refused us (down, 5xx,
- * wrong credentials): a backend down, which a retry may find back? Not a reason of the object's own (no such object,
- * empty, not an archive), nor a setting to fix (another region).
+ * Does `reason`, why a remote set could not be opened, say that its store did not answer (network errors, 5xx, 429):
+ * a backend down, which a retry may find back? Not a reason of the object's own (no such object, empty, not an
+ * archive), nor a setting to fix (wrong credentials, another region): every replica has the same config, so /ready
+ * failing for it would drain them all, and retrying or draining cannot fix it.
  */
-export const storeDown = (reason) => /^(?:the remote store did not answer|access denied by the remote store) \(/.test(reason ?? '')
+export const storeDown = (reason) => reason?.startsWith('the remote store did not answer (') === true
 
 /** An answer's body when it holds at most `max` bytes (by its Content-Length, else as read), else null (not read on). */
 async function bodyUpTo (res, max) {
