@@ -97,7 +97,7 @@ test('a CRS placed with no datum shift at all (a classical datum epsg-index give
   assert.deepEqual((await app.inject('/list')).json(), ['luref', 'luref_too', 'sirgas', 'wgs84'])
   const said = logs.filter((l) => /datum shift/.test(l.msg ?? ''))
   assert.equal(said.length, 1, JSON.stringify(said))
-  assert.equal(said[0].set, 'luref')
+  assert.ok(['luref', 'luref_too'].includes(said[0].set), said[0].set) // whichever opened first (sets open 8 at a time)
   assert.equal(said[0].level, 40)
   assert.match(said[0].msg, /^EPSG:4181 \(LUREF\) is used with no datum shift to WGS 84 .*a ballpark, so the raster may lie off by tens to hundreds of metres/)
 })
