@@ -2,7 +2,7 @@
 // only bumps plain numbers (lib/metrics/stats.js, the tile cache's and pipeline's counters); everything else is read
 // from the parts that own it when Prometheus scrapes. Under a pm2 cluster each worker also writes its metrics to a
 // folder the workers share, and a scrape of any worker answers for them all (see clusterSnapshots).
-import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import fp from 'fastify-plugin'
 import client from 'prom-client'
@@ -171,7 +171,7 @@ async function metricsPlugin (app, config) {
       return encode(text, coding, true)
     },
   })
-  app.addHook('onClose', () => cluster?.close())
+  app.addHook('onClose', async () => { await cluster?.close() })
 }
 
 /**
@@ -181,9 +181,17 @@ async function metricsPlugin (app, config) {
  * what averages averaged). Why not prom-client's AggregatorRegistry.clusterMetrics: it asks the workers through Node's
  * cluster primary, and under pm2 the primary is pm2's own daemon, which does not answer it. The folder must be this
  * user's alone (other users could plant files in it, or links to write through): otherwise each worker answers alone.
+ *
+ * Counters and histograms must never go down (Prometheus reads a drop as a reset, and rate() then counts the other
+ * workers' whole totals again), so what a worker counted outlives it: a gone worker's last counters and histograms are
+ * folded into retired.json (its gauges just stop counting), which every scrape adds. A snapshot is folded once: under
+ * a lock, and retired.json names each snapshot it holds (pid and time written), which a scrape then skips. A worker
+ * alive whose snapshot is stale (blocked, or its pid reused) adds its counters only.
  */
 function clusterSnapshots ({ dir, intervalMs = 5000 }, registry, log) {
   const own = join(dir, `${process.pid}.json`)
+  const retiredFile = join(dir, 'retired.json')
+  const lockFile = join(dir, 'retired.lock')
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     for (const folder of [dirname(dir), dir]) {
@@ -194,40 +202,135 @@ function clusterSnapshots ({ dir, intervalMs = 5000 }, registry, log) {
     log.warn({ err: err.message }, 'metrics of the cluster cannot be shared: each worker answers /metrics for itself')
     return null
   }
+  let closed = false
   async function write () {
     const json = JSON.stringify({ pid: process.pid, at: Date.now(), metrics: await registry().getMetricsAsJSON() })
+    if (closed) return // retired meanwhile: a file written now would be counted again
     writeFileSync(own + '.part', json, { mode: 0o600 })
     renameSync(own + '.part', own) // whole files only: a reader never sees half of one
   }
   const writing = () => write().catch((err) => log.warn({ err: err.message }, 'writing cluster metrics failed'))
   const timer = setInterval(writing, intervalMs).unref()
   writing()
+
+  const readRetired = () => {
+    try {
+      return JSON.parse(readFileSync(retiredFile, 'utf8'))
+    } catch (err) {
+      if (err.code !== 'ENOENT') log.warn({ err: err.message }, 'the retired workers\' metrics cannot be read')
+      return { folded: {}, metrics: [] }
+    }
+  }
+  const isFolded = (retired, snapshot) => retired.folded[snapshot.pid]?.at === snapshot.at
+
+  /** Folds the snapshots of workers gone into retired.json, each once, and removes their files. */
+  function retire (snapshots) {
+    if (!lock()) return // another worker is folding: these stay counted from their files until the next scrape
+    try {
+      const retired = readRetired()
+      const now = Date.now()
+      const folding = snapshots.filter((snapshot) => !isFolded(retired, snapshot))
+      if (folding.length > 0) {
+        retired.metrics = client.AggregatorRegistry.aggregate([retired.metrics, ...folding.map((snapshot) => cumulative(snapshot.metrics))])
+          .getMetricsAsArray().map((metric) => metric.get())
+        for (const { pid, at } of folding) retired.folded[pid] = { at, foldedAt: now }
+      }
+      // A fold is remembered while a scrape may still have read that worker's file (read before retired.json)
+      for (const [pid, { foldedAt }] of Object.entries(retired.folded)) {
+        if (now - foldedAt > FOLDED_KEPT_MS && !existsSync(join(dir, `${pid}.json`))) delete retired.folded[pid]
+      }
+      writeFileSync(retiredFile + '.part', JSON.stringify(retired), { mode: 0o600 })
+      renameSync(retiredFile + '.part', retiredFile)
+      for (const { pid } of snapshots) rmSync(join(dir, `${pid}.json`), { force: true })
+    } finally {
+      rmSync(lockFile, { force: true })
+    }
+  }
+  function lock () {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        closeSync(openSync(lockFile, 'wx', 0o600))
+        return true
+      } catch (err) {
+        if (err.code !== 'EEXIST') throw err
+        // Held for milliseconds (all synchronous): one this old is left by a worker killed while folding
+        const age = Date.now() - (statSync(lockFile, { throwIfNoEntry: false })?.mtimeMs ?? Date.now())
+        if (age < LOCK_STALE_MS) return false
+        rmSync(lockFile, { force: true })
+      }
+    }
+    return false
+  }
+
   return {
     async aggregate () {
       await write()
-      const all = []
+      const live = []
+      const counted = [] // counters and histograms only: workers gone, or not heard from lately
+      const gone = []
+      const snapshots = []
+      // The workers' files before retired.json: a file folded meanwhile is then named in it (and skipped), or gone
       for (const name of readdirSync(dir)) {
         if (!/^\d+\.json$/.test(name)) continue
-        const pid = Number(name.slice(0, -5))
-        let snapshot
         try {
-          process.kill(pid, 0) // throws when that worker is gone
-          snapshot = JSON.parse(readFileSync(join(dir, name), 'utf8'))
-        } catch {
-          rmSync(join(dir, name), { force: true })
-          continue
-        }
-        if (Date.now() - snapshot.at < intervalMs * 3) all.push(snapshot.metrics)
+          snapshots.push(JSON.parse(readFileSync(join(dir, name), 'utf8')))
+        } catch {} // folded and removed since listed, or not JSON: nothing to count
       }
-      const aggregated = client.AggregatorRegistry.aggregate(all)
+      const retired = readRetired()
+      for (const snapshot of snapshots) {
+        if (isFolded(retired, snapshot)) continue
+        if (!alive(snapshot.pid)) {
+          gone.push(snapshot)
+          counted.push(cumulative(snapshot.metrics))
+        } else if (Date.now() - snapshot.at < intervalMs * 3) live.push(snapshot.metrics)
+        else counted.push(cumulative(snapshot.metrics))
+      }
+      if (gone.length > 0) {
+        try {
+          retire(gone)
+        } catch (err) {
+          log.warn({ err: err.message }, 'folding the metrics of workers gone failed')
+        }
+      }
+      const aggregated = client.AggregatorRegistry.aggregate([...live, ...counted, retired.metrics])
       const workers = new client.Gauge({ name: 'tilecannon_cluster_workers', help: 'Workers whose metrics this answer sums.', registers: [aggregated] })
-      workers.set(all.length)
+      workers.set(live.length)
       return aggregated
     },
-    close () {
+    /** This worker leaves: its last figures are folded for the workers that stay (left to them when the lock is busy). */
+    async close () {
       clearInterval(timer)
-      rmSync(own, { force: true })
+      try {
+        const metrics = await registry().getMetricsAsJSON()
+        closed = true
+        const snapshot = { pid: process.pid, at: Date.now(), metrics }
+        writeFileSync(own + '.part', JSON.stringify(snapshot), { mode: 0o600 })
+        renameSync(own + '.part', own)
+        retire([snapshot])
+      } catch (err) {
+        closed = true
+        log.warn({ err: err.message }, 'folding this worker\'s metrics failed: the workers that stay fold them')
+      }
     },
+  }
+}
+
+const FOLDED_KEPT_MS = 60_000
+const LOCK_STALE_MS = 10_000
+
+/** What a worker counted that must outlive it: its counters and histograms (gauges say how things are, not were). */
+function cumulative (metrics) {
+  return metrics.filter((metric) => metric.type === 'counter' || metric.type === 'histogram')
+}
+
+/** Whether a process of that pid runs (EPERM: it does, another user's). */
+function alive (pid) {
+  if (pid === process.pid) return true
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return err.code === 'EPERM'
   }
 }
 
