@@ -36,7 +36,7 @@ const ROUTE_KINDS = {
   '/viewer/styles/:id': 'viewer',
   '/viewer/assets/*': 'viewer',
   '/health': 'health',
-  '/ready': 'health',
+  '/ready': 'ready', // a 503 here (not ready) is no failure of /health, which always answers 200
   '/metrics': 'metrics',
 }
 
