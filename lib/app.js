@@ -36,7 +36,12 @@ import { ConfigError } from './config.js'
 
 const ROUTER_OPTIONS = { ignoreTrailingSlash: true, maxParamLength: 512 }
 
-export async function buildApp (config, { loggerInstance } = {}) {
+/** buildApp's `signal` aborted during start-up: it closed what it had opened (server.js exits 0, never listening). */
+export class StartupStopped extends Error {
+  constructor () { super('start-up stopped') }
+}
+
+export async function buildApp (config, { loggerInstance, signal } = {}) {
   // Before anything fetches: http_proxy, https_proxy and no_proxy, as curl and GDAL follow them (lib/outbound-proxy.js).
   const proxy = await useProxyFromEnv().catch((err) => { throw new ConfigError(err.message) })
   let front = null // the tile front (routes/tiles.js), once the routes exist: no request arrives before listen()
@@ -128,11 +133,27 @@ export async function buildApp (config, { loggerInstance } = {}) {
   // Tiles answered before Fastify (routes/tiles.js tileFront), unless every request is to be logged by it.
   if (!config.logRequests) front = tileFront(app)
 
-  await catalog.load()
+  await loadUnlessStopped(app, catalog, signal)
   catalog.warnUnmatchedOptions((id) => app.styles?.get(id) !== undefined)
   if (app.hasDecorator('tileDir')) await app.tileDir.open() // what is on disk, checked against the sets just opened
   if (config.watch) catalog.watch()
   return app
+}
+
+/**
+ * Loads the catalog, or stops at `signal` (SIGTERM during start-up): opens waiting out a remote store's timeout are
+ * left to fail unheard, and the app is closed (sets, pools, renderer children) before StartupStopped is thrown.
+ */
+async function loadUnlessStopped (app, catalog, signal) {
+  if (signal === undefined) return catalog.load()
+  const load = signal.aborted ? null : catalog.load()
+  if (load !== null) {
+    const stopped = new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+    if (!await Promise.race([load.then(() => false), stopped.then(() => true)])) return
+    load.catch(() => {}) // (its failure after the stop is of no interest)
+  }
+  await app.close()
+  throw new StartupStopped()
 }
 
 /** Node's HTTP server as Fastify makes it (its default timeouts), with the tile front before Fastify's handler. */

@@ -5,11 +5,13 @@ import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { createServer as createHttpServer } from 'node:http'
 import { join } from 'node:path'
 import { ROOT, WITHOUT_FILE_OVERRIDES, needs } from './helpers/app.js'
 import { freePort } from '../bench/servers.js'
 import { tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
 import { ConfigError, loadConfig } from '../lib/config.js'
+import { chooseBackend } from '../lib/style/render/index.js'
 
 const SERVER = join(ROOT, 'server.js')
 
@@ -19,6 +21,15 @@ function run (args, { cwd = ROOT, env = {}, as = [] } = {}) {
   child.stdout.on('data', (d) => { out += d })
   child.stderr.on('data', (d) => { out += d })
   return { child, output: () => out }
+}
+
+/** Is the process running (a zombie is not: it ended, and init has yet to reap it)? */
+function running (pid) {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0] !== 'Z'
+  } catch {
+    return false
+  }
 }
 
 async function waitForHealth (port) {
@@ -246,6 +257,43 @@ test('the port in use is a clear message and exit 1', async (t) => {
   const { child, output } = run(['--port', String(port), '--host', '127.0.0.1', '--no-demo'])
   assert.equal((await once(child, 'exit'))[0], 1)
   assert.match(output(), /port is in use/)
+})
+
+test('SIGTERM during start-up (a remote store not answering yet) stops it: exit 0 at once, never listening, no renderer child left', { timeout: 30_000 }, async (t) => {
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'dots.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  mkdirSync(join(dir, 'styles'))
+  writeFileSync(join(dir, 'styles', 'dots.json'), JSON.stringify({ version: 8, sources: { dots: { type: 'vector', url: 'mbtiles://dots' } }, layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#f00' } }] }))
+  // An origin that holds its answer: start-up waits on it (its timeout is 20 s).
+  const held = []
+  let asked
+  const origin = createHttpServer((req, res) => { held.push(res); asked?.() })
+  const askedOnce = new Promise((resolve) => { asked = resolve })
+  origin.listen(0, '127.0.0.1')
+  await once(origin, 'listening')
+  t.after(() => { for (const res of held) res.destroy(); origin.close() })
+  const port = await freePort()
+  const { child, output } = run(['--port', String(port), '--host', '127.0.0.1', '--log-format', 'json', '--log-level', 'info', '--styles', join(dir, 'styles'),
+    join(dir, 'dots.mbtiles'), `http://127.0.0.1:${origin.address().port}/slow.pmtiles`])
+  t.after(() => child.kill('SIGKILL'))
+  await askedOnce // the catalog is loading: the renderer's children (if it can render here) have started
+  const renderer = chooseBackend({}).backend !== null
+  const children = spawnSync('pgrep', ['-P', String(child.pid)], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean).map(Number)
+  if (renderer) assert.ok(children.length > 0, 'the renderer started its children')
+  const sent = Date.now()
+  child.kill('SIGTERM')
+  const [code, signal] = await once(child, 'exit')
+  assert.deepEqual([code, signal], [0, null], output())
+  assert.ok(Date.now() - sent < 5000, `exited ${Date.now() - sent} ms after SIGTERM`)
+  const lines = output().trim().split('\n').map((l) => JSON.parse(l))
+  assert.equal(lines.filter((l) => /stopped during start-up/.test(l.msg)).length, 1, output())
+  assert.equal(lines.filter((l) => /listening/.test(l.msg)).length, 0, 'never listened')
+  await assert.rejects(fetch(`http://127.0.0.1:${port}/health`))
+  for (const pid of children) {
+    let alive = true
+    for (let i = 0; i < 20 && (alive = running(pid)); i++) await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.equal(alive, false, `child ${pid} left running`)
+  }
 })
 
 test('config layering: flags > environment > config file > defaults', (t) => {
