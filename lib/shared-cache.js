@@ -20,6 +20,18 @@ const HEADER = 9
 const TRIP = 5 // lookups or stores failing in a row that rest the shared cache
 const REST_MS = 5000 // how long it then is not asked
 
+/**
+ * Why Redis cannot be used, in a few words: a refusal at connect names what to check in cache.redis (it is tried again
+ * all the same: the server's password or ACL may be mended), a network failure its code.
+ */
+function reasonOf (err) {
+  const refusal = /^(WRONGPASS|NOAUTH)\b/.exec(err.message)
+  if (refusal !== null) return `Redis refused us (${refusal[1]}): check the user and password in cache.redis`
+  // ioredis's parser on an answer that is not RESP (an HTTP server, say): "Unknown RESP type 72 "H". Please report this."
+  if (/^Unknown RESP type|^Protocol error/.test(err.message)) return 'the server there does not speak the Redis protocol: check the host and port in cache.redis'
+  return err.code ?? err.message
+}
+
 async function sharedCache (app, config) {
   const options = config.cache ?? {}
   if (!options.redis) return
@@ -44,13 +56,16 @@ async function sharedCache (app, config) {
     lazyConnect: true,
   })
   client.on('error', (err) => {
-    const reason = err.code ?? err.message
+    // Said once: after the disconnect, ioredis fails its pending commands too ("Stream isn't writeable…").
+    if (unusable !== null) return
     // A db the server has not (redis://…/99): ioredis would carry on in db 0, beside another application's keys.
-    if (/DB index is out of range/.test(err.message) && unusable === null) {
+    if (/DB index is out of range/.test(err.message)) {
       unusable = `${err.message}: check the database number in cache.redis`
       log.error({ reason: unusable }, 'redis: shared cache not used')
       client.disconnect()
+      return
     }
+    const reason = reasonOf(err)
     if (reason !== lastError) log.warn({ reason }, 'redis: shared cache unavailable; making tiles here')
     lastError = reason
   })

@@ -4,6 +4,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
+import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { makeApp, needs } from './helpers/app.js'
 import { makeMvt, pyramid, tempDir, vectorTiles, writeMbtiles } from './helpers/data.js'
@@ -14,12 +15,12 @@ const HAVE_REDIS = spawnSync('redis-server', ['--version']).status === 0
 const REDIS_MISSING = 'redis-server is not installed (Debian: redis-server)'
 
 /** A throwaway redis-server on 127.0.0.1 (no persistence); `stop()` kills it, `start()` brings it back on its port. */
-async function startRedis (t, port) {
+async function startRedis (t, port, extra = []) {
   port ??= await freePort()
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'yes'], { stdio: 'ignore' })
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'yes', ...extra], { stdio: 'ignore' })
   t.after(() => child.kill('SIGKILL'))
   for (let i = 0; i < 100; i++) {
-    if (spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout?.toString().trim() === 'PONG') break
+    if (/PONG|NOAUTH/.test(spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout?.toString())) break
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
   return {
@@ -175,6 +176,37 @@ test('a Redis database number the server has not (redis://…/99) is said, and t
   assert.match(app.sharedCache.state.reason, /DB index is out of range: check the database number in cache\.redis/)
   assert.equal((await tile(app, 1, 0, 0)).statusCode, 200)
   assert.equal(redis.cli('dbsize'), '0', 'nothing written to db 0')
+})
+
+test('a refusal at connect (a database number it has not, a wrong or missing password, no Redis at all there) is one clear line, naming what to check', async (t) => {
+  if (!needs(t, HAVE_REDIS, REDIS_MISSING)) return
+  const redis = await startRedis(t)
+  const locked = await startRedis(t, undefined, ['--requirepass', 'sekrit'])
+  const http = createServer((socket) => socket.on('data', () => socket.end('HTTP/1.1 400 Bad Request\r\n\r\n')))
+  http.listen(0, '127.0.0.1')
+  await once(http, 'listening')
+  t.after(() => http.close())
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'roads.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)) })
+  const cases = [
+    [redis.url.replace(/\/0$/, '/99'), /^ERR DB index is out of range: check the database number in cache\.redis$/],
+    [locked.url.replace('//', '//:wrong@'), /^Redis refused us \(WRONGPASS\): check the user and password in cache\.redis$/],
+    [locked.url, /^Redis refused us \(NOAUTH\): check the user and password in cache\.redis$/],
+    [`redis://127.0.0.1:${http.address().port}/0`, /^the server there does not speak the Redis protocol: check the host and port in cache\.redis$/],
+  ]
+  await Promise.all(cases.map(async ([url, reason]) => {
+    const logs = []
+    const app = await makeApp(t, { paths: [dir], cache: { redis: url, kinds: ['mbtiles'] } }, { logs })
+    const said = () => logs.filter((l) => /redis/.test(l.msg))
+    const deadline = Date.now() + 5000
+    while (said().length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+    await new Promise((resolve) => setTimeout(resolve, 1000)) // a few reconnects (200 ms, 400 ms…): none says it again
+    assert.equal(said().length, 1, `${url}: ${JSON.stringify(said())}`)
+    assert.match(said()[0].reason, reason)
+    assert.equal(app.sharedCache.state.state, 'down')
+    assert.match(app.sharedCache.state.reason, reason)
+    assert.equal((await tile(app, 1, 0, 0)).statusCode, 200)
+  }))
 })
 
 test('tiles over the size cap, and kinds not configured, are not sent to Redis', async (t) => {
