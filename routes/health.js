@@ -64,13 +64,15 @@ async function backendStates ({ catalog, renderer, sharedCache }) {
       () => ({ name, kind: 'database', state: 'up', ...poolState(group.pool) }),
       (err) => ({ name, kind: 'database', state: 'down', reason: err.message, ...poolState(group.pool) })))
   }
-  // Sets read from a remote place (an archive over HTTP, object storage) that can tell whether it answers.
+  // Sets read from a remote place (an archive over HTTP, object storage) that can tell whether it answers. As for a set
+  // not opened (below), only a store that does not answer is required: one refusing us (401/403: credentials revoked
+  // under a running service) is a config error every replica shares, shown with why but draining none.
   for (const entry of catalog.available()) {
     if (typeof entry.source.check !== 'function') continue
     const name = `set ${entry.id}`
     states.push(withTimeout(entry.source.check(), `${name} did not answer`).then(
       () => ({ name, kind: entry.kind, state: 'up' }),
-      (err) => ({ name, kind: entry.kind, state: 'down', reason: err.message })))
+      (err) => ({ name, kind: entry.kind, state: 'down', reason: err.message, ...(err.timedOut || storeDown(err.message) ? {} : { required: false }) })))
   }
   // Remote sets not open because their store did not answer: down until they open (tried again every remote.retryMs).
   // One refused for a reason of its own (no such object, not an archive) or of the config (wrong credentials) is no
@@ -96,7 +98,7 @@ async function backendStates ({ catalog, renderer, sharedCache }) {
 
 function withTimeout (promise, message) {
   let timer
-  const timeout = new Promise((resolve, reject) => { timer = setTimeout(() => reject(new Error(message)), CHECK_TIMEOUT_MS) })
+  const timeout = new Promise((resolve, reject) => { timer = setTimeout(() => reject(Object.assign(new Error(message), { timedOut: true })), CHECK_TIMEOUT_MS) })
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
 

@@ -1,4 +1,4 @@
-// /ready and remote sets not opened: a store down is a backend down until they open; one refusing us is not.
+// /ready and remote sets, opened or not: a store down is a backend down (until they open); one refusing us is not.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
@@ -59,4 +59,32 @@ test('/ready stays 200 while the store refuses a remote set (403: wrong credenti
   assert.equal(unavailable.length, 1)
   assert.equal(unavailable[0].id, 'denied')
   assert.match(unavailable[0].reason, /access denied by the remote store \(403\)/)
+})
+
+test('/ready of an open remote set: 200 while its store refuses us (403), shown unrequired with why; 503 once it does not answer', async (t) => {
+  const file = writePmtiles(join(tempDir(t), 'x.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)) })
+  let state = 'up'
+  const base = await origin(t, file, () => state)
+  const app = await makeApp(t, { paths: [`${base}/open.pmtiles`], cacheMB: 0 })
+  assert.equal((await app.inject({ url: '/ready' })).statusCode, 200)
+  const later = () => new Promise((resolve) => setTimeout(resolve, 1100)) // (checks run at most once a second)
+
+  state = 'denied' // credentials revoked or rotated under a running service: every replica alike
+  await later()
+  let res = await app.inject({ url: '/ready' })
+  assert.equal(res.statusCode, 200, 'a config error: draining every replica would not fix it')
+  const refused = res.json().backends.find((b) => b.name === 'set open')
+  assert.equal(refused?.state, 'down')
+  assert.equal(refused.required, false)
+  assert.match(refused.reason, /access denied by the remote store \(403\)/)
+  assert.ok(!res.payload.includes('127.0.0.1'), 'the store is not named')
+  assert.equal((await app.inject({ url: '/open/0/0/0' })).statusCode, 503, 'its tiles cannot be read (the reason logged once)')
+
+  state = 'down'
+  await later()
+  res = await app.inject({ url: '/ready' })
+  assert.equal(res.statusCode, 503, 'a store that does not answer is a backend down')
+  const down = res.json().backends.find((b) => b.name === 'set open')
+  assert.equal(down?.required, undefined)
+  assert.match(down.reason, /the remote store did not answer \(answered 500/)
 })
