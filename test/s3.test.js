@@ -7,6 +7,7 @@ import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { randomBytes } from 'node:crypto'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
@@ -218,6 +219,50 @@ test('s3:// PMTiles and COGs serve the same bytes as the local files; a bucket p
   assert.deepEqual((await app.inject('/list')).json(), ['single', ...ids, 'late'])
   assert.deepEqual((await get(app, '/late/3/1/1')).rawPayload, (await get(here, '/gen/3/1/1')).rawPayload)
   assert.ok(!logs.some((l) => l.includes(store.credentials.secretAccessKey) || l.includes(store.credentials.accessKeyId)), 'no secret in the logs')
+})
+
+test('bucket prefixes are listed at once: one whose listing is held does not hold the others\' back; ids and order as given', async (t) => {
+  if (!needs(t, existsSync(MOTO), NO_MOTO)) return
+  const dir = tempDir(t)
+  const store = await moto(t)
+  await store.bucket('tiles')
+  const objects = ['one/b', 'one/a', 'two/c', 'two/a']
+  for (const [i, key] of objects.entries()) await store.put('tiles', `${key}.pmtiles`, versionedPmtiles(join(dir, `${i}.pmtiles`), key, 1))
+  // A real proxy in front of moto (the server's S3 endpoint) that holds the listing of one/ until released, and notes
+  // which prefixes were asked to be listed.
+  const listed = []
+  let held = []
+  const proxy = createHttpServer((req, res) => {
+    const prefix = new URL(req.url, 'http://x').searchParams.get('prefix')
+    if (prefix !== null) listed.push(prefix)
+    const forward = () => {
+      const out = httpRequest(`${store.endpoint}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode, answer.headers)
+        answer.pipe(res)
+      })
+      req.pipe(out)
+    }
+    if (prefix === 'one/' && held !== null) held.push(forward)
+    else forward()
+  })
+  proxy.listen(0, '127.0.0.1')
+  await once(proxy, 'listening')
+  const release = () => {
+    const waiting = held ?? []
+    held = null
+    for (const go of waiting) go()
+  }
+  t.after(() => { release(); proxy.close() })
+  const building = s3App(t, { ...store, endpoint: `http://127.0.0.1:${proxy.address().port}` }, { paths: ['s3://tiles/one/', 's3://tiles/two/'] })
+  const deadline = Date.now() + 3000
+  while (!listed.includes('two/') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+  const both = listed.includes('two/')
+  release()
+  const app = await building
+  assert.ok(both, `two/ listed while one/'s listing was held (listed: ${listed.join(', ')})`)
+  assert.deepEqual((await app.inject('/list')).json(), ['a', 'b', 'a-2', 'c'], 'one/\'s sets first, as given, and its a is `a`')
+  assert.equal((await app.inject('/a.json')).json().name, 'version one/a')
+  assert.equal((await app.inject('/a-2.json')).json().name, 'version two/a')
 })
 
 test('objects whose keys hold a space, non-ASCII letters, #, ? or % are served under their names, as files of those names are', async (t) => {

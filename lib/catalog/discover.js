@@ -7,6 +7,7 @@ import { extname, join, resolve } from 'node:path'
 import { FALLBACK, GROUP_KINDS, KINDS, fileKindsText, kindForFile, kindForUrl } from '../sources/index.js'
 import { isS3Url } from '../remote/s3.js'
 import { listRemotePrefix } from '../remote/reader.js'
+import { Slots } from './slots.js'
 
 const exists = (path) => stat(path).then(() => true, () => false)
 
@@ -58,6 +59,10 @@ export async function prefixSpecs (prefix, config) {
   return (await listRemotePrefix(prefix, config.s3)).map(({ url }) => specOf(url)).filter((spec) => spec.kind)
 }
 
+// Bucket prefixes listed at once (as sets are opened, lib/catalog/index.js): one whose store does not answer waits out
+// its timeout while the others list.
+const LIST_AT_ONCE = 8
+
 /**
  * Does the configuration name anything to serve: a path or URL, a set of its own, a database? The demo is for when it
  * names nothing: never in place of what was named and is missing, empty or cannot be listed now.
@@ -81,6 +86,14 @@ export const namedCount = (config) => config.paths.length + Object.values(config
 export async function discoverSpecs (config, log, unlisted = [], missing = [], unserved = [], broken = []) {
   const specs = []
   const has = (spec) => specs.some((s) => (spec.path ? s.path === spec.path : s.url === spec.url))
+  // Every prefix's listing starts now, each awaited at its place in `paths` below: specs keep the order given.
+  const slots = new Slots(LIST_AT_ONCE)
+  const listings = config.paths.map((item) => {
+    if (!isPrefixUrl(item)) return null
+    const listing = slots.run(() => prefixSpecs(prefixOf(item), config))
+    listing.catch(() => {}) // (judged when its turn comes)
+    return listing
+  })
   for (const [id, options] of Object.entries(config.sets)) {
     if (options.url) specs.push({ ...specOf(options.url), id })
     else if (options.path) {
@@ -93,7 +106,7 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
   for (const [index, item] of config.paths.entries()) {
     if (isPrefixUrl(item)) {
       try {
-        for (const spec of await prefixSpecs(prefixOf(item), config)) if (!has(spec)) specs.push(spec)
+        for (const spec of await listings[index]) if (!has(spec)) specs.push(spec)
       } catch (err) {
         // The reason says why (access denied, unreachable); the bucket is named by its place in `paths` only.
         log.error({ paths: index, reason: err.message }, 'bucket prefix not listed: nothing served from it for now')

@@ -11,6 +11,7 @@ import { Registry } from './registry.js'
 import { dataFolders, discoverSpecs, isPrefixUrl, namedCount, pathSpec, prefixOf } from './discover.js'
 import { FileWatcher, companionStamp, isWriting } from './watch.js'
 import { Groups } from './groups.js'
+import { Slots } from './slots.js'
 import { REMOTE_DEFAULTS, RemoteSets } from './remote.js'
 
 // PostgreSQL: an undefined table, column or function (SQLSTATE 42P01, 42703, 42883): the schema changed since discovery.
@@ -19,26 +20,6 @@ const SCHEMA_CHANGED = new Set(['42P01', '42703', '42883'])
 // Sets opened at once by a load or a reload (a folder of 1,000 files is not opened all at once): a remote store that
 // does not answer makes its sets wait out their timeout, and those behind them open meanwhile.
 const OPEN_AT_ONCE = 8
-
-/** Runs at most `limit` of the functions given at once; the others wait, in the order given. */
-class Slots {
-  constructor (limit) {
-    this.free = limit
-    this.waiting = []
-  }
-
-  async run (fn) {
-    if (this.free > 0) this.free--
-    else await new Promise((resolve) => this.waiting.push(resolve))
-    try {
-      return await fn()
-    } finally {
-      const next = this.waiting.shift()
-      if (next === undefined) this.free++
-      else next()
-    }
-  }
-}
 
 export class Catalog {
   /** `services`: what sources may use beyond their spec (plugins' resources: the raster pool, …). */
