@@ -887,6 +887,46 @@ test('a remote COG over HTTP range requests renders the same tile as the local f
   assert.ok(read < bytes.length, `read ${read} of ${bytes.length} bytes: only the blocks needed`)
 })
 
+test('a remote COG with no ETag and no Last-Modified replaced by one of the same size is re-opened once revalidateMs has passed: the new raster, not the old IFDs over new bytes', async (t) => {
+  if (!needs(t, HAVE_FIXTURES, 'the shared fixtures are not there')) return
+  // Two COGs of one size (the shorter padded: bytes past its blocks are never read), each served locally too.
+  const dir = tempDir(t)
+  const [one, two] = ['usda_naip_256_lzw_z3.tif', 'image_web_z5_z11.tif'].map((name) => readFileSync(join(COG, name)))
+  const size = Math.max(one.length, two.length)
+  const padded = [one, two].map((bytes, i) => {
+    const file = join(dir, `v${i + 1}.tif`)
+    writeFileSync(file, Buffer.concat([bytes, Buffer.alloc(size - bytes.length)]))
+    return { file, bytes: readFileSync(file) }
+  })
+  let current = padded[0].bytes
+  const server = createServer((req, res) => { // no validator at all
+    if (!req.url.startsWith('/swap.tif')) { res.writeHead(404); res.end(); return } // (its .aux.xml: none)
+    const [, a, b] = /bytes=(\d+)-(\d+)/.exec(req.headers.range)
+    const [start, end] = [Number(a), Math.min(Number(b), current.length - 1)]
+    res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${current.length}`, 'content-length': end - start + 1 })
+    res.end(current.subarray(start, end + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  const app = await makeApp(t, { paths: [padded[0].file, padded[1].file, `http://127.0.0.1:${server.address().port}/swap.tif`], cacheMB: 0, remote: { revalidateMs: 200 } })
+  const bounds = async (id) => (await app.inject(`/${id}.json`)).json().bounds
+  assert.deepEqual(await bounds('swap'), await bounds('v1'))
+  const newer = (await app.inject('/v2.json')).json()
+  const [z, x, y] = tileAt(newer, newer.maxzoom)
+
+  current = padded[1].bytes
+  const deadline = Date.now() + 5000
+  do {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    await app.inject(`/swap/${z}/${x}/${y}.png`) // (read: revalidated when due)
+  } while (JSON.stringify(await bounds('swap')) !== JSON.stringify(newer.bounds) && Date.now() < deadline)
+  assert.deepEqual(await bounds('swap'), newer.bounds, 'the new object\'s raster, re-opened')
+  const [theirs, ours] = [await app.inject(`/swap/${z}/${x}/${y}.png`), await app.inject(`/v2/${z}/${x}/${y}.png`)]
+  assert.equal(theirs.statusCode, 200)
+  assert.deepEqual(theirs.rawPayload, ours.rawPayload, 'its tiles the new object\'s')
+})
+
 test('the raster worker pool: sized by raster.threads and raster.blockCacheMB (env through loadConfig), started by the first COG set, destroyed with the app', async (t) => {
   // The environment reaches config.raster through loadConfig, validated, beside the file's or overrides' raster keys.
   const env = { TILE_CANNON_RASTER_THREADS: '1', TILE_CANNON_COG_BLOCK_CACHE_MB: '96' }

@@ -22,7 +22,8 @@ const TOTAL_TIMEOUT_MS = 20_000 // every try of one read, backoff included
 const PROBE_TIMEOUT_MS = 2_000
 const EMPTY = Buffer.alloc(0)
 // An object without validators is told by the hash of its first bytes (revalidate): a PMTiles header and root
-// directory fit in 16 KiB (its spec), so a replacement moves them unless its directories are the same throughout.
+// directory fit in 16 KiB (its spec), as do a COG's header and IFDs (GDAL writes them first), so a replacement moves
+// them unless its directories are the same throughout.
 const IDENTITY_BYTES = 16 * 1024
 const identityOf = (bytes) => createHash('sha256').update(bytes.subarray(0, IDENTITY_BYTES)).digest('base64')
 
@@ -197,9 +198,11 @@ export class RangeReader {
    * @param {{ s3?: object, revalidateMs?: number, version?: string|null }} options `s3`: config.s3; `revalidateMs`:
    *   a read more than this long after the last answer from the store checks the version again (in the background;
    *   0: never); `version`: the version the object must have (a raster worker opening what the main thread opened);
-   *   `comparedBySize`: its store's validators flip (see bySize): told to a raster worker by the main thread
+   *   `comparedBySize`: its store's validators flip (see bySize): told to a raster worker by the main thread;
+   *   `identity`: for an object without validators, the hash of its first bytes as opened by another reader (a raster
+   *   worker's, for the main thread's reader of a COG it described): checked at revalidation as if taken by this one
    */
-  constructor (url, { s3, revalidateMs = 0, version = null, comparedBySize = false } = {}) {
+  constructor (url, { s3, revalidateMs = 0, version = null, comparedBySize = false, identity = null } = {}) {
     this.url = url
     this.bySize = comparedBySize || bySize.has(url) || version?.startsWith(SIZE_VERSION) === true
     if (!this.bySize) remember(url, version) // (a worker's: the version the main thread opened)
@@ -215,8 +218,8 @@ export class RangeReader {
     this.inflight = new Map() // block index → promise of it, while being read
     this.answeredAt = version === null ? 0 : Date.now() // last answer from the store that matched the version
     this.revalidating = false
-    this.identity = null // without validators: the hash of its first IDENTITY_BYTES when opened (see open)
-    this.identifiedAt = 0
+    this.identity = identity // without validators: the hash of its first IDENTITY_BYTES when opened (see open)
+    this.identifiedAt = identity === null ? 0 : Date.now()
     this.closed = false
   }
 

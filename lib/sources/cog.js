@@ -65,8 +65,10 @@ export async function open (spec, context = {}) {
   if (spec.url) src.aux = info.aux
   if (info.version?.startsWith('~size:') && !src.comparedBySize) context.log?.warn({ set: spec.id }, 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on')
   // This side's view of a remote object: it asks whether the object is still that version (on use, at most every
-  // revalidateMs, and for /ready), so a replaced file is noticed also while the workers read only cached blocks.
-  const remote = spec.url ? new RangeReader(spec.url, { s3: context.s3, revalidateMs: context.remote?.revalidateMs, version: info.version }) : null
+  // revalidateMs, and for /ready), so a replaced file is noticed also while the workers read only cached blocks. One
+  // without validators is told by the hash of its first bytes (its header and IFDs, which a replacement moves) as the
+  // worker that described it read them, asked again at revalidateMs as a remote archive's is.
+  const remote = spec.url ? new RangeReader(spec.url, { s3: context.s3, revalidateMs: context.remote?.revalidateMs, version: info.version, identity: info.identity }) : null
   // `flipped`: a worker saw the object's validator change while its size did not (lib/remote/reader.js).
   const changed = (flipped = false) => {
     if (flipped) validatorFlipped(spec.url)
