@@ -89,6 +89,42 @@ for (const watching of [false, true]) {
   })
 }
 
+test('served paths under a folder that cannot be searched at a reload (chmod 000 above them) keep their sets, said so, not "path not found"; back as they are once it can', { timeout: 30_000 }, async (t) => {
+  if (!needs(t, WITHOUT_FILE_OVERRIDES !== null, 'setpriv (util-linux) is not installed: as root, the server would search any folder')) return
+  const dir = tempDir(t)
+  chmodSync(dir, 0o755)
+  const outer = join(dir, 'outer')
+  const tiles = join(outer, 'tiles')
+  mkdirSync(tiles, { recursive: true, mode: 0o755 })
+  chmodSync(outer, 0o755)
+  mkdirSync(join(dir, 'other'), { mode: 0o755 })
+  writeMbtiles(join(tiles, 'a.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { maxzoom: '1' } })
+  writePmtiles(join(outer, 'one.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)) })
+  writeMbtiles(join(dir, 'other', 'b.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
+  const server = await serve(t, ['--no-watch', tiles, join(outer, 'one.pmtiles'), join(dir, 'other')])
+  assert.deepEqual(await server.list(), ['a', 'b', 'one'])
+
+  chmodSync(outer, 0) // the folder served and the file served are there, but cannot be reached
+  await server.reload()
+  assert.deepEqual(await server.list(), ['a', 'b', 'one'], 'their sets are kept')
+  assert.equal((await server.get('/a/1/1/1')).status, 200, 'served from the handles opened before')
+  assert.equal((await server.get('/one/1/0/1')).status, 200)
+  assert.equal(said(server, 'path not found').length, 0, 'they are there')
+  const lines = said(server, 'cannot be searched')
+  assert.deepEqual(lines.map((l) => l.path).sort(), [join(outer, 'one.pmtiles'), tiles])
+  for (const line of lines) assert.match(line.msg, /^a folder on its path cannot be searched \(EACCES\): its sets are kept/)
+  await server.reload()
+  assert.equal(said(server, 'cannot be searched').length, 2, 'said once while it stays so')
+  assert.doesNotMatch(server.output(), /\n\s+at |reload failed/, 'no stack')
+
+  writeMbtiles(join(tiles, 'c.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) }) // (by root, meanwhile)
+  chmodSync(outer, 0o755)
+  await server.reload()
+  await eventually(async () => (await server.list()).includes('c'), 'the folder listed again')
+  assert.deepEqual(await server.list(), ['a', 'b', 'c', 'one'])
+  assert.equal((await server.get('/one/1/0/1')).status, 200)
+})
+
 test('a link in a served folder whose target is missing is said once (by its name in the folder), and served once the target is there: watched, or at SIGHUP', async (t) => {
   for (const watch of [true, false]) {
     const dir = tempDir(t)

@@ -79,8 +79,8 @@ export const namedCount = (config) => config.paths.length + Object.values(config
  * Every spec the configured paths, sets and group URLs (a database) hold now; the demo when nothing is named. Prefixes
  * that could not be listed are added to `unlisted` (the catalog tries them again, and keeps the sets found there);
  * local paths that do not exist to `missing` (as given, or `sets.<id>.path`), and paths given that nothing can be served
- * from to `unserved` ({ path, why }: a folder that cannot be listed, with its absolute path as `folder`, whose sets the
- * catalog keeps; a file of no kind), for the caller to say. Links in a served folder whose target does not exist (yet)
+ * from to `unserved` ({ path, why }: a folder that cannot be listed, or a path a folder above which cannot be searched,
+ * with its absolute path as `folder`, whose sets the catalog keeps; a file of no kind), for the caller to say. Links in a served folder whose target does not exist (yet)
  * go to `broken` ({ path: the folder as given, name, link: its absolute path }), for the caller to say and wait for.
  */
 export async function discoverSpecs (config, log, unlisted = [], missing = [], unserved = [], broken = []) {
@@ -122,8 +122,11 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
     let info
     try {
       info = await stat(path)
-    } catch {
-      missing.push(item)
+    } catch (err) {
+      // Not there; or there, but a folder above it cannot be searched now (EACCES: a mount glitch, a permissions slip):
+      // kept as a folder that cannot be listed is (its sets served on from their open handles), not said to be missing.
+      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') missing.push(item)
+      else unserved.push({ path: item, why: `a folder on its path cannot be searched (${err.code ?? err.message})`, folder: path })
       continue
     }
     if (info.isDirectory()) {

@@ -153,9 +153,12 @@ export class FileWatcher {
     }
   }
 
-  /** Is this set's file in a served folder that cannot be listed now (a reload keeps it)? */
+  /**
+   * Is this set's file in a served folder that cannot be listed now, or a file served that cannot be reached (a folder
+   * above it cannot be searched)? A reload keeps it.
+   */
   underUnlisted (entry) {
-    return entry.path !== null && this.unlisted.has(dirname(entry.path))
+    return entry.path !== null && (this.unlisted.has(dirname(entry.path)) || this.unlisted.has(entry.path))
   }
 
   /** Lists a folder that could not be listed again in `delayMs` (once, whatever asks meanwhile). */
@@ -170,12 +173,14 @@ export class FileWatcher {
     let names
     try {
       names = await readdir(folder)
-    } catch {
-      return this.listLater(folder)
+    } catch (err) {
+      if (err.code !== 'ENOTDIR') return this.listLater(folder)
+      names = null // a file served, reached again
     }
     const unlisted = this.unlisted.get(folder)
     if (unlisted === undefined || this.closed) return
     this.listed(folder, unlisted.path)
+    if (names === null) return this.schedule(folder, 0)
     // New files opened, replaced ones re-opened, those gone dropped, as the watch would have seen them.
     const known = [...this.registry.byPath.keys()].filter((path) => dirname(path) === folder)
     for (const path of new Set([...names.filter((name) => kindForFile(name)).map((name) => join(folder, name)), ...known])) this.schedule(path, 0)
