@@ -106,3 +106,20 @@ test('under a cluster, no counter or histogram of a scrape goes down when a work
   assert.equal(tiles(later), 9)
   assertNoCounterWentDown(afterStop, later, 'later scrapes')
 })
+
+test('a worker\'s seconds moving from the live sum into the retired one keep the total exactly: no 1-ulp drop', async () => {
+  // The regrouping a worker's leaving makes: (a + b) + R while both run, b + (R + a) after. In floating point
+  // (0.01 + 0.01) + 0.06 is 0.08 and 0.01 + (0.06 + 0.01) is 0.07999999999999999: a counter reset to Prometheus.
+  const { sumWorkers } = await import('../lib/metrics/index.js')
+  const worker = (seconds, requests) => [
+    { name: 'x_cpu_seconds_total', help: 'h', type: 'counter', aggregator: 'sum', values: [{ labels: {}, value: seconds }] },
+    { name: 'x_seconds', help: 'h', type: 'histogram', aggregator: 'sum', values: [{ labels: { le: '+Inf' }, value: requests, metricName: 'x_seconds_bucket' }, { labels: {}, value: seconds, metricName: 'x_seconds_sum' }, { labels: {}, value: requests, metricName: 'x_seconds_count' }] },
+  ]
+  const values = async (registry) => Object.fromEntries((await registry.getMetricsAsJSON()).flatMap((m) => m.values.map((v) => [v.metricName ?? m.name, v.value])))
+  const [leaving, staying, retired] = [worker(0.01, 3), worker(0.01, 5), worker(0.06, 7)]
+  const before = await values(sumWorkers([leaving, staying, retired]))
+  const folded = sumWorkers([retired, leaving]).getMetricsAsArray().map((metric) => metric.get())
+  const after = await values(sumWorkers([staying, folded]))
+  assert.deepEqual(after, before)
+  assert.deepEqual(before, { x_cpu_seconds_total: 0.08, x_seconds_bucket: 15, x_seconds_sum: 0.08, x_seconds_count: 15 })
+})

@@ -231,7 +231,7 @@ function clusterSnapshots ({ dir, intervalMs = 5000 }, registry, log) {
       const now = Date.now()
       const folding = snapshots.filter((snapshot) => !isFolded(retired, snapshot))
       if (folding.length > 0) {
-        retired.metrics = client.AggregatorRegistry.aggregate([retired.metrics, ...folding.map((snapshot) => cumulative(snapshot.metrics))])
+        retired.metrics = sumWorkers([retired.metrics, ...folding.map((snapshot) => cumulative(snapshot.metrics))])
           .getMetricsAsArray().map((metric) => metric.get())
         for (const { pid, at } of folding) retired.folded[pid] = { at, foldedAt: now }
       }
@@ -292,7 +292,7 @@ function clusterSnapshots ({ dir, intervalMs = 5000 }, registry, log) {
           log.warn({ err: err.message }, 'folding the metrics of workers gone failed')
         }
       }
-      const aggregated = client.AggregatorRegistry.aggregate([...live, ...counted, retired.metrics])
+      const aggregated = sumWorkers([...live, ...counted, retired.metrics])
       const workers = new client.Gauge({ name: 'tilecannon_cluster_workers', help: 'Workers whose metrics this answer sums.', registers: [aggregated] })
       workers.set(live.length)
       return aggregated
@@ -317,6 +317,25 @@ function clusterSnapshots ({ dir, intervalMs = 5000 }, registry, log) {
 
 const FOLDED_KEPT_MS = 60_000
 const LOCK_STALE_MS = 10_000
+
+// A float sum depends on its order: a worker leaving moves its figures from the live sum ((a + b) + R) into
+// retired.json's (b + (R + a)), which can differ in the last bit, and a seconds counter that went down by 1e-18 is a
+// reset to Prometheus (seen in CI). So counters in seconds and histograms' sums are added as whole microseconds,
+// exactly (integers below 2^53: 285 years of seconds), and any order gives the same total.
+const MICROS = 1e6
+const fractional = (metric, sample) =>
+  metric.type === 'histogram' ? sample.metricName?.endsWith('_sum') === true : metric.type === 'counter' && metric.name.includes('_seconds')
+const rescaled = (metrics, scale) => metrics.map((metric) => metric.type !== 'counter' && metric.type !== 'histogram' ? metric
+  : { ...metric, values: metric.values.map((sample) => fractional(metric, sample) ? { ...sample, value: scale(sample.value) } : sample) })
+
+/**
+ * The workers' metrics (arrays of prom-client's metric JSON) summed as prom-client's AggregatorRegistry.aggregate
+ * does, counters and histograms exactly (above). Returns the registry.
+ */
+export function sumWorkers (lists) {
+  const exact = client.AggregatorRegistry.aggregate(lists.map((metrics) => rescaled(metrics, (value) => Math.round(value * MICROS))))
+  return client.AggregatorRegistry.aggregate([rescaled(exact.getMetricsAsArray().map((metric) => metric.get()), (value) => value / MICROS)])
+}
 
 /** What a worker counted that must outlive it: its counters and histograms (gauges say how things are, not were). */
 function cumulative (metrics) {
