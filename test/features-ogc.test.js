@@ -1,9 +1,11 @@
 // OGC API – Features against what its standards ask (17-069r4 Part 1, 18-058 Part 2, RFC 7946), on a real PostGIS:
-// datetime instants to the microsecond, a collection's extent that holds every feature, the API definition as HTML,
-// polygon rings by the right-hand rule, and the headers a browser script of another origin may read.
+// datetime instants to the microsecond, a collection's extent that holds every feature (read only while features are
+// on), the API definition as HTML, polygon rings by the right-hand rule, and the headers a browser script of another
+// origin may read.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
+import pg from 'pg'
 import { makeApp, needs } from './helpers/app.js'
 import { tempDir, vectorTiles, pyramid, writeMbtiles } from './helpers/data.js'
 import { POSTGIS_MISSING, queryRows, runSql, startPostgis } from './helpers/postgres.js'
@@ -47,6 +49,10 @@ before(async () => {
     INSERT INTO curved VALUES (1, 'SRID=4326;CURVEPOLYGON(CIRCULARSTRING(0 0, 1 1, 2 0, 1 -1, 0 0))');
     CREATE TABLE paths (id integer PRIMARY KEY, geom geometry(LineString, 4326));
     INSERT INTO paths VALUES (1, 'SRID=4326;LINESTRING(0 0, 1 1)');
+    -- Statistics taken: its tiles' bounds are the planner's estimate, read without touching a row.
+    CREATE TABLE migrating (id integer PRIMARY KEY, geom geometry(Point, 4326));
+    INSERT INTO migrating SELECT i, ST_SetSRID(ST_MakePoint(8 + i / 1000.0, 47), 4326) FROM generate_series(1, 500) AS i;
+    ANALYZE migrating;
   `)
 })
 after(async () => { await db?.stop() })
@@ -150,6 +156,23 @@ test('the API definition is also a page (f=html, a browser\'s Accept): its paths
   const landing = (await get(app, '/ogc')).json()
   assert.equal(landing.links.find((l) => l.rel === 'service-doc').href, 'http://h/ogc/api?f=html')
   assert.equal((await get(app, '/ogc/api?f=xml')).statusCode, 400)
+})
+
+test('with features off, no collection extent is read: discovery is not held up by a table a migration has locked, whose rows the extent would read', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const app = await appOf(t, { features: { enabled: false }, postgres: { boundsTimeoutMs: 4000 } })
+  assert.equal((await get(app, '/ogc/collections')).statusCode, 404, 'no OGC API')
+  // An ALTER TABLE running: it holds ACCESS EXCLUSIVE until it commits, so a query reading the table's rows waits.
+  const migration = new pg.Client({ connectionString: db.url })
+  await migration.connect()
+  t.after(() => migration.end())
+  await migration.query('BEGIN; LOCK TABLE migrating IN ACCESS EXCLUSIVE MODE')
+  const started = performance.now()
+  await app.catalog.reload()
+  const tookMs = performance.now() - started
+  await migration.query('ROLLBACK')
+  assert.ok(tookMs < 2000, `re-discovered in ${Math.round(tookMs)} ms, not after the extent query's ${4000} ms timeout`)
+  assert.deepEqual((await get(app, '/migrating.json')).json().bounds.map(Math.round), [8, 47, 9, 47], 'the tiles\' bounds, from the estimate, as before')
 })
 
 test('polygon rings follow RFC 7946\'s right-hand rule in every output CRS: exteriors counterclockwise, holes clockwise; lines carry no orientation', async (t) => {

@@ -33,6 +33,7 @@ export class Catalog {
       remote: { ...REMOTE_DEFAULTS, ...config.remote },
       replaced: (id, source, why, localFile) => this.remote.replaced(id, source, why, localFile), // a source's object changed: re-open it
       dataFolders: () => dataFolders(config), // where a set naming other files (a mosaic's parts) may read them
+      features: config.features, // OGC API – Features: a database reads its collections' extents only when it is on
       ...services,
     }
     this.registry = new Registry({ config, log, cache })

@@ -38,7 +38,8 @@
 /**
  * Services a source may use, owned by the app (plugins): `log` (pino), `raster` (config.raster), `rasterPool`, …;
  * for remote sources (lib/remote): `s3` (config.s3), `remote` (retryMs, revalidateMs), and `replaced(id, source, why, localFile)`,
- * which tells the catalog the object under an open set changed (it re-opens the set, once however often told).
+ * which tells the catalog the object under an open set changed (it re-opens the set, once however often told);
+ * `features` (config.features: whether OGC API – Features serves a database's tables).
  * @typedef {object} SourceContext
  */
 

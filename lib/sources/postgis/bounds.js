@@ -20,7 +20,7 @@ async function withClient (pool, use) {
  * Bounds in WGS84 from the planner's estimate, or the real extent within a time limit; undefined if neither. Not the
  * estimate of a geography column: its statistics are geocentric (a box around the unit sphere's centre, ±1).
  */
-export async function tableBounds (pool, { schema, table, geom, geomType, srid, geography, rowSrid = null }, timeoutMs) {
+export async function tableBounds (pool, { schema, table, geom, geomType, srid, geography, rowSrid = null }, timeoutMs, { featureExtent = true } = {}) {
   // A scan that ran out of time (a large geography table) keeps the bounds an earlier discovery found: otherwise the
   // TileJSON would change between discoveries, and the set be replaced (its cached tiles dropped) each time.
   const key = `${schema}\0${table}\0${geom}`
@@ -28,8 +28,9 @@ export async function tableBounds (pool, { schema, table, geom, geomType, srid, 
   if (known === undefined) boundsFound.set(pool, known = new Map())
   const found = await readBounds(pool, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs)
   if (found !== undefined) known.set(key, found)
-  // Read at each discovery with the tiles' bounds, for OGC API – Features (see featureExtentOf).
-  await readFeatureExtent(pool, key, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs)
+  // Read at each discovery with the tiles' bounds, for OGC API – Features (see featureExtentOf); not when that is
+  // off: it reads rows (a scan without an index, a wait on a table a migration holds), which nothing would show.
+  if (featureExtent) await readFeatureExtent(pool, key, { schema, table, geom, geomType, srid, geography, rowSrid }, timeoutMs)
   return found ?? known.get(key)
 }
 

@@ -19,8 +19,9 @@ const publicReason = (message) => String(message).split('\n')[0]
 /**
  * A provider for one database: `discover()` lists its sets (and can be called again to re-discover); `close()` ends
  * the pool. Options (config `postgres`): schemas, functions, tables, poolSize, statementTimeoutMs, extent, buffer.
+ * `features` (config.features): with `enabled: false`, no collection extent is read (bounds.js readFeatureExtent).
  */
-export function createProvider (url, options = {}, { log } = {}) {
+export function createProvider (url, options = {}, { log, features } = {}) {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5000
   const connection = {
     connectionString: url,
@@ -111,7 +112,7 @@ export function createProvider (url, options = {}, { log } = {}) {
         log?.warn({ set: id, properties: t.unserved }, 'postgres.tables names properties the table does not serve (no such column, or of a type left out): they are not in its tiles or features')
       }
       const timeoutMs = options.boundsTimeoutMs ?? 2000
-      const bounds = await tableBounds(pool, t, timeoutMs)
+      const bounds = await tableBounds(pool, t, timeoutMs, { featureExtent: features?.enabled !== false })
       return tableSource(id, t, bounds, served, await queryDomain(pool, t, bounds, timeoutMs))
     }
   }
