@@ -45,6 +45,13 @@ before(async () => {
       SELECT ST_AsMVT(t, 'echo', 4096, 'geom') FROM (
         SELECT ST_AsMVTGeom(ST_Point(0, 0, 3857), ST_TileEnvelope(z, x, y)) AS geom, query::text AS q, query->>'n' AS n) AS t
     $$ LANGUAGE sql IMMUTABLE;
+    -- martin's fixture's form (tests/fixtures/tables/MixPoints.sql): the layer described, a field described, a
+    -- field no column has, and a layer of another name.
+    CREATE TABLE described (gid int PRIMARY KEY, name text, kind text, geom geometry(Point, 4326));
+    INSERT INTO described VALUES (1, 'a', 'shop', 'SRID=4326;POINT(8.54 47.37)');
+    COMMENT ON TABLE described IS '{"description": "the table", "vector_layers": [
+      {"id": "described", "description": "points of interest", "minzoom": 3, "fields": {"name": "the place name", "kind": null, "gone": "a dropped column"}, "x-source": "survey"},
+      {"id": "elsewhere", "fields": {"a": "String"}}]}';
     CREATE TABLE plain (name text, geom geometry(Point, 4326));
     INSERT INTO plain VALUES ('a', 'SRID=4326;POINT(8.54 47.37)'), ('b', 'SRID=4326;POINT(8.6 47.4)');
   `)
@@ -117,6 +124,29 @@ test('a table\'s comment JSON: its bounds and center are the TileJSON\'s, as a f
   const plain = (await app.inject({ url: '/plain.json' })).json()
   assert.ok(plain.bounds[0] > 8.5 && plain.bounds[2] < 8.7, `without a comment, the table's own bounds: ${plain.bounds}`)
   assert.equal((await app.inject({ url: '/commented/5/16/11' })).statusCode, 200, 'its tiles as ever')
+})
+
+test('a table\'s comment vector_layers describe its layer, as martin takes them: description, zooms, field descriptions; the layer and fields are the tiles\' own', async (t) => {
+  if (!needs(t, db !== null, POSTGIS_MISSING)) return
+  const logs = []
+  const app = await makeApp(t, { paths: [db.url] }, { logs })
+  const tj = (await app.inject({ url: '/described.json', headers: { host: 'h' } })).json()
+  assert.deepEqual(tj.vector_layers, [{
+    id: 'described',
+    description: 'points of interest',
+    minzoom: 3,
+    maxzoom: 22,
+    fields: { gid: 'Number', name: 'the place name', kind: 'String' },
+    'x-source': 'survey',
+  }], 'the layer the tiles hold, as the comment describes it; a null field text is the type; no field or layer the tiles lack')
+  assert.equal(tj.description, 'the table')
+  if (HAVE_SCHEMA) assertValidTileJson(tj, { label: 'described' })
+  const tile = decode((await app.inject({ url: '/described/0/0/0' })).rawPayload)
+  assert.deepEqual(Object.keys(tile.layers), tj.vector_layers.map((l) => l.id), 'the TileJSON names the tile\'s layer')
+  const warned = logs.filter((l) => l.set === 'described' && /vector_layers/.test(l.msg))
+  assert.deepEqual(warned.map((l) => [l.otherLayers, l.otherFields]), [[['elsewhere'], ['gone']]], 'said once, naming what was left out')
+  await app.catalog.reload()
+  assert.equal(logs.filter((l) => l.set === 'described' && /vector_layers/.test(l.msg)).length, 1, 'not again at each discovery')
 })
 
 test('a tile function\'s query by martin\'s convention: each value that is JSON is that value, any other a string; a repeated key its last value', async (t) => {

@@ -5,7 +5,7 @@ import { queryDomain, tableBounds } from './bounds.js'
 import { describeTable, functionId, idAllocator, readFunctions, readTables, tableSpecs } from './introspect.js'
 import { createLanes } from './lanes.js'
 import { createListener } from './listener.js'
-import { functionSource, tableSource } from './sources.js'
+import { functionSource, tableSource, unservedCommentLayers } from './sources.js'
 
 // Database tiles can change at any time without the server knowing: a minute bounds how stale a tile (here and, by
 // its max-age, in browsers and CDNs) can be without NOTIFY, while a busy map still reads each hot tile once a minute.
@@ -110,6 +110,12 @@ export function createProvider (url, options = {}, { log, features } = {}) {
       if (t.unserved.length > 0 && !warnedOnce.has(unserved)) {
         warnedOnce.add(unserved)
         log?.warn({ set: id, properties: t.unserved }, 'postgres.tables names properties the table does not serve (no such column, or of a type left out): they are not in its tiles or features')
+      }
+      const described = unservedCommentLayers(t)
+      const misnamed = `${id}\0layers\0${described.layers.join('\0')}\0fields\0${described.fields.join('\0')}`
+      if ((described.layers.length > 0 || described.fields.length > 0) && !warnedOnce.has(misnamed)) {
+        warnedOnce.add(misnamed)
+        log?.warn({ set: id, layer: t.layer, otherLayers: described.layers, otherFields: described.fields }, 'postgres table comment\'s vector_layers name layers or fields its tiles do not hold: left out of its TileJSON (a comment\'s layer is the one whose id is the tiles\' layer)')
       }
       const timeoutMs = options.boundsTimeoutMs ?? 2000
       const bounds = await tableBounds(pool, t, timeoutMs, { featureExtent: features?.enabled !== false })

@@ -20,7 +20,7 @@ export function commentJson (comment) {
 // A comment's keys that tile-cannon reads into its own TileJSON fields (checked and repaired by buildTileJson), and
 // those it never takes from a comment: the TileJSON version, the tile URLs and their scheme and format are the
 // server's (a comment's `tiles` would send clients elsewhere, `scheme: tms` flip every tile), as are `id` and
-// `encoding` (routes/meta.js) and a table's `vector_layers` (what its tiles hold).
+// `encoding` (routes/meta.js). A table's `vector_layers` describe the layer its tiles hold (tableLayer).
 const READ_KEYS = new Set(['name', 'description', 'attribution', 'version', 'minzoom', 'maxzoom', 'bounds', 'center', 'vector_layers'])
 const SERVER_KEYS = new Set(['tilejson', 'tiles', 'scheme', 'format', 'encoding', 'id'])
 // TileJSON 3.0.0 fields of a given shape: a comment's value of another is left out, so the TileJSON stays valid.
@@ -39,6 +39,44 @@ function commentExtra (tj) {
     extra[key] = value
   }
   return extra
+}
+
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
+
+/** The entry of a comment's `vector_layers` with this id, if any. */
+const commentLayer = (tj, id) => (Array.isArray(tj.vector_layers) ? tj.vector_layers.find((l) => isObject(l) && l.id === id) : undefined)
+
+/**
+ * A table's one layer as its tiles hold it (its id, each column's type as a field), described by the comment's
+ * `vector_layers` entry of the same id, as martin takes a comment's vector_layers: that entry's description, zooms
+ * and other keys, and its text of each field the tiles hold (a field's description, TileJSON's meaning of the value).
+ * Only what the tiles hold is listed: a comment's layer of another id and a field no column of the tiles has are left
+ * out (the provider warns of them, unservedCommentLayers), as a map styled by them would draw nothing.
+ */
+function tableLayer (t, fields, tj) {
+  const layer = { id: t.layer, fields, minzoom: t.minzoom ?? 0, maxzoom: t.maxzoom ?? 22, ...(tj.description ? { description: tj.description } : {}) }
+  const described = commentLayer(tj, t.layer)
+  if (described === undefined) return layer
+  const texts = isObject(described.fields) ? described.fields : {}
+  const merged = { ...layer }
+  // (null is no key, as in a JSON Merge Patch: the generated one stays)
+  for (const [key, value] of Object.entries(described)) if (value !== null && key !== 'id' && key !== 'fields') merged[key] = value
+  merged.fields = Object.fromEntries(Object.entries(fields).map(([name, type]) => [name, typeof texts[name] === 'string' ? texts[name] : type]))
+  return merged
+}
+
+/**
+ * What a table's comment `vector_layers` name that its tiles do not hold, for a warning: layers of another id than
+ * the table's layer, and fields of its layer no column of the tiles has. Empty when there is nothing to say.
+ */
+export function unservedCommentLayers (t) {
+  const tj = commentJson(t.comment)
+  if (!Array.isArray(tj.vector_layers)) return { layers: [], fields: [] }
+  const layers = tj.vector_layers.filter((l) => !isObject(l) || l.id !== t.layer).map((l) => (isObject(l) ? String(l.id) : JSON.stringify(l)))
+  const held = layerFields(t.columns)
+  const described = commentLayer(tj, t.layer)
+  const fields = isObject(described?.fields) ? Object.keys(described.fields).filter((name) => !Object.hasOwn(held, name)) : []
+  return { layers, fields }
 }
 
 /**
@@ -67,7 +105,7 @@ export function tableSource (id, t, bounds, { pool, tiles, cacheTtlS }, domain =
       // query domain (bounds.js).
       bounds: numberList(tj.bounds, 4) ?? bounds,
       center: numberList(tj.center, 3),
-      vectorLayers: [{ id: t.layer, fields, minzoom: t.minzoom ?? 0, maxzoom: t.maxzoom ?? 22, ...(tj.description ? { description: tj.description } : {}) }],
+      vectorLayers: [tableLayer(t, fields, tj)],
       format: 'pbf',
       extra: commentExtra(tj),
     }),
