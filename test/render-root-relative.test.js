@@ -1,6 +1,6 @@
 // A style's sprite and glyphs written from this server's root (`/styles/city/sprite`, `/fonts/{fontstack}/{range}.pbf`),
 // as tiles and TileJSON URLs may be: clients get them absolute, and the renderer draws them from this server's own
-// sprites and fonts.
+// sprites and fonts; behind a --public-url path prefix written with it too (`/tiles/styles/city/sprite`).
 import assert from 'node:assert/strict'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -8,7 +8,7 @@ import test from 'node:test'
 import sharp from 'sharp'
 import { chooseBackend } from '../lib/style/render/index.js'
 import { makeApp, needs } from './helpers/app.js'
-import { tempDir } from './helpers/data.js'
+import { pyramid, tempDir, writeMbtiles } from './helpers/data.js'
 
 const choice = chooseBackend({})
 
@@ -21,7 +21,7 @@ const patterned = (sprite, icon = 'own', extra = {}) => JSON.stringify({
   ...extra,
 })
 
-async function setUp (t) {
+async function setUp (t, overrides = {}) {
   const styles = join(tempDir(t), 'styles')
   mkdirSync(join(styles, 'owner'), { recursive: true })
   writeFileSync(join(styles, 'owner', 'style.json'), patterned('sprite'))
@@ -32,7 +32,18 @@ async function setUp (t) {
   // Naming nothing this server serves, from its root and relatively.
   writeFileSync(join(styles, 'elsewhere.json'), patterned('/elsewhere/sprite'))
   writeFileSync(join(styles, 'nofiles.json'), patterned('elsewhere/sprite'))
-  return makeApp(t, { paths: [], styles })
+  // Written for the server behind the path prefix /tiles, from the host's root.
+  writeFileSync(join(styles, 'prefixed.json'), patterned('/tiles/styles/owner/sprite?v=2', 'own', { glyphs: '/tiles/fonts/{fontstack}/{range}.pbf' }))
+  writeFileSync(join(styles, 'prefixed-listed.json'), patterned([{ id: 'o', url: '/tiles/styles/owner/sprite' }], 'o:own'))
+  writeFileSync(join(styles, 'prefixed-tiles.json'), JSON.stringify({
+    version: 8,
+    sources: { red: { type: 'raster', tiles: ['/tiles/red/{z}/{x}/{y}.png'], tileSize: 256 } },
+    layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#0000ff' } }, { id: 'red', type: 'raster', source: 'red' }],
+  }))
+  const red = join(styles, '..', 'red.mbtiles')
+  const png = await sharp({ create: { width: 256, height: 256, channels: 3, background: { r: 255, g: 0, b: 0 } } }).png().toBuffer()
+  writeMbtiles(red, { tiles: pyramid(0, 1).map(([z, x, y]) => ({ z, x, y, data: png })), metadata: { format: 'png', minzoom: '0', maxzoom: '1' } })
+  return makeApp(t, { paths: [red], styles, ...overrides })
 }
 
 test('a sprite and glyphs written from the root are absolute in the style clients get', async (t) => {
@@ -70,4 +81,31 @@ test('a sprite written from the root is drawn from this server\'s sprite, as a r
     assert.equal(rooted.statusCode, 503, rooted.body)
     for (const res of [relative, rooted]) assert.match(res.json().message, /the style's sprite cannot be read/)
   }
+})
+
+test('behind a path prefix (--public-url http://host/tiles), a sprite, glyphs and tiles written from the host\'s root (/tiles/styles/owner/sprite) are this server\'s, for clients and the renderer', async (t) => {
+  const app = await setUp(t, { publicUrl: 'http://host/tiles' })
+  const style = async (id) => (await app.inject({ url: `/styles/${id}/style.json`, headers: { host: 'h' } })).json()
+  const prefixed = await style('prefixed')
+  assert.equal(prefixed.sprite, 'http://host/tiles/styles/owner/sprite?v=2', 'not the prefix twice')
+  assert.equal(prefixed.glyphs, 'http://host/tiles/fonts/{fontstack}/{range}.pbf')
+  assert.deepEqual((await style('prefixed-listed')).sprite, [{ id: 'o', url: 'http://host/tiles/styles/owner/sprite' }])
+  assert.deepEqual((await style('prefixed-tiles')).sources.red.tiles, ['http://host/tiles/red/{z}/{x}/{y}.png'])
+  const rooted = await style('rooted')
+  assert.equal(rooted.sprite, 'http://host/tiles/styles/owner/sprite?v=2', 'from the server\'s own root, as before')
+  assert.equal(rooted.glyphs, 'http://host/tiles/fonts/{fontstack}/{range}.pbf')
+
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const view = '1/0/0.png'
+  const own = await app.inject({ url: `/styles/owner/${view}` })
+  assert.equal(own.statusCode, 200, own.body)
+  for (const id of ['prefixed', 'prefixed-listed', 'rooted']) {
+    const res = await app.inject({ url: `/styles/${id}/${view}` })
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    assert.ok(res.rawPayload.equals(own.rawPayload), `${id}: drawn with the sprite it names`)
+  }
+  const tiles = await app.inject({ url: `/styles/prefixed-tiles/${view}` })
+  assert.equal(tiles.statusCode, 200, tiles.body)
+  const { data, info } = await sharp(tiles.rawPayload).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
+  assert.deepEqual(Array.from(data.subarray((20 * info.width + 20) * 4, (20 * info.width + 20) * 4 + 3)), [255, 0, 0], 'the set\'s tiles, drawn from here')
 })

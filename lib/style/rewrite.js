@@ -101,6 +101,22 @@ const FOLDER = /^\{styleJsonFolder\}\/?/
 const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)
 /** A URL from this server's root (`/styles/city/sprite`), not protocol-relative (`//host/…`). */
 export const isRooted = (url) => typeof url === 'string' && url.startsWith('/') && !url.startsWith('//')
+
+/**
+ * The path on this server that a URL written from the root names. Behind a path prefix (`--public-url
+ * http://host/tiles`), a path under the prefix is read as a browser at that host reads it, from the host's root
+ * (`/tiles/styles/city/sprite` is `/styles/city/sprite`, its `key` dropped as ownPath drops it); any other is a path
+ * from this server's own root, as it is (`/styles/city/sprite` there too).
+ */
+export function rootedPath (url, bases) {
+  for (const base of bases) {
+    const b = ABSOLUTE.exec(base)
+    if (b === null || b[3].replace(/\/+$/, '') === '') continue // no prefix: the host's root is the server's
+    const path = ownPath(`${b[1]}://${b[2]}${url}`, [base])
+    if (path !== null) return path
+  }
+  return url
+}
 const isRelative = (url) => typeof url === 'string' && url !== '' && !REMOTE.test(local(url)) && !url.startsWith('//') && !local(url).startsWith('/')
 
 /**
@@ -168,7 +184,7 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
   for (const [key, source] of Object.entries(json.sources)) {
     if (source === null || typeof source !== 'object') continue
     // Tile URLs written from this server's root (`/roads/{z}/{x}/{y}.pbf`): made absolute, so a path prefix and keys apply.
-    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (typeof t === 'string' && t.startsWith('/') && !t.startsWith('//') ? link(`${base}${t}`) : rebased(t)))
+    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (isRooted(t) ? link(`${base}${rootedPath(t, bases)}`) : rebased(t)))
     // A file beside the style (GeoJSON `data`, an image's `url`, a video's `urls`): MapLibre GL JS would resolve it
     // against the style's URL, and get it without a key; given absolute, under /files/. One leaving the style's folder
     // is not served, and left as written.
@@ -196,15 +212,17 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
   // MapLibre puts `@2x.json` before a sprite URL's query string, and fills a glyphs URL's placeholders around it. A
   // relative sprite's query (`sprite?v=2`, a cache-buster) is kept for clients, but for a key written into it.
   const query = (url) => (searchOf(url) === '' ? '' : withoutKey(searchOf(url)))
-  // A sprite written from this server's root (`/styles/city/sprite`) is made absolute at the client's base, as tile
-  // URLs are (MapLibre GL JS refuses a sprite URL that is not absolute), its key dropped as an absolute one's is.
-  const sprite = (url) => rebased(isRooted(url) ? `${base}${url}` : url)
+  // A sprite written from this server's root (`/styles/city/sprite`, or `/tiles/styles/city/sprite` behind the prefix
+  // /tiles) is made absolute at the client's base, as tile URLs are (MapLibre GL JS refuses a sprite URL that is not
+  // absolute), its key dropped as an absolute one's is.
+  const sprite = (url) => rebased(isRooted(url) ? `${base}${rootedPath(url, bases)}` : url)
   if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite${query(json.sprite)}`)
   else if (typeof json.sprite === 'string') json.sprite = sprite(json.sprite)
   else if (Array.isArray(json.sprite)) {
     json.sprite = json.sprite.map((s) => (s && isRelative(s.url) ? { ...s, url: link(`${styleUrl}/sprite/${encodeURIComponent(s.id)}${query(s.url)}`) } : s && typeof s.url === 'string' ? { ...s, url: sprite(s.url) } : s))
   }
-  // Glyphs from the root (`/fonts/{fontstack}/{range}.pbf`) are this server's fonts, as relative ones are.
+  // Glyphs from the root (`/fonts/{fontstack}/{range}.pbf`, `/tiles/fonts/…` behind a prefix, any path) are this
+  // server's fonts, as relative ones are.
   if (isRelative(json.glyphs) || isRooted(json.glyphs)) json.glyphs = link(`${base}/fonts/{fontstack}/{range}.pbf`)
   else if (typeof json.glyphs === 'string') json.glyphs = rebased(json.glyphs)
   return json

@@ -1,6 +1,6 @@
 // The style a renderer child draws: its sets, glyphs and sprites given as `tc://` URLs, which the child asks the parent
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
-import { dataPathOf, isRooted, ownPath, ownSetUrl, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
+import { dataPathOf, isRooted, ownPath, ownSetUrl, rootedPath, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
 import { decodedOr } from '../../urls.js'
 
 // Sources and URLs the engine must never open itself: local files (`file:`, MapLibre Native's `asset:`, and
@@ -37,14 +37,17 @@ export function renderStyle (style, findSet, { fonts = null, own = [], findStyle
   const json = structuredClone(style.json)
   const used = []
   const here = (url) => ownPath(url, own)
+  // The path on this server a URL names: absolute at one of its bases, or from its root (behind a path prefix, the
+  // prefix's too: rootedPath); null for any other.
+  const ownPathOf = (url) => (isRooted(url) ? rootedPath(url, own) : here(url))
   const starts = [] // each source's id, and where the entries of the sets it draws begin in `used`
   for (const [key, source] of Object.entries(json.sources)) {
     if (source === null || typeof source !== 'object') continue
     starts.push({ key, from: used.length })
-    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ROOTED.test(t) || here(t) !== null)) {
+    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ownPathOf(t) !== null)) {
       source.tiles = source.tiles.flatMap((t) => {
         if (LOCAL.test(t)) return []
-        const m = ROOTED.exec(here(t) ?? t) // this server's own tile URL, from its root or absolute: its set, drawn from here
+        const m = ROOTED.exec(ownPathOf(t) ?? '') // this server's own tile URL, from its root or absolute: its set, drawn from here
         if (m === null) return [t]
         const entry = setFor(m[1], findSet)
         if (entry === undefined || entry.source === null) return []
@@ -91,7 +94,7 @@ export function renderStyle (style, findSet, { fonts = null, own = [], findStyle
   // Its files' state in its query (the engine puts `@2x.json` before it; the parent reads no query of a sprite URL).
   const spriteOf = (styleId, name) => `tc://sprites/${encodeURIComponent(styleId)}/${name}?r=${(styleId === style.id ? style : findStyle(styleId))?.spriteRevision ?? 'missing'}`
   const ownSprite = (url, name) => {
-    const m = OWN_SPRITE.exec((isRooted(url) ? url : here(url)) ?? '')
+    const m = OWN_SPRITE.exec(ownPathOf(url) ?? '')
     if (m === null) return isRooted(url) ? spriteOf(style.id, name) : null
     return spriteOf(decodedOr(m[1]), m[2] === undefined ? '_' : `~${encodeURIComponent(decodedOr(m[2]))}`)
   }
