@@ -38,7 +38,7 @@ export default async function styleRoutes (app) {
         request.log.warn({ style: style.id, source, url }, 'style source names no set here')
       }
       // URLs naming this server absolutely are the client's too: at its base, with its key.
-      return rewriteStyle(style, links(request, reply), findSet, missing, (url) => keyed(request, url), ownBases())
+      return rewriteStyle(style, links(request, reply), findSet, missing, (url) => keyed(request, url), ownBases(), (id) => styles.get(id))
     },
   })
 

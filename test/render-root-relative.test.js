@@ -40,10 +40,19 @@ async function setUp (t, overrides = {}) {
     sources: { red: { type: 'raster', tiles: ['/tiles/red/{z}/{x}/{y}.png'], tileSize: 256 } },
     layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#0000ff' } }, { id: 'red', type: 'raster', source: 'red' }],
   }))
-  const red = join(styles, '..', 'red.mbtiles')
-  const png = await sharp({ create: { width: 256, height: 256, channels: 3, background: { r: 255, g: 0, b: 0 } } }).png().toBuffer()
-  writeMbtiles(red, { tiles: pyramid(0, 1).map(([z, x, y]) => ({ z, x, y, data: png })), metadata: { format: 'png', minzoom: '0', maxzoom: '1' } })
-  return makeApp(t, { paths: [red], styles, ...overrides })
+  // A set named as the prefix /tiles is (its first segment), its tiles from the server's own root and from the host's.
+  for (const [id, path] of [['own-tiles', '/tiles/{z}/{x}/{y}.png'], ['prefixed-own-tiles', '/tiles/tiles/{z}/{x}/{y}.png']]) {
+    writeFileSync(join(styles, `${id}.json`), JSON.stringify({
+      version: 8,
+      sources: { green: { type: 'raster', tiles: [path], tileSize: 256 } },
+      layers: [{ id: 'bg', type: 'background', paint: { 'background-color': '#0000ff' } }, { id: 'green', type: 'raster', source: 'green' }],
+    }))
+  }
+  const filled = (name, background) => sharp({ create: { width: 256, height: 256, channels: 3, background } }).png().toBuffer()
+    .then((png) => writeMbtiles(join(styles, '..', `${name}.mbtiles`), { tiles: pyramid(0, 1).map(([z, x, y]) => ({ z, x, y, data: png })), metadata: { format: 'png', minzoom: '0', maxzoom: '1' } }))
+  await filled('red', { r: 255, g: 0, b: 0 })
+  await filled('tiles', { r: 0, g: 255, b: 0 })
+  return makeApp(t, { paths: [join(styles, '..', 'red.mbtiles'), join(styles, '..', 'tiles.mbtiles')], styles, ...overrides })
 }
 
 test('a sprite and glyphs written from the root are absolute in the style clients get', async (t) => {
@@ -108,4 +117,42 @@ test('behind a path prefix (--public-url http://host/tiles), a sprite, glyphs an
   assert.equal(tiles.statusCode, 200, tiles.body)
   const { data, info } = await sharp(tiles.rawPayload).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
   assert.deepEqual(Array.from(data.subarray((20 * info.width + 20) * 4, (20 * info.width + 20) * 4 + 3)), [255, 0, 0], 'the set\'s tiles, drawn from here')
+})
+
+/** The colour at pixel (20, 20) of a PNG. */
+const colourOf = async (png) => {
+  const { data, info } = await sharp(png).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
+  return Array.from(data.subarray((20 * info.width + 20) * 4, (20 * info.width + 20) * 4 + 3))
+}
+
+test('behind a path prefix, a path from the server\'s own root that also reads as under the prefix is what this server serves: a set named as the prefix (/tiles/{z}/{x}/{y}.png behind /tiles), a sprite behind /styles', async (t) => {
+  const app = await setUp(t, { publicUrl: 'http://host/tiles' })
+  const style = async (server, id) => (await server.inject({ url: `/styles/${id}/style.json`, headers: { host: 'h' } })).json()
+  // The set `tiles` either way: /{z}/{x}/{y}.png, the prefix taken off, names nothing here.
+  for (const id of ['own-tiles', 'prefixed-own-tiles']) assert.deepEqual((await style(app, id)).sources.green.tiles, ['http://host/tiles/tiles/{z}/{x}/{y}.png'], id)
+  assert.equal((await app.inject({ url: '/tiles/0/0/0.png' })).statusCode, 200, 'what the URL names behind the proxy')
+  // The set's name the first segment of a longer prefix: not under it, from the server's own root as before.
+  const longer = await setUp(t, { publicUrl: 'http://host/tiles/v1' })
+  assert.deepEqual((await style(longer, 'own-tiles')).sources.green.tiles, ['http://host/tiles/v1/tiles/{z}/{x}/{y}.png'])
+  assert.deepEqual((await style(longer, 'prefixed-own-tiles')).sources.green.tiles, ['http://host/tiles/v1/tiles/tiles/{z}/{x}/{y}.png'], 'a path naming nothing: from the server\'s root')
+  // Behind /styles, /styles/owner/sprite is that style's sprite (/owner/sprite names none).
+  const styled = await setUp(t, { publicUrl: 'http://h/styles' })
+  assert.equal((await style(styled, 'rooted')).sprite, 'http://h/styles/styles/owner/sprite?v=2')
+  assert.deepEqual((await style(styled, 'listed')).sprite, [{ id: 'o', url: 'http://h/styles/styles/owner/sprite' }])
+  assert.equal((await style(styled, 'prefixed')).sprite, 'http://h/styles/tiles/styles/owner/sprite?v=2', 'under no prefix here: as written')
+
+  if (!needs(t, choice.backend !== null, choice.why ?? '')) return
+  const view = '1/0/0.png'
+  for (const id of ['own-tiles', 'prefixed-own-tiles']) {
+    const res = await app.inject({ url: `/styles/${id}/${view}` })
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    assert.deepEqual(await colourOf(res.rawPayload), [0, 255, 0], `${id}: the set tiles's tiles, drawn from here`)
+  }
+  const own = await styled.inject({ url: `/styles/owner/${view}` })
+  assert.equal(own.statusCode, 200, own.body)
+  for (const id of ['rooted', 'listed']) {
+    const res = await styled.inject({ url: `/styles/${id}/${view}` })
+    assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+    assert.ok(res.rawPayload.equals(own.rawPayload), `${id}: drawn with the sprite it names`)
+  }
 })

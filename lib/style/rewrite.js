@@ -102,18 +102,34 @@ const local = (url) => (typeof url === 'string' ? url.replace(FOLDER, '') : url)
 /** A URL from this server's root (`/styles/city/sprite`), not protocol-relative (`//host/…`). */
 export const isRooted = (url) => typeof url === 'string' && url.startsWith('/') && !url.startsWith('//')
 
+// This server's routes a path from its root may name: a set's tiles (`/roads/{z}/{x}/{y}.pbf`, `/data/roads/…`: the
+// set, and its options) and a style's sprite (`/styles/city/sprite`, `/styles/city/sprite/:spriteId`).
+export const OWN_TILES = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?$/
+export const OWN_SPRITE = /^\/styles\/([^/?#]+)\/sprite(?:\/([^/?#]+))?(?:\?.*)?$/
+/** Whether a path is the tiles of a set `findSet(name)` knows (rootedPath's `serves` for tiles). */
+export const namesSetTiles = (findSet) => (path) => {
+  const m = OWN_TILES.exec(path)
+  return m !== null && setFor(m[1], findSet) !== undefined
+}
+/** Whether a path is the sprite of a style `findStyle(id)` knows (rootedPath's `serves` for a sprite). */
+export const namesSprite = (findStyle) => (path) => {
+  const m = OWN_SPRITE.exec(path)
+  return m !== null && findStyle(decodedOr(m[1])) !== undefined
+}
+
 /**
  * The path on this server that a URL written from the root names. Behind a path prefix (`--public-url
- * http://host/tiles`), a path under the prefix is read as a browser at that host reads it, from the host's root
- * (`/tiles/styles/city/sprite` is `/styles/city/sprite`, its `key` dropped as ownPath drops it); any other is a path
- * from this server's own root, as it is (`/styles/city/sprite` there too).
+ * http://host/tiles`), a path under the prefix may be read as a browser at that host reads it, from the host's root
+ * (`/tiles/styles/city/sprite` is `/styles/city/sprite`, its `key` dropped as ownPath drops it), or from this server's
+ * own root (`/tiles/{z}/{x}/{y}.png`, the tiles of a set named `tiles`): the first is taken when it names something
+ * this server serves (`serves(path)`), else the path is from this server's own root, as any other is.
  */
-export function rootedPath (url, bases) {
+export function rootedPath (url, bases, serves) {
   for (const base of bases) {
     const b = ABSOLUTE.exec(base)
     if (b === null || b[3].replace(/\/+$/, '') === '') continue // no prefix: the host's root is the server's
     const path = ownPath(`${b[1]}://${b[2]}${url}`, [base])
-    if (path !== null) return path
+    if (path !== null && serves(path)) return path
   }
   return url
 }
@@ -169,9 +185,10 @@ export const dataUrlOf = (path) => path.split('/').map(encodeURIComponent).join(
 /**
  * The style `style` answers with at `base`. `findSet(name)` → the id of the set a name means, or undefined; `missing`
  * is told of each source that names no set here (the style is served anyway: MapLibre shows the rest). `link` finishes
- * each URL made here (the client's API key, lib/urls.js `keyed`).
+ * each URL made here (the client's API key, lib/urls.js `keyed`). `findStyle(id)`: a style of the catalog, whose sprite a
+ * path from the root may name behind a path prefix (rootedPath).
  */
-export function rewriteStyle (style, base, findSet, missing, link = (url) => url, own = []) {
+export function rewriteStyle (style, base, findSet, missing, link = (url) => url, own = [], findStyle = () => undefined) {
   const json = structuredClone(style.json)
   const styleUrl = `${base}/styles/${encodeURIComponent(style.id)}`
   // This server named absolutely, at the client's base or at another it is known by: the client's URL, with its key.
@@ -181,10 +198,13 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
     const path = here(url)
     return path === null ? url : link(`${base}${path}`)
   }
+  // Behind a path prefix, what a path from the root may name (rootedPath): a set's tiles, a style's sprite.
+  const servesTiles = namesSetTiles(findSet)
+  const servesSprite = namesSprite((id) => (id === style.id ? style : findStyle(id)))
   for (const [key, source] of Object.entries(json.sources)) {
     if (source === null || typeof source !== 'object') continue
     // Tile URLs written from this server's root (`/roads/{z}/{x}/{y}.pbf`): made absolute, so a path prefix and keys apply.
-    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (isRooted(t) ? link(`${base}${rootedPath(t, bases)}`) : rebased(t)))
+    if (Array.isArray(source.tiles)) source.tiles = source.tiles.map((t) => (isRooted(t) ? link(`${base}${rootedPath(t, bases, servesTiles)}`) : rebased(t)))
     // A file beside the style (GeoJSON `data`, an image's `url`, a video's `urls`): MapLibre GL JS would resolve it
     // against the style's URL, and get it without a key; given absolute, under /files/. One leaving the style's folder
     // is not served, and left as written.
@@ -215,7 +235,7 @@ export function rewriteStyle (style, base, findSet, missing, link = (url) => url
   // A sprite written from this server's root (`/styles/city/sprite`, or `/tiles/styles/city/sprite` behind the prefix
   // /tiles) is made absolute at the client's base, as tile URLs are (MapLibre GL JS refuses a sprite URL that is not
   // absolute), its key dropped as an absolute one's is.
-  const sprite = (url) => rebased(isRooted(url) ? `${base}${rootedPath(url, bases)}` : url)
+  const sprite = (url) => rebased(isRooted(url) ? `${base}${rootedPath(url, bases, servesSprite)}` : url)
   if (isRelative(json.sprite)) json.sprite = link(`${styleUrl}/sprite${query(json.sprite)}`)
   else if (typeof json.sprite === 'string') json.sprite = sprite(json.sprite)
   else if (Array.isArray(json.sprite)) {

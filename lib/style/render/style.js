@@ -1,6 +1,6 @@
 // The style a renderer child draws: its sets, glyphs and sprites given as `tc://` URLs, which the child asks the parent
 // for (lib/style/render/index.js answers them from the pipeline), never over loopback HTTP.
-import { dataPathOf, isRooted, ownPath, ownSetUrl, rootedPath, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
+import { dataPathOf, isRooted, namesSetTiles, namesSprite, OWN_SPRITE, OWN_TILES, ownPath, ownSetUrl, rootedPath, searchOf, setFor, setNameOf, spritePathOf } from '../rewrite.js'
 import { decodedOr } from '../../urls.js'
 
 // Sources and URLs the engine must never open itself: local files (`file:`, MapLibre Native's `asset:`, and
@@ -12,11 +12,6 @@ export const EMPTY_TILES = ['tc://empty/{z}/{x}/{y}']
 const EMPTY_DATA = { type: 'FeatureCollection', features: [] }
 // A GeoJSON file of a style on this server named absolutely (`http://localhost:3000/styles/city/files/points.geojson`).
 const OWN_DATA = /^\/styles\/([^/?#]+)\/files\/([^?#]+)(?:\?.*)?$/
-// A tile URL of this server written from its root (`/roads/{z}/{x}/{y}.pbf`, `/data/roads/…`): the set, and options.
-const ROOTED = /^\/(?:data\/)?([^/?#]+)\/\{z\}\/\{x\}\/\{y\}(?:\.\w+)?(\?[^#]*)?$/
-
-// A sprite of this server named absolutely (`http://localhost:3000/styles/city/sprite`): a style's, by its routes.
-const OWN_SPRITE = /^\/styles\/([^/?#]+)\/sprite(?:\/([^/?#]+))?(?:\?.*)?$/
 
 // A set's tiles as the child asks the parent for them, with its cache key: a replaced or purged set is new to the
 // engine too (it keeps tiles it loaded). `search`: the set's options, `?…` or ''.
@@ -38,16 +33,18 @@ export function renderStyle (style, findSet, { fonts = null, own = [], findStyle
   const used = []
   const here = (url) => ownPath(url, own)
   // The path on this server a URL names: absolute at one of its bases, or from its root (behind a path prefix, the
-  // prefix's too: rootedPath); null for any other.
-  const ownPathOf = (url) => (isRooted(url) ? rootedPath(url, own) : here(url))
+  // prefix's too when that names a set's tiles or a style's sprite here: rootedPath); null for any other.
+  const servesTiles = namesSetTiles(findSet)
+  const servesSprite = namesSprite((id) => (id === style.id ? style : findStyle(id)))
+  const ownPathOf = (url, serves) => (isRooted(url) ? rootedPath(url, own, serves) : here(url))
   const starts = [] // each source's id, and where the entries of the sets it draws begin in `used`
   for (const [key, source] of Object.entries(json.sources)) {
     if (source === null || typeof source !== 'object') continue
     starts.push({ key, from: used.length })
-    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ownPathOf(t) !== null)) {
+    if (Array.isArray(source.tiles) && source.tiles.some((t) => LOCAL.test(t) || ownPathOf(t, servesTiles) !== null)) {
       source.tiles = source.tiles.flatMap((t) => {
         if (LOCAL.test(t)) return []
-        const m = ROOTED.exec(ownPathOf(t) ?? '') // this server's own tile URL, from its root or absolute: its set, drawn from here
+        const m = OWN_TILES.exec(ownPathOf(t, servesTiles) ?? '') // this server's own tile URL, from its root or absolute: its set, drawn from here
         if (m === null) return [t]
         const entry = setFor(m[1], findSet)
         if (entry === undefined || entry.source === null) return []
@@ -94,7 +91,7 @@ export function renderStyle (style, findSet, { fonts = null, own = [], findStyle
   // Its files' state in its query (the engine puts `@2x.json` before it; the parent reads no query of a sprite URL).
   const spriteOf = (styleId, name) => `tc://sprites/${encodeURIComponent(styleId)}/${name}?r=${(styleId === style.id ? style : findStyle(styleId))?.spriteRevision ?? 'missing'}`
   const ownSprite = (url, name) => {
-    const m = OWN_SPRITE.exec(ownPathOf(url) ?? '')
+    const m = OWN_SPRITE.exec(ownPathOf(url, servesSprite) ?? '')
     if (m === null) return isRooted(url) ? spriteOf(style.id, name) : null
     return spriteOf(decodedOr(m[1]), m[2] === undefined ? '_' : `~${encodeURIComponent(decodedOr(m[2]))}`)
   }
