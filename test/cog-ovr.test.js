@@ -199,7 +199,7 @@ test('a .ovr that is not the file\'s overviews is the set\'s 503 saying why, as 
   for (const id of ['bands', 'garbage', 'shape']) assert.equal(descriptorsOn(join(dir, `${id}.tif.ovr`)), 0, `${id}: the .ovr refused is closed`)
 
   // A file replaced (here touched: another key for the workers) drops its old dataset 20 ms after its new one opens
-  // (when the worker next runs a task: idle, it waits on its queue), closing the .ovr's file with the file's.
+  // (the worker idle meanwhile: its timers run between tasks), closing the .ovr's file with the file's.
   const file = join(dir, 'big.tif')
   // What the app's workers hold (one or both of its two, as its tasks went): this pool's are counted on top.
   const held = [descriptorsOn(file), descriptorsOn(`${file}.ovr`)]

@@ -3,9 +3,10 @@
 // sets reading it under different keys (a file touched or replaced while its old set still serves) take turns.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { copyFileSync, mkdirSync, readdirSync, readlinkSync, utimesSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, utimesSync } from 'node:fs'
 import { join } from 'node:path'
-import { FIXTURES, HAVE_FIXTURES, needs } from './helpers/app.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { FIXTURES, HAVE_FIXTURES, makeApp, needs } from './helpers/app.js'
 import { tempDir } from './helpers/data.js'
 import { createRasterPool } from '../lib/raster/pool.js'
 import { open as openCog } from '../lib/sources/cog.js'
@@ -98,4 +99,49 @@ test('sets reading one file under different keys (touched while the old set stil
   // Each set's turn drops the other's dataset 20 ms later: it was closed under the tiles still reading it (EBADF).
   const failures = await hammer([before, after], 1500)
   assert.deepEqual(failures, [])
+})
+
+test('with watching on, a COG replaced or deleted on a quiet server is let go by every worker without another tile asked', { timeout: 60_000 }, async (t) => {
+  if (!needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  if (!needs(t, HAVE_PROC, 'counting the workers\' descriptors needs Linux /proc')) return
+  const folder = join(tempDir(t), 'tiles')
+  mkdirSync(folder)
+  // Three sets: c.tif stays, so the pool (and its workers) keep running once a.tif is replaced and b.tif deleted.
+  for (const id of ['a', 'b', 'c']) copyFileSync(join(FIXTURES, 'cog', 'cog.tif'), join(folder, `${id}.tif`))
+  const app = await makeApp(t, { paths: [folder], raster: { threads: 2 }, cacheMB: 0, watch: true, watchDebounceMs: 50 })
+  const draw = async (id) => {
+    const set = (await app.inject(`/${id}/meta`)).json()
+    const [west, south, east, north] = set.bounds
+    const [x, y] = lonLatToTile((west + east) / 2, (south + north) / 2, set.maxzoom)
+    // Eight at once: both workers draw (2 tasks each at most), so both open the file.
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => app.inject(`/${id}/${set.maxzoom}/${x + (i % 4)}/${y + (i >> 2)}.png`)))
+    for (const res of answers) assert.equal(res.statusCode, 200, `${id}: ${res.body}`)
+  }
+  for (const id of ['a', 'b', 'c']) await draw(id)
+  const a = join(folder, 'a.tif')
+  const b = join(folder, 'b.tif')
+  assert.ok(descriptorsOn(a) >= 1 && descriptorsOn(b) >= 1, 'the workers hold the files open')
+
+  // a.tif replaced by another file (renamed over it: the old one's space is freed only once no descriptor holds it),
+  // b.tif deleted. Once the watcher re-opened a and dropped b, no tile is asked: the workers wait idle.
+  copyFileSync(join(FIXTURES, 'cog', 'cog.tif'), join(folder, 'new.tmp'))
+  const old = (await app.inject('/a/meta')).json()
+  renameSync(join(folder, 'new.tmp'), a)
+  rmSync(b)
+  const end = Date.now() + 5000
+  while ((await app.inject('/b/meta')).statusCode !== 404 || descriptorsOn(a) === 0) {
+    assert.ok(Date.now() < end, 'the watcher re-opened a.tif and dropped b.tif within 5 s')
+    await sleep(50)
+  }
+  assert.deepEqual((await app.inject('/a/meta')).json().bounds, old.bounds, 'a.tif is served (its new file)')
+  const gone = (file) => `${file} (deleted)` // what /proc says of a descriptor on a file deleted or renamed over
+  let held
+  for (const until = Date.now() + 2000; Date.now() < until; await sleep(50)) {
+    held = { replaced: descriptorsOn(gone(a)), deleted: descriptorsOn(gone(b)) }
+    if (held.replaced === 0 && held.deleted === 0) break
+  }
+  assert.deepEqual(held, { replaced: 0, deleted: 0 }, 'the old a.tif and the deleted b.tif are no longer held open')
+  assert.equal(descriptorsOn(join(folder, 'c.tif')) >= 1, true, 'c.tif, still served, stays open')
+  await draw('a')
+  await draw('c')
 })

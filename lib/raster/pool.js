@@ -1,6 +1,7 @@
 // The raster worker pool (piscina) as a Fastify plugin: it decorates `app.rasterPool` and destroys the pool when the
 // app closes. The threads start with the first COG set that opens (a server without one starts none) and stop with the
 // last one to close; they are sized from the validated config (raster.threads, raster.blockCacheMB).
+import { BroadcastChannel } from 'node:worker_threads'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
 import { Unavailable } from '../errors.js'
@@ -14,9 +15,12 @@ import { Unavailable } from '../errors.js'
 const TASK_TIME_LIMIT_MS = 60_000
 const HEAP_LIMIT_MB = 256
 
+let pools = 0 // numbers each pool's retirement channel: a process may run several pools (tests do)
+
 /**
- * A pool started on demand: `acquire()` (a COG set opening) returns the running pool's `{ run(task) }`, starting it if
- * need be; `release()` (that set closing) stops it once no set uses it; `close()` stops it for good.
+ * A pool started on demand: `acquire(key)` (a COG set opening the dataset of workers' key `key`) returns the running
+ * pool's `{ run(task) }`, starting it if need be; `release(key)` (that set closing) tells every worker to close that
+ * dataset once no open set holds its key, and stops the pool once no set uses it; `close()` stops it for good.
  * @param {{ threads: number, blockCacheMB: number, s3?: object, taskTimeLimitMs?: number, heapLimitMB?: number, replacedCloseMs?: number }} raster
  *   config.raster, and config.s3 for remote COGs (the limits and replacedCloseMs, worker.js: tests only)
  */
@@ -25,6 +29,11 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimi
   let runner = null
   let users = 0
   let closed = false
+  const holders = new Map() // workers' dataset key → the open sets holding it
+  // Retired keys told to every worker at once (piscina runs a task on one worker only): worker.js closes the dataset.
+  const retireChannel = `tile-cannon-raster-retired-${process.pid}-${++pools}`
+  const retirements = new BroadcastChannel(retireChannel)
+  retirements.unref()
 
   function start () {
     const started = new Piscina({
@@ -33,11 +42,14 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimi
       maxThreads: threads,
       idleTimeout: 60000,
       concurrentTasksPerWorker: 2, // a remote block read waits on the network: let another tile run meanwhile
+      // An idle worker waits on its event loop, not blocked in Atomics.wait: it hears of retired datasets, and its
+      // timers (a replaced file's close, the idle close) fire, so a quiet server lets go of deleted files.
+      atomics: 'disabled',
       // geotiff.js imports web-worker, which in any worker thread reads workerData.mod; an object without it keeps
       // that module inert. Decoded blocks: raster.blockCacheMB per worker (by default 5 % of the machine's memory in
       // all, GDAL's default block cache, at least 64 MiB per worker; lib/config.js).
       // config.s3 (object storage settings and credentials): each worker reads remote COGs itself.
-      workerData: { blockCacheBytes: Math.floor(blockCacheMB * 2 ** 20), s3, replacedCloseMs },
+      workerData: { blockCacheBytes: Math.floor(blockCacheMB * 2 ** 20), s3, replacedCloseMs, retireChannel },
       resourceLimits: { maxOldGenerationSizeMb: heapLimitMB },
     })
     // A worker that dies is replaced by piscina and its task fails (503 for that tile); never an uncaught error.
@@ -102,22 +114,33 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimi
     threads, // the configured size
     /** The running piscina pool, or null (no COG set open, or closed). */
     get piscina () { return pool },
-    acquire () {
+    acquire (key) {
       if (closed) throw new Error('the raster worker pool is closed')
       if (pool === null) {
         pool = start()
         runner = timed(pool)
       }
       users++
+      if (key !== undefined) holders.set(key, (holders.get(key) ?? 0) + 1)
       return runner
     },
-    async release () {
+    async release (key) {
+      if (key !== undefined && holders.has(key)) {
+        const left = holders.get(key) - 1
+        if (left > 0) holders.set(key, left)
+        else {
+          holders.delete(key)
+          retirements.postMessage({ retired: key })
+        }
+      }
       if (users > 0) users--
       if (users === 0) await stop()
     },
     async close () {
       closed = true
       users = 0
+      holders.clear()
+      retirements.close()
       await stop()
     },
   }

@@ -20,9 +20,11 @@ sharp.cache(false)
 const REMOTE = { s3: workerData?.s3 } // remote COGs: the object storage settings (config.s3)
 // Open datasets, keyed by what a file is (rendered-set.js localKey: its path, size, time and inode, and its sidecars'),
 // so that every set reading an unchanged file (a COG set and the mosaics over it) shares one open file and its decoded
-// blocks. One idle for 10 minutes is closed (a deleted file's space is freed), as is the previous one of a path opened
-// under a new key (a replaced file or sidecar), REPLACED_CLOSE_MS later (workerData.replacedCloseMs: tests only). None is closed while a task
-// uses it: a read of a closed descriptor fails (EBADF), or reads whatever file reused its number.
+// blocks. One is closed when the main thread says its key is retired (the last COG set reading it closed: replaced,
+// reloaded or removed; pool.js release), when idle for 10 minutes (a deleted file's space is freed), and when the
+// previous one of a path opened under a new key (a replaced file or sidecar), REPLACED_CLOSE_MS later
+// (workerData.replacedCloseMs: tests only). None is closed while a task uses it: a read of a closed descriptor fails
+// (EBADF), or reads whatever file reused its number.
 const REPLACED_CLOSE_MS = workerData?.replacedCloseMs ?? 30_000
 const latest = new Map() // path or URL → key of the newest dataset
 // 256: a mosaic's tile may read a few dozen parts, and its neighbours mostly the same ones.
@@ -38,6 +40,18 @@ const datasets = new LRUCache({
 })
 
 const closeEntry = (entry) => { entry.pending.then(closeDataset, () => {}) }
+
+/** The dataset of `key` let go (closed once no task holds it): its sets are closed. */
+function retire (key) {
+  for (const [where, newest] of latest) if (newest === key) latest.delete(where)
+  datasets.delete(key)
+}
+
+if (workerData?.retireChannel !== undefined) {
+  const retirements = new threads.BroadcastChannel(workerData.retireChannel)
+  retirements.onmessage = ({ data }) => retire(data.retired)
+  retirements.unref() // (piscina's port keeps the worker alive)
+}
 
 /**
  * The dataset of `src` (a promise), held for the task whose `held` set is given until releaseAll(held): dropped from

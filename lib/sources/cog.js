@@ -47,12 +47,12 @@ export async function open (spec, context = {}) {
   const src = spec.url
     ? { key: `${spec.url}#${Date.now()}`, url: spec.url, comparedBySize: comparedBySize(spec.url) }
     : { key: localKey(spec.path, await stat(spec.path).catch(() => null), Date.now(), await sidecarStamp(spec.path)), path: spec.path }
-  const workers = rasterPool.acquire()
+  const workers = rasterPool.acquire(src.key) // released with it: the workers then close the file
   let info
   try {
     info = await workers.run({ op: 'describe', src })
   } catch (err) {
-    await rasterPool.release()
+    await rasterPool.release(src.key)
     throw err
   }
   const { meta, warp } = info
@@ -129,7 +129,7 @@ export async function open (spec, context = {}) {
       if (closed) return
       closed = true
       remote?.close()
-      await rasterPool.release()
+      await rasterPool.release(src.key)
     },
   }
   if (remote !== null) {
