@@ -3,7 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pino from 'pino'
 import sharp from 'sharp'
@@ -156,4 +156,72 @@ test('a level sampling the .msk reads each of its blocks once: the next level do
   const reads = readCalls() - before
   t.diagnostic(`z9 read calls: ${reads}`)
   assert.ok(reads < 32, `z9's tile read ${reads} times: the .msk's blocks again, not from the block cache`)
+})
+
+// `a.tif`: 2048 px over z8 tile 135/91 in blocks of 256, no overviews inside, its mask (diagonal stripes 3 px wide
+// every 8, and a disc) in a .msk; `gdaladdo -ro -r average` (rasterio with TIFF_USE_OVR) wrote overviews 2, 4, 8 of
+// the file in a.tif.ovr and of the mask in a.tif.msk.ovr, where the stripes average to valid (sampling the .msk at a
+// coarser scale, every sample falls on a stripe: all hidden). `b.tif`: the same, its .msk.ovr in blocks of 128, not
+// the .ovr's 256. rio-tiler's mask (1 valid) for each tile asked.
+const MASK_OVR_SCRIPT = `
+import json, math, os, shutil, sys, warnings
+warnings.filterwarnings('ignore')
+import numpy as np, rasterio
+from rasterio.enums import Resampling
+from rasterio.transform import from_origin
+from rio_tiler.io import Reader
+d, tiles = sys.argv[1], sys.argv[2:]
+W = 2 * math.pi * 6378137.0
+size = W / 2 ** 8
+yy, xx = np.mgrid[0:2048, 0:2048]
+prof = dict(driver='GTiff', width=2048, height=2048, count=1, dtype='uint8', crs='EPSG:3857', tiled=True, blockxsize=256,
+            blockysize=256, compress='deflate', transform=from_origin(-W / 2 + 135 * size, W / 2 - 91 * size, size / 2048, size / 2048))
+valid = ~(((xx + yy) % 8 < 3) | ((xx - 700) ** 2 + (yy - 1200) ** 2 < 500 ** 2))
+for name, blocks in [('a', 256), ('b', 128)]:
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False), rasterio.open(f'{d}/{name}.tif', 'w', **prof) as f:
+        f.write(((xx // 16 + yy // 16) % 200 + 40).astype('u1'), 1)
+        f.write_mask((valid * 255).astype('u1'))
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False, TIFF_USE_OVR=True, GDAL_TIFF_OVR_BLOCKSIZE=blocks), rasterio.open(f'{d}/{name}.tif', 'r+') as f:
+        f.build_overviews([2, 4, 8], Resampling.average)
+shutil.copy(f'{d}/a.tif.ovr', f'{d}/b.tif.ovr')
+out = {}
+for name in ['a', 'b']:
+    with Reader(f'{d}/{name}.tif') as r:
+        out[name] = {'files': sorted(os.path.basename(p) for p in r.dataset.files)}
+        for t in tiles:
+            z, x, y = map(int, t.split('/'))
+            out[name][t] = (r.tile(x, y, z).mask > 0).astype('u1').ravel().tolist()
+print(json.dumps(out))
+`
+
+test('a .msk.ovr beside a .msk is read as the mask\'s overview levels: transparent where rio-tiler masks at every zoom, in the .ovr\'s blocks or its own; added at a reload, it is read', async (t) => {
+  if (!needs(t, HAVE_RIO_TILER, NO_RIO_TILER)) return
+  const dir = tempDir(t)
+  // The 8×, 4× and 2× overviews read 1:1, and the full resolution.
+  const tiles = ['8/135/91', '9/270/182', '10/541/365', '11/1080/728']
+  const run = spawnSync(RIO_PYTHON, ['-c', MASK_OVR_SCRIPT, dir, ...tiles], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 })
+  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
+  const reference = JSON.parse(run.stdout)
+  assert.deepEqual(reference.a.files, ['a.tif', 'a.tif.msk', 'a.tif.msk.ovr', 'a.tif.ovr'], 'GDAL reads the .msk.ovr')
+  // a.tif opens without its .msk.ovr: the reload that sees it added re-opens the set in every worker.
+  renameSync(join(dir, 'a.tif.msk.ovr'), join(dir, 'aside'))
+  const app = await makeApp(t, { paths: [join(dir, 'a.tif'), join(dir, 'b.tif')], cacheMB: 0, raster: { threads: 1 } })
+  assert.equal((await app.inject('/a/8/135/91.png')).statusCode, 404, 'without the .msk.ovr, every sample of the .msk at z8 falls on a stripe: all hidden')
+  renameSync(join(dir, 'aside'), join(dir, 'a.tif.msk.ovr'))
+  await app.catalog.reload()
+  for (const id of ['a', 'b']) {
+    assert.equal((await app.inject(`/${id}/meta`)).json().mask, true, `${id}: /meta says the file has a mask`)
+    for (const tile of tiles) {
+      const valid = reference[id][tile]
+      assert.ok(valid.filter((v) => v === 0).length > 1000 && valid.filter((v) => v === 1).length > 1000, `${id} ${tile}: rio-tiler hides some pixels, not all`)
+      assert.equal(await differing(app, `/${id}/${tile}.png`, valid), 0, `${id} ${tile}: transparent where rio-tiler masks`)
+    }
+  }
+  // One that is not a TIFF is the set's 503, saying why, without a path.
+  writeFileSync(join(dir, 'b.tif.msk.ovr'), 'not a tiff')
+  await app.catalog.reload()
+  const res = await app.inject('/b/9/270/182.png')
+  assert.equal(res.statusCode, 503)
+  assert.match(res.json().message, /^tileset 'b' is unavailable: the mask's overviews beside the file \(b\.tif\.msk\.ovr\) are not a readable TIFF/)
+  assert.ok(!res.body.includes(dir), 'no path')
 })

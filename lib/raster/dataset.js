@@ -447,17 +447,21 @@ export async function openDataset (src, remote = {}) {
   }
   let maskTiff = null
   let ovrTiff = null
+  let maskOvrTiff = null
   try {
     maskTiff = await sidecarTiff(src, '.msk', 'mask')
     // Opened only for a file without overviews of its own (describe asks): GDAL reads the internal ones alone then.
     const openOverviews = async () => (ovrTiff = await sidecarTiff(src, '.ovr', 'overviews'))
-    const ds = await describe(tiff, src, remote, maskTiff, openOverviews)
+    // Likewise the .msk's overviews beside it, for a .msk without overviews of its own.
+    const openMaskOverviews = async () => (maskOvrTiff = await sidecarTiff(src, '.msk.ovr', 'mask\'s overviews'))
+    const ds = await describe(tiff, src, remote, maskTiff, openOverviews, openMaskOverviews)
     ds.reader = reader
     return ds
   } catch (err) {
     tiff.close?.()
     maskTiff?.close?.()
     ovrTiff?.close?.()
+    maskOvrTiff?.close?.()
     if (err instanceof RasterError || err instanceof Unavailable) throw err
     throw new RasterError(`not a usable GeoTIFF: ${err?.message ?? err}`)
   }
@@ -484,14 +488,17 @@ export function closeDataset (ds) {
   ds.tiff.close?.()
   ds.maskTiff?.close?.()
   ds.ovrTiff?.close?.()
+  ds.maskOvrTiff?.close?.()
 }
 
 /**
  * A sidecar GDAL keeps beside a local file, opened as a GeoTIFF; null when there is none. `<file>.msk`: its
  * per-dataset mask (what `gdal_translate -mask` or CreateMaskBand write with GDAL_TIFF_INTERNAL_MASK=NO), whose images
  * are masks as an internal mask's are. `<file>.ovr`: its overviews (what `gdaladdo -ro` writes, or gdaladdo where it
- * cannot write into the file), whose images are reduced-resolution images of the file's bands. Read only when it is a
- * file of its own, not a link (as the .aux.xml). A remote file's is not looked for (another object to find and pin).
+ * cannot write into the file), whose images are reduced-resolution images of the file's bands. `<file>.msk.ovr`: the
+ * .msk's overviews (what gdaladdo writes beside a .msk it does not write into: `-ro`), masks of the overviews' sizes.
+ * Read only when it is a file of its own, not a link (as the .aux.xml). A remote file's is not looked for (another
+ * object to find and pin).
  */
 async function sidecarTiff (src, ending, what) {
   if (src.url) return null
@@ -511,7 +518,7 @@ async function sidecarTiff (src, ending, what) {
   }
 }
 
-async function describe (tiff, src, remote, maskTiff, openOverviews) {
+async function describe (tiff, src, remote, maskTiff, openOverviews, openMaskOverviews) {
   const count = await tiff.getImageCount()
   const images = []
   const masks = []
@@ -525,6 +532,25 @@ async function describe (tiff, src, remote, maskTiff, openOverviews) {
   // the internal one first.
   const sidecarMasks = []
   for (let i = 0, n = maskTiff === null ? 0 : await maskTiff.getImageCount(); i < n; i++) sidecarMasks.push(await maskTiff.getImage(i))
+  // A .msk without overviews inside: GDAL reads the mask's overview levels from the .msk.ovr beside it (gdaladdo's,
+  // where it did not write into the .msk), rather than sample the full-resolution mask for every overview.
+  let maskOvrTiff = null
+  const maskOverviews = new Set() // (of sidecarMasks)
+  if (sidecarMasks.length === 1 && (maskOvrTiff = await openMaskOverviews()) !== null) {
+    const [W, H] = [sidecarMasks[0].getWidth(), sidecarMasks[0].getHeight()]
+    for (let i = 0, n = await maskOvrTiff.getImageCount(); i < n; i++) {
+      const image = await maskOvrTiff.getImage(i)
+      if (!(image.getWidth() < W && image.getHeight() < H)) continue // (not an overview of the .msk: GDAL would not use it either)
+      sidecarMasks.push(image)
+      maskOverviews.add(image)
+    }
+  }
+  /** A sidecar's mask image as the mask of `image` (sidecarMask), or null: a .msk.ovr's in other blocks is sampled 1:1. */
+  const sidecarLevelMask = (image) => {
+    const mask = sidecarMasks.find((m) => sameSize(m, image))
+    if (maskOverviews.has(mask) && !(mask.fileDirectory.hasTag('TileWidth') && mask.getTileWidth() === image.getTileWidth() && mask.getTileHeight() === image.getTileHeight())) return null
+    return sidecarMask(mask, image, maskOverviews.has(mask) ? '.msk.ovr' : '.msk')
+  }
   const base = images[0]
   const fd = base.fileDirectory
   if (!fd.hasTag('TileWidth')) throw new RasterError('not a Cloud Optimized GeoTIFF: the image is stored in strips, not tiles (convert it with `gdal_translate -of COG`)')
@@ -589,7 +615,7 @@ async function describe (tiff, src, remote, maskTiff, openOverviews) {
       height: image.getHeight(),
       tileWidth: image.getTileWidth(),
       tileHeight: image.getTileHeight(),
-      mask: masks.find((m) => sameSize(m, image)) ?? sidecarMask(sidecarMasks.find((m) => sameSize(m, image)), image),
+      mask: masks.find((m) => sameSize(m, image)) ?? sidecarLevelMask(image),
     }))
     .filter((l) => l.image === base || l.image.fileDirectory.hasTag('TileWidth'))
     .sort((a, b) => b.width - a.width)
@@ -599,15 +625,16 @@ async function describe (tiff, src, remote, maskTiff, openOverviews) {
     level.fy = height / level.height
   })
   // A level without a mask of its own where the file has one at a finer level (a .msk holds the full image's only,
-  // however many overviews the file has; a .ovr's overviews have none beside an internal mask) reads it by nearest
-  // sample, as GDAL reads a mask band at a coarser scale. The file's own masks first, as GDAL reads them first.
+  // however many overviews the file has, unless a .msk.ovr is beside it; a .ovr's overviews have none beside an
+  // internal mask) reads it by nearest sample, as GDAL reads a mask band at a coarser scale. The file's own masks
+  // first, as GDAL reads them first.
   const finerMasks = [...masks.filter((m) => m.fileDirectory.hasTag('TileWidth')), ...sidecarMasks]
   if (finerMasks.length > 0) {
     for (const level of levels) {
       if (level.mask !== null) continue
       const finer = finerMasks.filter((m) => m.getWidth() >= level.width && m.getHeight() >= level.height)
         .sort((a, b) => a.getWidth() - b.getWidth())[0]
-      if (finer !== undefined) level.maskFrom = { image: sidecarMasks.includes(finer) ? sidecarMask(finer, finer) : finer, fx: finer.getWidth() / level.width, fy: finer.getHeight() / level.height }
+      if (finer !== undefined) level.maskFrom = { image: sidecarMasks.includes(finer) ? sidecarMask(finer, finer, maskOverviews.has(finer) ? '.msk.ovr' : '.msk') : finer, fx: finer.getWidth() / level.width, fy: finer.getHeight() / level.height }
     }
   }
 
@@ -616,6 +643,7 @@ async function describe (tiff, src, remote, maskTiff, openOverviews) {
     tiff,
     maskTiff,
     ovrTiff,
+    maskOvrTiff,
     levels,
     width,
     height,
@@ -708,14 +736,14 @@ async function sidecarOverviews (ovrTiff, base, type, name) {
  * A .msk image as the mask of `image` (null for none): one byte a pixel, in blocks the size of the image's, which
  * blocks.js reads beside the image's own (GDAL writes them so).
  */
-function sidecarMask (mask, image) {
+function sidecarMask (mask, image, ending = '.msk') {
   if (mask === undefined) return null
   const fd = mask.fileDirectory
   const blocks = fd.hasTag('TileWidth') ? [mask.getTileWidth(), mask.getTileHeight()] : null
   if (blocks === null || blocks[0] !== image.getTileWidth() || blocks[1] !== image.getTileHeight()) {
-    throw new RasterError(`the mask beside the file (.msk) is not in blocks of the file's ${image.getTileWidth()} × ${image.getTileHeight()} pixels: rewrite the file with its mask inside (\`gdal_translate -of COG\`)`)
+    throw new RasterError(`the mask beside the file (${ending}) is not in blocks of the file's ${image.getTileWidth()} × ${image.getTileHeight()} pixels: rewrite the file with its mask inside (\`gdal_translate -of COG\`)`)
   }
-  if (mask.getSamplesPerPixel() !== 1 || mask.getBitsPerSample() > 8) throw new RasterError('the mask beside the file (.msk) is not a mask (one band of at most 8 bits)')
+  if (mask.getSamplesPerPixel() !== 1 || mask.getBitsPerSample() > 8) throw new RasterError(`the mask beside the file (${ending}) is not a mask (one band of at most 8 bits)`)
   return mask
 }
 

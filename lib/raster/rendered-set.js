@@ -52,9 +52,10 @@ export function sayCrsNote (note, log, id) {
  */
 export const localKey = (path, file, openedAt, sidecars = '') => file ? `${path}#${file.size}/${file.mtimeMs}/${file.dev}/${file.ino}${sidecars === '' ? '' : `+${sidecars}`}` : `${path}#${openedAt}`
 
-// What GDAL keeps beside a local GeoTIFF and the workers read as they open it (lib/raster/dataset.js): its mask, its
-// overviews, its PAM (nodata, statistics). Each is read only when it is a file of its own, not a link.
-export const SIDECAR_ENDINGS = Object.freeze(['.msk', '.ovr', '.aux.xml'])
+// What GDAL keeps beside a local GeoTIFF and the workers read as they open it (lib/raster/dataset.js): its mask, the
+// mask's overviews, its overviews, its PAM (nodata, statistics). Each is read only when it is a file of its own, not a
+// link. (.msk.ovr before .ovr: cog.js companionOf takes the first ending a name has.)
+export const SIDECAR_ENDINGS = Object.freeze(['.msk', '.msk.ovr', '.ovr', '.aux.xml'])
 
 /** The sidecars' identity from their lstats (null: none), in SIDECAR_ENDINGS' order: '' when there are none. */
 const stampOf = (infos) => infos.map((info, i) => info?.isFile() ? `${SIDECAR_ENDINGS[i]}:${info.size}/${info.mtimeMs}/${info.ino}` : '').filter((s) => s !== '').join(',')
