@@ -3,7 +3,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
+import { once } from 'node:events'
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { join } from 'node:path'
 import pino from 'pino'
 import sharp from 'sharp'
@@ -224,4 +226,62 @@ test('a .msk.ovr beside a .msk is read as the mask\'s overview levels: transpare
   assert.equal(res.statusCode, 503)
   assert.match(res.json().message, /^tileset 'b' is unavailable: the mask's overviews beside the file \(b\.tif\.msk\.ovr\) are not a readable TIFF/)
   assert.ok(!res.body.includes(dir), 'no path')
+})
+
+/**
+ * A real HTTP server on 127.0.0.1 answering range requests for the files of `dir` (an ETag each), 404 for any other
+ * path, 403 for those `denied` (as S3 answers for a key that is not there to whoever may not list the bucket); `asked`
+ * counts the requests for each name.
+ */
+async function folderServer (t, dir, denied = []) {
+  const asked = {}
+  const server = createServer((req, res) => {
+    const name = decodeURIComponent(req.url.split('?')[0].slice(1))
+    asked[name] = (asked[name] ?? 0) + 1
+    if (denied.includes(name)) { res.writeHead(403); res.end(); return }
+    let file
+    try { file = readFileSync(join(dir, name)) } catch { res.writeHead(404); res.end(); return }
+    const [, start, end] = (/bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '') ?? []).map(Number)
+    if (start === undefined) { res.writeHead(200, { 'content-length': file.length }); res.end(file); return }
+    const last = Math.min(end, file.length - 1)
+    res.writeHead(206, { 'content-range': `bytes ${start}-${last}/${file.length}`, 'content-length': last - start + 1, etag: `"${name}-${file.length}"` })
+    res.end(file.subarray(start, last + 1))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => server.close())
+  return { url: (name) => `http://127.0.0.1:${server.address().port}/${name}`, asked }
+}
+
+test('a remote COG\'s .msk, .msk.ovr and .ovr are read as a local one\'s, each looked for once an open, not by every worker; none there (404, 403) is no sidecar, quietly', async (t) => {
+  if (!needs(t, HAVE_RIO_TILER, NO_RIO_TILER)) return
+  const dir = tempDir(t)
+  const tiles = ['8/135/91', '9/270/182', '10/541/365', '11/1080/728']
+  const run = spawnSync(RIO_PYTHON, ['-c', MASK_OVR_SCRIPT, dir, ...tiles], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 })
+  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
+  const reference = JSON.parse(run.stdout).a
+  copyFileSync(join(dir, 'a.tif'), join(dir, 'plain.tif')) // no sidecars: its .msk a 404, its .ovr a 403
+  const store = await folderServer(t, dir, ['plain.tif.ovr'])
+  const logs = []
+  const { config } = loadConfig({ overrides: { sets: { a: { url: store.url('a.tif') }, plain: { url: store.url('plain.tif') } }, raster: { threads: 2 }, cacheMB: 0, watch: false, demo: false } })
+  const app = await buildApp(config, { loggerInstance: pino({ level: 'info' }, { write: (line) => logs.push(JSON.parse(line)) }) })
+  t.after(() => app.close())
+  const meta = (await app.inject('/a/meta')).json()
+  assert.deepEqual([meta.mask, meta.externalOverviews, meta.overviews], [true, true, [[1024, 1024], [512, 512], [256, 256]]])
+  for (const tile of tiles) {
+    // Four at once: both workers draw it.
+    for (const wrong of await Promise.all(Array.from({ length: 4 }, () => differing(app, `/a/${tile}.png`, reference[tile])))) {
+      assert.equal(wrong, 0, `a ${tile}: transparent where rio-tiler masks`)
+    }
+  }
+  // Without sidecars: no mask, no overviews, nothing said.
+  const plain = (await app.inject('/plain/meta')).json()
+  assert.deepEqual([plain.mask, plain.externalOverviews, plain.overviews], [false, false, []])
+  const full = await Promise.all(Array.from({ length: 4 }, () => app.inject('/plain/11/1080/728.png')))
+  assert.ok(full.every((res) => res.statusCode === 200), 'drawn by both workers')
+  assert.deepEqual(logs.filter((l) => l.level >= 40), [], 'nothing to warn of')
+  // Looked for once (the worker describing the set), a found one opened once by each worker: no more.
+  assert.deepEqual(['plain.tif.msk', 'plain.tif.ovr'].map((name) => store.asked[name]), [1, 1], 'none there: asked once')
+  assert.equal(store.asked['plain.tif.msk.ovr'], undefined, 'no .msk: its overviews not looked for')
+  for (const name of ['a.tif.msk', 'a.tif.msk.ovr', 'a.tif.ovr']) assert.ok(store.asked[name] >= 1, `${name} read`)
 })

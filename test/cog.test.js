@@ -1015,6 +1015,7 @@ test('a remote COG\'s .aux.xml (GDAL\'s PAM) is read once at open, as a local on
       if (name === 'withaux') { res.writeHead(200, { 'content-type': 'application/xml' }); res.end(aux); return }
       res.writeHead(name === 'failing' ? 500 : 404); res.end(); return
     }
+    if (name === undefined) { res.writeHead(404); res.end(); return } // (its .msk and .ovr, looked for: none)
     const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
     const start = Number(m[1])
     const end = Math.min(Number(m[2]), bytes.length - 1)

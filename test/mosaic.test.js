@@ -575,6 +575,7 @@ test('a remote part replaced at its URL re-opens the mosaic set (a local documen
   let body = readFileSync(rgbParts(DATA)[1])
   let version = 1
   const server = createServer((req, res) => {
+    if (req.url !== '/part2.tif') { res.writeHead(404); res.end(); return } // (its .msk and .ovr, looked for: none)
     const [, start, end] = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '') ?? []
     if (start === undefined) { res.writeHead(200, { 'content-length': body.length }); res.end(body); return }
     const last = Math.min(Number(end), body.length - 1)

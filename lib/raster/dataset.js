@@ -448,14 +448,16 @@ export async function openDataset (src, remote = {}) {
   let maskTiff = null
   let ovrTiff = null
   let maskOvrTiff = null
+  const found = {} // a remote file's sidecars looked for: ending → version, or null for none
   try {
-    maskTiff = await sidecarTiff(src, '.msk', 'mask')
+    maskTiff = await sidecarTiff(src, '.msk', 'mask', remote, found)
     // Opened only for a file without overviews of its own (describe asks): GDAL reads the internal ones alone then.
-    const openOverviews = async () => (ovrTiff = await sidecarTiff(src, '.ovr', 'overviews'))
+    const openOverviews = async () => (ovrTiff = await sidecarTiff(src, '.ovr', 'overviews', remote, found))
     // Likewise the .msk's overviews beside it, for a .msk without overviews of its own.
-    const openMaskOverviews = async () => (maskOvrTiff = await sidecarTiff(src, '.msk.ovr', 'mask\'s overviews'))
+    const openMaskOverviews = async () => (maskOvrTiff = await sidecarTiff(src, '.msk.ovr', 'mask\'s overviews', remote, found))
     const ds = await describe(tiff, src, remote, maskTiff, openOverviews, openMaskOverviews)
     ds.reader = reader
+    ds.sidecars = src.url ? { ...src.sidecars, ...found } : null
     return ds
   } catch (err) {
     tiff.close?.()
@@ -497,11 +499,11 @@ export function closeDataset (ds) {
  * are masks as an internal mask's are. `<file>.ovr`: its overviews (what `gdaladdo -ro` writes, or gdaladdo where it
  * cannot write into the file), whose images are reduced-resolution images of the file's bands. `<file>.msk.ovr`: the
  * .msk's overviews (what gdaladdo writes beside a .msk it does not write into: `-ro`), masks of the overviews' sizes.
- * Read only when it is a file of its own, not a link (as the .aux.xml). A remote file's is not looked for (another
- * object to find and pin).
+ * Read only when it is a file of its own, not a link (as the .aux.xml). A remote file's is read by ranges as the file
+ * is (remoteSidecarTiff); `found` gets what was found of it.
  */
-async function sidecarTiff (src, ending, what) {
-  if (src.url) return null
+async function sidecarTiff (src, ending, what, remote, found) {
+  if (src.url) return remoteSidecarTiff(src, ending, what, remote, found)
   const path = `${src.path}${ending}`
   try {
     if (!(await lstat(path)).isFile()) return null
@@ -516,6 +518,57 @@ async function sidecarTiff (src, ending, what) {
     source?.close()
     throw new RasterError(`the ${what} beside the file (${basename(path)}) ${what === 'mask' ? 'is' : 'are'} not a readable TIFF: ${err.message}`)
   }
+}
+
+const TIFF_MAGIC = ['49492a00', '4d4d002a', '49492b00', '4d4d002b'] // II*\0, MM\0*, and BigTIFF's
+
+/**
+ * A sidecar beside a remote COG (see sidecarTiff), as GDAL looks for one beside a /vsicurl/ or /vsis3/ file: its own
+ * reader, through the thread's block cache, pinned to its version as the file is; null where there is none. The worker
+ * that describes the set looks for it, one request (none there: a 404, or a 403, as S3 answers for a key that is not
+ * there to whoever may not list the bucket, any refusal but the store's not answering, or an answer that is not a
+ * TIFF, a web server's page for any path, which GDAL passes over too), and `found[ending]` says what it found (its
+ * version, or null); the main thread hands that to every worker (`src.sidecars`), which then neither looks again for
+ * one that is not there nor reads another version of one that is (one changed or gone since: the set is re-opened, as
+ * for the file).
+ */
+async function remoteSidecarTiff (src, ending, what, remote, found) {
+  const known = src.sidecars?.[ending]
+  if (known === null) return null
+  const changed = () => Object.assign(new Unavailable('a file beside the remote object changed since it was opened'), { replaced: true })
+  let reader
+  try {
+    // (Compared by size where the file is: the same store's servers, each with its own validators.)
+    reader = await openRemote(besideUrl(src.url, ending), { s3: remote.s3, version: known ?? null, comparedBySize: src.comparedBySize === true })
+  } catch (err) {
+    if (known !== undefined) throw err.gone ? changed() : err
+    if (err.transient) throw err // (the store did not answer: the set's reason, as for the file, tried again)
+    found[ending] = null // (404; 403; an empty object; a long page for any path, sent whole)
+    return null
+  }
+  let tiff
+  try {
+    if (!TIFF_MAGIC.includes((await reader.readCached(0, 4)).toString('hex'))) {
+      if (known !== undefined) throw changed()
+      reader.close()
+      found[ending] = null
+      return null
+    }
+    tiff = await GeoTIFF.fromSource(remoteSource(reader))
+  } catch (err) {
+    reader.close()
+    if (err instanceof Unavailable) throw err
+    throw new RasterError(`the ${what} beside the file (${sidecarName(src, ending)}) ${what === 'mask' ? 'is' : 'are'} not a readable TIFF: ${err.message}`)
+  }
+  found[ending] = reader.version
+  return tiff
+}
+
+/** The name of a sidecar of `src` for a message: the file's name (a URL's last path segment) and `ending`. */
+function sidecarName (src, ending) {
+  if (!src.url) return basename(src.path) + ending
+  const segment = basename(new URL(src.url).pathname)
+  try { return decodeURIComponent(segment) + ending } catch { return segment + ending }
 }
 
 async function describe (tiff, src, remote, maskTiff, openOverviews, openMaskOverviews) {
@@ -600,7 +653,7 @@ async function describe (tiff, src, remote, maskTiff, openOverviews, openMaskOve
   // GDAL reads those alone, and so does this (the .ovr is not opened).
   let ovrTiff = null
   if (images.length === 1 && (ovrTiff = await openOverviews()) !== null) {
-    const sidecar = await sidecarOverviews(ovrTiff, base, sampleType, basename(`${src.path}.ovr`))
+    const sidecar = await sidecarOverviews(ovrTiff, base, sampleType, sidecarName(src, '.ovr'))
     images.push(...sidecar.overviews)
     masks.push(...sidecar.masks)
     if (sidecar.overviews.length === 0) {

@@ -119,12 +119,13 @@ export default async function run (task) {
 /**
  * What the main thread needs of a file: /meta's description, its WGS84 bounds, GDAL's suggested warp output, and what
  * the log should say of its CRS (read without its datum grid: dataset.js withoutGrid), since a worker has no logger,
- * its .aux.xml as read (a remote file's is then handed to the other workers, not read again by each), and a remote
- * file's version: its ETag (else Last-Modified), or without either the hash of its first bytes (`identity`).
+ * its .aux.xml as read and the sidecars found beside it (a remote file's are then handed to the other workers, not
+ * looked for again by each), and a remote file's version: its ETag (else Last-Modified), or without either the hash
+ * of its first bytes (`identity`).
  */
 async function describe (src, held) {
   const ds = await dataset(src, held)
-  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, identity: ds.reader?.identity ?? null, crsNote: ds.crs.note ?? null, statsNote: ds.statsNote ?? null, aux: ds.aux, auxNote: ds.auxNote }
+  return { meta: describeDataset(ds), lonLatBounds: ds.lonLatBounds, warp: ds.warp, version: ds.reader?.version ?? null, identity: ds.reader?.identity ?? null, crsNote: ds.crs.note ?? null, statsNote: ds.statsNote ?? null, aux: ds.aux, auxNote: ds.auxNote, sidecars: ds.sidecars }
 }
 
 /** Drawn pixels encoded as the rendering asks: terrain-RGB lossless, a colormap's indices through its ramp. */

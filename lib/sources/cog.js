@@ -60,9 +60,12 @@ export async function open (spec, context = {}) {
   if (info.statsNote !== null) context.log?.warn({ set: spec.id }, info.statsNote)
   if (info.auxNote !== null) context.log?.warn({ set: spec.id }, info.auxNote)
   // Every worker opens the object at the version described here (its ETag): one found changed answers `replaced`,
-  // with the .aux.xml read here (a request each, or a note each, otherwise).
+  // with the .aux.xml read here (a request each, or a note each, otherwise) and the sidecars found here.
   src.version = info.version
-  if (spec.url) src.aux = info.aux
+  if (spec.url) {
+    src.aux = info.aux
+    src.sidecars = info.sidecars // (its .msk and .ovr: found at their versions, or not there)
+  }
   if (info.version?.startsWith('~size:') && !src.comparedBySize) context.log?.warn({ set: spec.id }, 'the remote store gives this object another ETag or Last-Modified from answer to answer (several servers behind one name?): it is compared by size from now on')
   // This side's view of a remote object: it asks whether the object is still that version (on use, at most every
   // revalidateMs, and for /ready), so a replaced file is noticed also while the workers read only cached blocks. One
