@@ -2,8 +2,8 @@
 // slip), a link in one whose target is not there (yet).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { chmodSync, mkdirSync, renameSync, rmSync, symlinkSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { chmodSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { ROOT, WITHOUT_FILE_OVERRIDES, makeApp, needs } from './helpers/app.js'
@@ -101,28 +101,41 @@ test('served paths under a folder that cannot be searched at a reload (chmod 000
   writeMbtiles(join(tiles, 'a.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { maxzoom: '1' } })
   writePmtiles(join(outer, 'one.pmtiles'), { tiles: vectorTiles(pyramid(0, 1)) })
   writeMbtiles(join(dir, 'other', 'b.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) })
-  const server = await serve(t, ['--no-watch', tiles, join(outer, 'one.pmtiles'), join(dir, 'other')])
-  assert.deepEqual(await server.list(), ['a', 'b', 'one'])
+  // A set of its own too (sets.<id>.path, as given: relative to the config file).
+  writeMbtiles(join(outer, 'own.mbtiles'), { tiles: vectorTiles(pyramid(0, 1)), metadata: { maxzoom: '1' } })
+  const config = join(dir, 'tile-cannon.json')
+  writeFileSync(config, JSON.stringify({ sets: { mine: { path: 'outer/own.mbtiles' } } }))
+  const server = await serve(t, ['--no-watch', '--config', config, tiles, join(outer, 'one.pmtiles'), join(dir, 'other')])
+  assert.deepEqual(await server.list(), ['a', 'b', 'mine', 'one'])
 
-  chmodSync(outer, 0) // the folder served and the file served are there, but cannot be reached
+  chmodSync(outer, 0) // the folder served and the files served are there, but cannot be reached
   await server.reload()
-  assert.deepEqual(await server.list(), ['a', 'b', 'one'], 'their sets are kept')
+  assert.deepEqual(await server.list(), ['a', 'b', 'mine', 'one'], 'their sets are kept')
   assert.equal((await server.get('/a/1/1/1')).status, 200, 'served from the handles opened before')
   assert.equal((await server.get('/one/1/0/1')).status, 200)
+  assert.equal((await server.get('/mine/1/1/0')).status, 200)
   assert.equal(said(server, 'path not found').length, 0, 'they are there')
   const lines = said(server, 'cannot be searched')
-  assert.deepEqual(lines.map((l) => l.path).sort(), [join(outer, 'one.pmtiles'), tiles])
+  assert.deepEqual(lines.map((l) => l.path).sort(), [join(outer, 'one.pmtiles'), `${join(outer, 'own.mbtiles')} (sets.mine.path)`, tiles])
   for (const line of lines) assert.match(line.msg, /^a folder on its path cannot be searched \(EACCES\): its sets are kept/)
   await server.reload()
-  assert.equal(said(server, 'cannot be searched').length, 2, 'said once while it stays so')
+  assert.equal(said(server, 'cannot be searched').length, 3, 'said once while it stays so')
   assert.doesNotMatch(server.output(), /\n\s+at |reload failed/, 'no stack')
+
+  // At start-up, alone, such a set of its own is one line and exit 2 as a path given is: never 'does not exist'.
+  const alone = join(dir, 'alone.json')
+  writeFileSync(alone, JSON.stringify({ sets: { mine: { path: 'outer/own.mbtiles' } } }))
+  const startup = spawnSync(WITHOUT_FILE_OVERRIDES[0] ?? process.execPath, [...WITHOUT_FILE_OVERRIDES.slice(1), ...(WITHOUT_FILE_OVERRIDES.length > 0 ? [process.execPath] : []), join(ROOT, 'server.js'), '--config', alone, '--port', '0'], { encoding: 'utf8', timeout: 10_000 })
+  assert.equal(startup.status, 2, startup.stderr)
+  assert.match(startup.stderr, /^tile-cannon: nothing given can be served: \/.*\/outer\/own\.mbtiles \(sets\.mine\.path\) \(a folder on its path cannot be searched \(EACCES\)\)\n$/)
 
   writeMbtiles(join(tiles, 'c.mbtiles'), { tiles: vectorTiles([[0, 0, 0]]) }) // (by root, meanwhile)
   chmodSync(outer, 0o755)
   await server.reload()
   await eventually(async () => (await server.list()).includes('c'), 'the folder listed again')
-  assert.deepEqual(await server.list(), ['a', 'b', 'c', 'one'])
+  assert.deepEqual(await server.list(), ['a', 'b', 'c', 'mine', 'one'])
   assert.equal((await server.get('/one/1/0/1')).status, 200)
+  assert.equal((await server.get('/mine/1/1/0')).status, 200)
 })
 
 test('a link in a served folder whose target is missing is said once (by its name in the folder), and served once the target is there: watched, or at SIGHUP', async (t) => {

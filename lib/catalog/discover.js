@@ -98,8 +98,11 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
     if (options.url) specs.push({ ...specOf(options.url), id })
     else if (options.path) {
       const path = resolve(options.path)
-      // Still a spec: the catalog opens nothing for it now, and the watcher serves the file once it appears.
-      if (!(await exists(path))) missing.push(`${options.path} (sets.${id}.path)`)
+      // Still a spec: the catalog opens nothing for it now, and the watcher serves the file once it appears. There but
+      // out of reach (a folder above it cannot be searched) is not missing: kept as a path given is, below.
+      const reach = await stat(path).then(() => null, (err) => err)
+      if (reach?.code === 'ENOENT' || reach?.code === 'ENOTDIR') missing.push(`${options.path} (sets.${id}.path)`)
+      else if (reach !== null) unserved.push({ path: `${options.path} (sets.${id}.path)`, why: cannotSearch(reach), folder: path })
       specs.push({ ...pathSpec(config, path, id), id })
     }
   }
@@ -126,7 +129,7 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
       // Not there; or there, but a folder above it cannot be searched now (EACCES: a mount glitch, a permissions slip):
       // kept as a folder that cannot be listed is (its sets served on from their open handles), not said to be missing.
       if (err.code === 'ENOENT' || err.code === 'ENOTDIR') missing.push(item)
-      else unserved.push({ path: item, why: `a folder on its path cannot be searched (${err.code ?? err.message})`, folder: path })
+      else unserved.push({ path: item, why: cannotSearch(err), folder: path })
       continue
     }
     if (info.isDirectory()) {
@@ -164,6 +167,9 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
   if (!namesSomething(config) && config.demo && FALLBACK) specs.push({ id: 'countries', kind: FALLBACK })
   return specs
 }
+
+/** Why a path that is there (stat failed otherwise than ENOENT) cannot be reached. */
+const cannotSearch = (err) => `a folder on its path cannot be searched (${err.code ?? err.message})`
 
 /** Why a file given is not served, and for a config file's look the flag that was likely meant. */
 function notServedWhy (path) {

@@ -181,6 +181,8 @@ export class FileWatcher {
     if (unlisted === undefined || this.closed) return
     this.listed(folder, unlisted.path)
     if (names === null) return this.schedule(folder, 0)
+    // A folder configured as one set (`sets.<id>.path`, `mosaic: true`) that could not be reached: that set, re-opened.
+    if (this.mosaics.has(folder)) return this.open(folder, this.registry.byPath.get(folder)?.id, this.configuredIds.get(folder))
     // New files opened, replaced ones re-opened, those gone dropped, as the watch would have seen them.
     const known = [...this.registry.byPath.keys()].filter((path) => dirname(path) === folder)
     for (const path of new Set([...names.filter((name) => kindForFile(name)).map((name) => join(folder, name)), ...known])) this.schedule(path, 0)
