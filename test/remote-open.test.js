@@ -6,6 +6,7 @@ import { createServer } from 'node:http'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeApp } from './helpers/app.js'
+import { holdable } from './helpers/http.js'
 import { pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
 
 /**
@@ -14,7 +15,7 @@ import { pyramid, tempDir, vectorTiles, writePmtiles } from './helpers/data.js'
  */
 async function origin (t, files, holding = () => false) {
   const asked = []
-  let held = []
+  const stalls = holdable(t)
   const server = createServer((req, res) => {
     const path = req.url.split('?')[0]
     asked.push(path)
@@ -26,18 +27,13 @@ async function origin (t, files, holding = () => false) {
       res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${file.length}`, 'content-length': end - start + 1, etag: '"v1"' })
       res.end(file.subarray(start, end + 1))
     }
-    if (held !== null && holding(path)) held.push(answer)
+    if (holding(path)) stalls.hold(answer)
     else answer()
   })
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
-  const release = () => {
-    const waiting = held ?? []
-    held = null
-    for (const go of waiting) go()
-  }
-  t.after(() => { release(); server.close() })
-  return { base: `http://127.0.0.1:${server.address().port}`, asked, release }
+  t.after(() => { stalls.release(); server.close() })
+  return { base: `http://127.0.0.1:${server.address().port}`, asked, release: stalls.release }
 }
 
 const archive = (dir, name) => writePmtiles(join(dir, `${name}.pmtiles`), { tiles: vectorTiles(pyramid(0, 2)), metadata: { name } })

@@ -16,6 +16,7 @@ import aws4 from 'aws4'
 import pino from 'pino'
 import { FIXTURES, HAVE_FIXTURES, needs } from './helpers/app.js'
 import { makeMvt, pyramid, tempDir, writePmtiles } from './helpers/data.js'
+import { holdable } from './helpers/http.js'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 
@@ -231,7 +232,7 @@ test('bucket prefixes are listed at once: one whose listing is held does not hol
   // A real proxy in front of moto (the server's S3 endpoint) that holds the listing of one/ until released, and notes
   // which prefixes were asked to be listed.
   const listed = []
-  let held = []
+  const stalls = holdable(t)
   const proxy = createHttpServer((req, res) => {
     const prefix = new URL(req.url, 'http://x').searchParams.get('prefix')
     if (prefix !== null) listed.push(prefix)
@@ -242,22 +243,17 @@ test('bucket prefixes are listed at once: one whose listing is held does not hol
       })
       req.pipe(out)
     }
-    if (prefix === 'one/' && held !== null) held.push(forward)
+    if (prefix === 'one/') stalls.hold(forward)
     else forward()
   })
   proxy.listen(0, '127.0.0.1')
   await once(proxy, 'listening')
-  const release = () => {
-    const waiting = held ?? []
-    held = null
-    for (const go of waiting) go()
-  }
-  t.after(() => { release(); proxy.close() })
+  t.after(() => { stalls.release(); proxy.close() })
   const building = s3App(t, { ...store, endpoint: `http://127.0.0.1:${proxy.address().port}` }, { paths: ['s3://tiles/one/', 's3://tiles/two/'] })
   const deadline = Date.now() + 3000
   while (!listed.includes('two/') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
   const both = listed.includes('two/')
-  release()
+  stalls.release()
   const app = await building
   assert.ok(both, `two/ listed while one/'s listing was held (listed: ${listed.join(', ')})`)
   assert.deepEqual((await app.inject('/list')).json(), ['a', 'b', 'a-2', 'c'], 'one/\'s sets first, as given, and its a is `a`')

@@ -13,12 +13,12 @@ export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = I
   let answered = 0
   const ranges = []
   let up = true
-  let held = null // requests waiting for release()
+  const stalls = holdable(t, { holding: false })
   const server = createServer((req, res) => {
     if (!up) { res.writeHead(500); res.end(); return }
     if (req.url.split('?')[0] !== `/${name}`) { res.writeHead(404); res.end(); return } // (a COG's .aux.xml: none)
-    if (held !== null && !/^bytes=0-/.test(req.headers.range ?? '')) { held.push(() => answer(req, res)); return }
-    answer(req, res)
+    if (/^bytes=0-/.test(req.headers.range ?? '')) answer(req, res)
+    else stalls.hold(() => answer(req, res))
   })
   function answer (req, res) {
     const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '')
@@ -33,11 +33,28 @@ export async function rangeServer (t, file, name = 'remote.pmtiles', { piece = I
   }
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
+  t.after(() => { stalls.release(); server.close() })
+  return { url: `http://127.0.0.1:${server.address().port}/${name}`, ranges, down: () => { up = false }, hold: stalls.start, release: stalls.release }
+}
+
+/**
+ * Answers a test server holds back (a store that stalls): `hold(go)` keeps `go` (what answers a request) until
+ * `release()` while holding is on, and runs it at once otherwise; `release()` runs those kept and holds nothing from
+ * then on, `start()` holds again, `held()` counts those kept now. `holding`: on from the start. All are released
+ * when the test ends, so no request is left hanging.
+ */
+export function holdable (t, { holding = true } = {}) {
+  let kept = holding ? [] : null
   const release = () => {
-    const waiting = held ?? []
-    held = null
+    const waiting = kept ?? []
+    kept = null
     for (const go of waiting) go()
   }
-  t.after(() => { release(); server.close() })
-  return { url: `http://127.0.0.1:${server.address().port}/${name}`, ranges, down: () => { up = false }, hold: () => { held ??= [] }, release }
+  t.after(release)
+  return {
+    hold: (go) => { if (kept === null) go(); else kept.push(go) },
+    held: () => kept?.length ?? 0,
+    start: () => { kept ??= [] },
+    release,
+  }
 }
