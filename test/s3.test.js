@@ -261,6 +261,69 @@ test('bucket prefixes are listed at once: one whose listing is held does not hol
   assert.equal((await app.inject('/a-2.json')).json().name, 'version two/a')
 })
 
+test('prefixes that could not be listed are listed again at once (one held does not hold the others back), and one a reload fails to list meanwhile is still listed again', async (t) => {
+  if (!needs(t, existsSync(MOTO), NO_MOTO)) return
+  const dir = tempDir(t)
+  const store = await moto(t)
+  await store.bucket('tiles')
+  for (const [i, key] of ['one/a', 'two/b', 'three/c'].entries()) await store.put('tiles', `${key}.pmtiles`, versionedPmtiles(join(dir, `${i}.pmtiles`), key, 1))
+  // A real proxy in front of moto whose listings of each prefix pass, are refused (403: at once, never retried) or held.
+  const listed = []
+  const rule = { 'one/': 'deny', 'two/': 'pass', 'three/': 'deny' }
+  const stalls = holdable(t, { holding: false })
+  const proxy = createHttpServer((req, res) => {
+    const prefix = new URL(req.url, 'http://x').searchParams.get('prefix')
+    if (prefix !== null) listed.push(prefix)
+    const forward = () => {
+      const out = httpRequest(`${store.endpoint}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode, answer.headers)
+        answer.pipe(res)
+      })
+      req.pipe(out)
+    }
+    if (rule[prefix] === 'deny') {
+      res.writeHead(403, { 'content-type': 'application/xml' })
+      res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>')
+    } else if (rule[prefix] === 'hold') stalls.hold(forward)
+    else forward()
+  })
+  proxy.listen(0, '127.0.0.1')
+  await once(proxy, 'listening')
+  t.after(() => { stalls.release(); proxy.close() })
+  const app = await s3App(t, { ...store, endpoint: `http://127.0.0.1:${proxy.address().port}` }, { paths: ['s3://tiles/one/', 's3://tiles/two/', 's3://tiles/three/'], remote: { retryMs: 200 } })
+  assert.deepEqual((await app.inject('/list')).json(), ['b'])
+  const until = async (condition, what) => {
+    const deadline = Date.now() + 5000
+    while (!(await condition())) {
+      assert.ok(Date.now() < deadline, `timed out waiting for: ${what}`)
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+  }
+
+  // The retry: one/'s listing held, three/'s answers.
+  stalls.start()
+  rule['one/'] = 'hold'
+  rule['three/'] = 'pass'
+  const before = listed.length
+  await until(() => stalls.held() === 1, "one/'s listing again")
+  await until(() => listed.slice(before).includes('three/'), "three/ listed while one/'s listing is held")
+
+  // Meanwhile a reload fails to list two/ (and one/): its sets kept, it must be listed again as the others are.
+  rule['one/'] = 'deny'
+  rule['two/'] = 'deny'
+  await app.catalog.reload()
+  stalls.release()
+  await until(async () => (await app.inject('/list')).json().includes('a'), "one/'s set, once its listing answers")
+  const ready = await app.inject('/ready')
+  assert.equal(ready.statusCode, 503)
+  assert.deepEqual(ready.json().backends.filter((b) => b.kind === 'remote').map((b) => b.name), ['bucket prefix paths[1]'], 'two/ still cannot be listed')
+  rule['two/'] = 'pass'
+  await store.put('tiles', 'two/d.pmtiles', versionedPmtiles(join(dir, 'd.pmtiles'), 'two/d', 1))
+  await until(async () => (await app.inject('/list')).json().includes('d'), "two/ listed again: its new object's set")
+  await until(async () => (await app.inject('/ready')).statusCode === 200, 'ready again (its checks are a second old at most)')
+  assert.deepEqual((await app.inject('/list')).json().sort(), ['a', 'b', 'c', 'd'])
+})
+
 test('objects whose keys hold a space, non-ASCII letters, #, ? or % are served under their names, as files of those names are', async (t) => {
   if (!needs(t, existsSync(MOTO), NO_MOTO)) return
   const dir = tempDir(t)

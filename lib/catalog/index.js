@@ -39,7 +39,7 @@ export class Catalog {
     this.registry = new Registry({ config, log, cache })
     this.groups = new Groups({ config, log, registry: this.registry, context: this.context })
     this.files = new FileWatcher({ config, log, registry: this.registry, open: (path, id, configuredId, slots) => this.openSpec({ ...pathSpec(config, path, id ?? configuredId), id: configuredId }, id, null, slots) })
-    this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id) => this.openSpec(spec, id), reopenFile: (path) => this.files.refresh(path, { force: true }) })
+    this.remote = new RemoteSets({ config, log, registry: this.registry, open: (spec, id, turn, slots) => this.openSpec(spec, id, turn, slots), reopenFile: (path) => this.files.refresh(path, { force: true }) })
     this.openingNew = new Map() // file path or URL → the open of a set new to us, until it registers (openSpec)
     this.reloading = null // the reload running
     this.reloadAfter = null // the one asked meanwhile, to run after it

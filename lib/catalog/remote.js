@@ -3,11 +3,15 @@
 // lib/remote/reader.js) is re-opened, which drops its cached tiles; a bucket prefix that could not be listed is listed
 // again, and the sets found there are opened.
 import { prefixSpecs, specOf } from './discover.js'
+import { Slots } from './slots.js'
+
+// Prefixes listed again at once, and sets found there opened at once: as at start-up (discover.js, index.js).
+const LIST_AT_ONCE = 8
 
 export const REMOTE_DEFAULTS = { retryMs: 10_000, revalidateMs: 60_000 }
 
 export class RemoteSets {
-  /** `open(spec, id)`: (re-)opens a set and registers it (the catalog's openSpec). */
+  /** `open(spec, id, turn, slots)`: (re-)opens a set and registers it (the catalog's openSpec). */
   constructor ({ config, log, registry, open, reopenFile }) {
     this.config = config
     this.log = log
@@ -18,6 +22,7 @@ export class RemoteSets {
     this.timers = new Set()
     this.reopening = new Set() // ids being re-opened because their object changed
     this.unlisted = [] // prefixes (s3://bucket/prefix/) that could not be listed
+    this.relisting = false // their listing again is due or running (listLater)
     this.closed = false
   }
 
@@ -56,28 +61,63 @@ export class RemoteSets {
       .finally(() => this.reopening.delete(id))
   }
 
-  /** Prefixes a discovery could not list: listed again later (the sets already found there are kept meanwhile). */
+  /**
+   * Prefixes a discovery could not list: listed again later (the sets already found there are kept meanwhile). What a
+   * reload stores while a listing again runs stands: that run drops only the prefixes it listed.
+   */
   setUnlisted (prefixes) {
-    const retrying = this.unlisted.length > 0
     this.unlisted = prefixes
-    if (prefixes.length > 0 && !retrying) this.later(() => this.listAgain())
+    this.listLater()
   }
 
+  /** Lists the unlisted prefixes again in retryMs (once, whatever asks meanwhile). */
+  listLater () {
+    if (this.relisting || this.unlisted.length === 0) return
+    this.relisting = true
+    this.later(() => this.listAgain())
+  }
+
+  /**
+   * Lists every unlisted prefix at once (8 at a time, as discovery does): one whose store does not answer waits out its
+   * timeout while the others list. Each is taken in order, and the new sets found opened (8 at a time) in that order,
+   * so ids are handed out as at start-up.
+   */
   async listAgain () {
-    const still = []
-    for (const prefix of this.unlisted) {
-      let specs
-      try {
-        specs = await prefixSpecs(prefix, this.config)
-      } catch {
-        still.push(prefix)
-        continue
+    try {
+      const prefixes = this.unlisted
+      const slots = new Slots(LIST_AT_ONCE)
+      const listings = prefixes.map((prefix) => {
+        const listing = slots.run(() => prefixSpecs(prefix, this.config))
+        listing.catch(() => {}) // (judged when its turn comes)
+        return listing
+      })
+      const listed = new Set()
+      const opens = new Slots(LIST_AT_ONCE)
+      const opening = []
+      let turn = Promise.resolve()
+      for (const [index, prefix] of prefixes.entries()) {
+        let specs
+        try {
+          specs = await listings[index]
+        } catch {
+          continue
+        }
+        listed.add(prefix)
+        const known = new Set([...this.registry.entries.values()].map((e) => e.url))
+        for (const spec of specs) {
+          if (known.has(spec.url)) continue
+          const open = this.open(spec, undefined, turn, opens)
+          turn = open.then(() => {}, () => {})
+          opening.push(open)
+        }
       }
-      const known = new Set([...this.registry.entries.values()].map((e) => e.url))
-      for (const spec of specs) if (!known.has(spec.url)) await this.open(spec)
+      // A reload meanwhile may have stored other prefixes (setUnlisted): they stay, to be listed again.
+      this.unlisted = this.unlisted.filter((prefix) => !listed.has(prefix))
+      await Promise.all(opening)
+    } finally {
+      this.relisting = false
+      this.listLater()
     }
-    this.unlisted = still
-    if (still.length > 0) this.later(() => this.listAgain())
   }
 
   /** Is this entry's object under a prefix that could not be listed (a reload must keep it)? */
