@@ -900,7 +900,7 @@ test('a remote COG with no ETag and no Last-Modified replaced by one of the same
   })
   let current = padded[0].bytes
   const server = createServer((req, res) => { // no validator at all
-    if (!req.url.startsWith('/swap.tif')) { res.writeHead(404); res.end(); return } // (its .aux.xml: none)
+    if (req.url !== '/swap.tif') { res.writeHead(404); res.end(); return } // (its .aux.xml, .msk and .ovr: none)
     const [, a, b] = /bytes=(\d+)-(\d+)/.exec(req.headers.range)
     const [start, end] = [Number(a), Math.min(Number(b), current.length - 1)]
     res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${current.length}`, 'content-length': end - start + 1 })

@@ -222,17 +222,12 @@ test('s3:// PMTiles and COGs serve the same bytes as the local files; a bucket p
   assert.ok(!logs.some((l) => l.includes(store.credentials.secretAccessKey) || l.includes(store.credentials.accessKeyId)), 'no secret in the logs')
 })
 
-test('bucket prefixes are listed at once: one whose listing is held does not hold the others\' back; ids and order as given', async (t) => {
-  if (!needs(t, existsSync(MOTO), NO_MOTO)) return
-  const dir = tempDir(t)
-  const store = await moto(t)
-  await store.bucket('tiles')
-  const objects = ['one/b', 'one/a', 'two/c', 'two/a']
-  for (const [i, key] of objects.entries()) await store.put('tiles', `${key}.pmtiles`, versionedPmtiles(join(dir, `${i}.pmtiles`), key, 1))
-  // A real proxy in front of moto (the server's S3 endpoint) that holds the listing of one/ until released, and notes
-  // which prefixes were asked to be listed.
+/**
+ * A real proxy in front of moto (the server's S3 endpoint given to the app) that notes which prefixes were asked to be
+ * listed (`listed`) and lets `route(prefix, forward, res)` pass each request on (forward), hold it or answer it.
+ */
+async function listingProxy (t, store, route) {
   const listed = []
-  const stalls = holdable(t)
   const proxy = createHttpServer((req, res) => {
     const prefix = new URL(req.url, 'http://x').searchParams.get('prefix')
     if (prefix !== null) listed.push(prefix)
@@ -243,13 +238,26 @@ test('bucket prefixes are listed at once: one whose listing is held does not hol
       })
       req.pipe(out)
     }
-    if (prefix === 'one/') stalls.hold(forward)
-    else forward()
+    route(prefix, forward, res)
   })
   proxy.listen(0, '127.0.0.1')
   await once(proxy, 'listening')
-  t.after(() => { stalls.release(); proxy.close() })
-  const building = s3App(t, { ...store, endpoint: `http://127.0.0.1:${proxy.address().port}` }, { paths: ['s3://tiles/one/', 's3://tiles/two/'] })
+  t.after(() => proxy.close())
+  return { listed, endpoint: `http://127.0.0.1:${proxy.address().port}` }
+}
+
+test('bucket prefixes are listed at once: one whose listing is held does not hold the others\' back; ids and order as given', async (t) => {
+  if (!needs(t, existsSync(MOTO), NO_MOTO)) return
+  const dir = tempDir(t)
+  const store = await moto(t)
+  await store.bucket('tiles')
+  const objects = ['one/b', 'one/a', 'two/c', 'two/a']
+  for (const [i, key] of objects.entries()) await store.put('tiles', `${key}.pmtiles`, versionedPmtiles(join(dir, `${i}.pmtiles`), key, 1))
+  // The listing of one/ held until released.
+  const stalls = holdable(t)
+  const { listed, endpoint } = await listingProxy(t, store, (prefix, forward) => (prefix === 'one/' ? stalls.hold(forward) : forward()))
+  t.after(() => stalls.release())
+  const building = s3App(t, { ...store, endpoint }, { paths: ['s3://tiles/one/', 's3://tiles/two/'] })
   const deadline = Date.now() + 3000
   while (!listed.includes('two/') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
   const both = listed.includes('two/')
@@ -268,29 +276,17 @@ test('prefixes that could not be listed are listed again at once (one held does 
   await store.bucket('tiles')
   for (const [i, key] of ['one/a', 'two/b', 'three/c'].entries()) await store.put('tiles', `${key}.pmtiles`, versionedPmtiles(join(dir, `${i}.pmtiles`), key, 1))
   // A real proxy in front of moto whose listings of each prefix pass, are refused (403: at once, never retried) or held.
-  const listed = []
   const rule = { 'one/': 'deny', 'two/': 'pass', 'three/': 'deny' }
   const stalls = holdable(t, { holding: false })
-  const proxy = createHttpServer((req, res) => {
-    const prefix = new URL(req.url, 'http://x').searchParams.get('prefix')
-    if (prefix !== null) listed.push(prefix)
-    const forward = () => {
-      const out = httpRequest(`${store.endpoint}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
-        res.writeHead(answer.statusCode, answer.headers)
-        answer.pipe(res)
-      })
-      req.pipe(out)
-    }
+  const { listed, endpoint } = await listingProxy(t, store, (prefix, forward, res) => {
     if (rule[prefix] === 'deny') {
       res.writeHead(403, { 'content-type': 'application/xml' })
       res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>')
     } else if (rule[prefix] === 'hold') stalls.hold(forward)
     else forward()
   })
-  proxy.listen(0, '127.0.0.1')
-  await once(proxy, 'listening')
-  t.after(() => { stalls.release(); proxy.close() })
-  const app = await s3App(t, { ...store, endpoint: `http://127.0.0.1:${proxy.address().port}` }, { paths: ['s3://tiles/one/', 's3://tiles/two/', 's3://tiles/three/'], remote: { retryMs: 200 } })
+  t.after(() => stalls.release())
+  const app = await s3App(t, { ...store, endpoint }, { paths: ['s3://tiles/one/', 's3://tiles/two/', 's3://tiles/three/'], remote: { retryMs: 200 } })
   assert.deepEqual((await app.inject('/list')).json(), ['b'])
   const until = async (condition, what) => {
     const deadline = Date.now() + 5000
