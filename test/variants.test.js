@@ -108,6 +108,8 @@ function mltShape (geometry) {
 }
 const plain = (v) => (typeof v === 'bigint' ? Number(v) : v)
 const plainProps = (props) => Object.fromEntries(Object.entries(props).map(([k, v]) => [k, plain(v)]))
+/** Feature `i`'s properties as the table's columns hold them (getFeatures() writes them into a plain object, where a column named __proto__ is lost). */
+const tableProps = (table, i) => Object.fromEntries(table.propertyVectors.filter((c) => c && c.getValue(i) !== null).map((c) => [c.name, c.getValue(i)]))
 
 /** Asserts that MLT bytes decode to the layers, features, geometries, ids and properties of the raw MVT. */
 function assertMltMatches (mltBytes, raw, label) {
@@ -124,7 +126,7 @@ function assertMltMatches (mltBytes, raw, label) {
       const f = layer.feature(i)
       const at = `${label} ${table.name}#${i}`
       assert.deepEqual(mltShape(decoded[i].geometry), mvtShape(f), `${at}: geometry`)
-      assert.deepEqual(plainProps(decoded[i].properties), { ...f.properties }, `${at}: properties`)
+      assert.deepEqual(plainProps(tableProps(table, i)), { ...f.properties }, `${at}: properties`)
       assert.equal(plain(decoded[i].id), f.id, `${at}: id`)
       features++
     }
@@ -293,6 +295,63 @@ test('.geojson writes 64-bit feature ids and integer values past 2^53 exactly; t
   const fromMlt = Buffer.from(transcode('geojson', 'mlt', stored, 0, 0, 0, mlt)).toString('utf8')
   assert.match(fromMlt, /"big":9007199254740993[,}]/)
   assert.match(fromMlt, /"big":5[,}]/)
+})
+
+/**
+ * An MVT of one layer written by hand (what vt-pbf cannot write: keys such as __proto__, 64-bit ids and values): points
+ * [{ id (number or BigInt), at: [x, y], props: [[key, value]] }], a value { string }, { int }, { uint } or { sint }
+ * (BigInt or number), each value its own entry in the layer's table.
+ */
+function handMvt (name, points, extent = 4096) {
+  const keys = []
+  const values = []
+  const zigzag = (v) => (BigInt(v) < 0n ? -2n * BigInt(v) - 1n : 2n * BigInt(v))
+  const value = ({ string, int, uint, sint }) => {
+    if (string !== undefined) return pbField(1, 2, Buffer.from(string))
+    if (int !== undefined) return pbField(4, 0, pbVarint(int))
+    if (uint !== undefined) return pbField(5, 0, pbVarint(uint))
+    return pbField(6, 0, pbVarint(zigzag(sint)))
+  }
+  const features = points.map(({ id, at = [2048, 2048], props = [] }) => {
+    const tags = []
+    for (const [key, v] of props) {
+      if (!keys.includes(key)) keys.push(key)
+      values.push(value(v))
+      tags.push(keys.indexOf(key), values.length - 1)
+    }
+    const idField = id === undefined ? Buffer.alloc(0) : pbField(1, 0, pbVarint(id))
+    const geometry = pbField(4, 2, pbPacked([9, Number(zigzag(at[0])), Number(zigzag(at[1]))]))
+    return pbField(2, 2, Buffer.concat([idField, pbField(2, 2, pbPacked(tags)), pbField(3, 0, pbVarint(1)), geometry]))
+  })
+  const layer = Buffer.concat([pbField(15, 0, pbVarint(2)), pbField(1, 2, Buffer.from(name)), ...features,
+    ...keys.map((k) => pbField(3, 2, Buffer.from(k))), ...values.map((v) => pbField(4, 2, v)), pbField(5, 0, pbVarint(extent))])
+  return pbField(3, 2, layer)
+}
+
+test('properties named as Object.prototype\'s members (toString, constructor, __proto__…) are columns like any other in .mlt and .geojson', async (t) => {
+  const dir = tempDir(t)
+  // Each name on some features and not others, with string and integer values: a column of its own in MLT.
+  const names = ['toString', 'valueOf', 'hasOwnProperty', '__proto__', 'constructor', 'name']
+  const raw = handMvt('odd', names.flatMap((key, i) => [
+    { id: i * 2 + 1, at: [100 + i * 10, 100], props: [[key, { string: `s${i}` }]] },
+    { id: i * 2 + 2, at: [100 + i * 10, 200], props: [[key, { int: i }], ['other', { string: 'x' }]] },
+  ]))
+  writeMbtiles(join(dir, 'odd.mbtiles'), { tiles: [{ z: 1, x: 1, y: 0, data: gzipSync(raw) }], metadata: { format: 'pbf' } })
+  const mlt = await loadMlt()
+  writePmtiles(join(dir, 'odd-mlt.pmtiles'), { tiles: [{ z: 1, x: 1, y: 0, data: gzipSync(transcode('mlt', 'pbf', raw, 1, 1, 0, mlt)) }], tileType: 'mlt' })
+  const app = await makeApp(t, { paths: [dir] })
+  const res = await app.inject({ url: '/odd/1/1/0.mlt' })
+  assert.equal(res.statusCode, 200, res.body)
+  assert.equal(assertMltMatches(res.rawPayload, raw, 'odd'), names.length * 2, 'every feature, each with its own properties')
+  const geojson = await app.inject({ url: '/odd/1/1/0.geojson' })
+  assert.equal(geojson.statusCode, 200, geojson.body)
+  assertGeoJsonMatches(JSON.parse(geojson.body), raw, 1, 1, 0, 'odd .geojson')
+  // A stored MLT tile's: the same properties, __proto__ among them.
+  const fromMlt = await app.inject({ url: '/odd-mlt/1/1/0.geojson' })
+  assert.equal(fromMlt.statusCode, 200, fromMlt.body)
+  assert.deepEqual(JSON.parse(fromMlt.body).features.map((f) => Object.keys(f.properties).filter((k) => k !== LAYER_KEY).sort()),
+    names.flatMap((key) => [[key], [key, 'other'].sort()]))
+  assert.match(fromMlt.body, /"__proto__":"s3"/)
 })
 
 test('absent tiles answer as the set does (204, or the configured 404); zooms outside 404; raster and JSON sets and bad addresses 400', async (t) => {

@@ -143,7 +143,9 @@ function columnTypes (features) {
       else seen.set(name, 'mixed')
     }
   }
-  const types = {}
+  // No prototype: the encoder reads propertyTypes[name], and a column named toString or constructor would find
+  // Object.prototype's member there as its type (a tile MLT decoders cannot read).
+  const types = Object.create(null)
   for (const [name, kind] of seen) {
     if (kind === 'mixed') types[name] = 'map'
     else if (kind === 'number') types[name] = 'double'
@@ -317,20 +319,28 @@ function mltToGeoJson (tables, z, x, y) {
       round((p.x + x0) * 360 / size - 180),
       round(360 / Math.PI * Math.atan(Math.exp((1 - (p.y + y0) * 2 / size) * Math.PI)) - 90),
     ]
-    for (const f of table.getFeatures()) {
-      const type = MLT_TYPES[f.geometry.type]
-      const lines = f.geometry.coordinates
+    // The table's columns read as getFeatures() reads them, but into objects without a prototype: getFeatures()
+    // writes properties[name] into a plain object, where a column named __proto__ is lost.
+    const geometries = table.geometryVector.getGeometries()
+    const columns = table.propertyVectors.filter((column) => column)
+    for (let i = 0; i < table.numFeatures; i++) {
+      const type = MLT_TYPES[table.geometryVector.geometryType(i)]
+      const lines = geometries[i]
       let coordinates
       if (type === 'Point') coordinates = project(lines[0][0])
       else if (type === 'MultiPoint') coordinates = lines.map((l) => project(l[0]))
       else if (type === 'LineString') coordinates = lines[0].map(project)
       else if (type === 'MultiLineString' || type === 'Polygon') coordinates = lines.map((l) => l.map(project))
       else coordinates = classifyRings(lines).map((rings) => rings.map((l) => l.map(project)))
-      const properties = {}
-      for (const key in f.properties) properties[key] = jsonValue(f.properties[key])
+      const properties = Object.create(null)
+      for (const column of columns) {
+        const value = column.getValue(i)
+        if (value !== null) properties[column.name] = jsonValue(value)
+      }
       if (!(LAYER_KEY in properties)) properties[LAYER_KEY] = table.name
       const feature = { type: 'Feature', geometry: { type, coordinates }, properties }
-      if (f.id !== undefined) feature.id = jsonValue(f.id)
+      const id = table.idVector?.getValue(i) ?? null
+      if (id !== null) feature.id = jsonValue(id)
       if (typeof feature.id === 'bigint' || Object.values(properties).some((v) => typeof v === 'bigint')) BIG.add(feature)
       features.push(feature)
     }
