@@ -354,6 +354,54 @@ test('properties named as Object.prototype\'s members (toString, constructor, __
   assert.match(fromMlt.body, /"__proto__":"s3"/)
 })
 
+test('64-bit integers are written exactly in .geojson and .mlt: negative sint values past 2^52, values and ids past 2^53 and 2^63', async (t) => {
+  const dir = tempDir(t)
+  // A sint's zigzag varint past 2^53 lost its sign bit (-(2^52 + 1) was 2^52 + 1 in .geojson, every one past 2^52 in
+  // .mlt); ids past 2^53 were rounded in .mlt, and 2^64 - 1 became 0, another feature's id.
+  const values = [
+    [{ sint: -(2n ** 52n) - 1n }, 0n], [{ sint: -(2n ** 53n) + 1n }, 2n ** 53n + 1n], [{ sint: -(2n ** 53n) - 1n }, 2n ** 63n],
+    [{ sint: -(2n ** 63n) }, 2n ** 64n - 1n], [{ sint: 2n ** 52n + 1n }, 5n], [{ sint: -5n }, 6n],
+  ]
+  const raw = Buffer.concat([
+    handMvt('sint', values.map(([v, id], i) => ({ id, at: [100 * i, 100], props: [['v', v], ['n', { int: i }]] }))),
+    // A column of int64 values past 2^53 and small ones; one of uint64 values past 2^63; one of a safe integer and a fraction.
+    handMvt('wide', [
+      { id: 1, props: [['i', { int: -(2n ** 60n) - 1n }], ['u', { uint: 2n ** 64n - 1n }]] },
+      { id: 2, props: [['i', { int: 3 }], ['u', { uint: 2n ** 63n }]] },
+    ]),
+  ])
+  writeMbtiles(join(dir, 'wide.mbtiles'), { tiles: [{ z: 0, x: 0, y: 0, data: gzipSync(raw) }], metadata: { format: 'pbf' } })
+  const app = await makeApp(t, { paths: [dir] })
+
+  const geojson = await app.inject({ url: '/wide/0/0/0.geojson' })
+  assert.equal(geojson.statusCode, 200, geojson.body)
+  const texts = geojson.body.split('{"type":"Feature",').slice(1) // each feature's text
+  assert.equal(texts.length, values.length + 2)
+  for (const [i, [{ sint }, id]] of values.entries()) {
+    assert.ok(texts[i].includes(`"v":${sint},`), `${texts[i]}: v is ${sint}`)
+    assert.ok(texts[i].includes(`"id":${id}`), `${texts[i]}: id ${id}`)
+  }
+  assert.ok(texts[values.length].includes(`"i":${-(2n ** 60n) - 1n},"u":${2n ** 64n - 1n},`), texts[values.length])
+  assert.ok(texts[values.length + 1].includes(`"i":3,"u":${2n ** 63n},`), texts[values.length + 1])
+  assert.deepEqual(JSON.parse(geojson.body).features[4].properties, { v: 2 ** 52 + 1, n: 4, [LAYER_KEY]: 'sint' }, 'an integer that fits stays a number')
+
+  const res = await app.inject({ url: '/wide/0/0/0.mlt' })
+  assert.equal(res.statusCode, 200, res.body)
+  // Ids as they are (decodeTile's third argument; by default it reads them as doubles): uint64 in an Int64 vector.
+  const [sintTable, wideTable] = decodeTile(new Uint8Array(res.rawPayload), undefined, false)
+  const exact = (v) => (v === null || v === undefined ? v : BigInt(v))
+  assert.deepEqual(values.map((_, i) => exact(sintTable.getPropertyVector('v').getValue(i))), values.map(([{ sint }]) => sint), 'sint values')
+  assert.deepEqual(values.map((_, i) => BigInt.asUintN(64, exact(sintTable.idVector.getValue(i)))), values.map(([, id]) => id), 'ids: 2^64 - 1 is not 0')
+  assert.deepEqual(sintTable.getFeatures().map((f) => f.properties.n), [0, 1, 2, 3, 4, 5], 'a column of small integers stays numbers')
+  assert.deepEqual([0, 1].map((i) => exact(wideTable.getPropertyVector('i').getValue(i))), [-(2n ** 60n) - 1n, 3n])
+  assert.deepEqual([0, 1].map((i) => exact(wideTable.getPropertyVector('u').getValue(i))), [2n ** 64n - 1n, 2n ** 63n])
+  assert.deepEqual(wideTable.getFeatures().map((f) => exact(f.id)), [1n, 2n])
+  // A stored MLT tile's .geojson (here, the one made of this MVT) writes them as exactly.
+  assert.equal(Buffer.from(transcode('geojson', 'mlt', res.rawPayload, 0, 0, 0, await loadMlt())).toString('utf8'), geojson.body)
+  // And what the worker makes of a larger tile is the same.
+  assert.deepEqual(Buffer.from(transcode('mlt', 'pbf', raw, 0, 0, 0, await loadMlt())), res.rawPayload)
+})
+
 test('absent tiles answer as the set does (204, or the configured 404); zooms outside 404; raster and JSON sets and bad addresses 400', async (t) => {
   const { app } = await variantsApp(t, { sets: { points: { missingStatus: 404 } } })
   for (const ext of ['mlt', 'geojson']) {

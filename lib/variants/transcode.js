@@ -31,7 +31,8 @@ export function decodeStored (stored, encoding) {
 export function transcode (variant, format, raw, z, x, y, mlt) {
   if (variant === 'mlt' && format === 'pbf') return mvtToMlt(new VectorTile(new PbfReader(raw)), raw, mlt)
   if (variant === 'geojson' && format === 'pbf') return utf8(geoJsonText(mvtToGeoJson(new VectorTile(new PbfReader(raw)), raw, z, x, y)))
-  if (variant === 'geojson' && format === 'mlt') return utf8(geoJsonText(mltToGeoJson(mlt.decodeTile(raw), z, x, y)))
+  // (ids as they are: by default decodeTile reads 64-bit ids as doubles)
+  if (variant === 'geojson' && format === 'mlt') return utf8(geoJsonText(mltToGeoJson(mlt.decodeTile(raw, undefined, false), z, x, y)))
   throw new Error(`no ${variant} of ${format} tiles`)
 }
 
@@ -52,6 +53,7 @@ const utf8 = (text) => Buffer.from(text, 'utf8')
 // empty was an MLT of no bytes, answered 204 as if the set had no tile there.
 function mvtToMlt (tile, raw, mlt) {
   const encoded = []
+  let exact = null // the tile's 64-bit integers, read once if a feature needs them
   for (const name of Object.keys(tile.layers)) {
     const layer = tile.layers[name]
     const features = []
@@ -60,6 +62,10 @@ function mvtToMlt (tile, raw, mlt) {
       if (!KNOWN_TYPES.has(feature.type)) continue
       const out = { geometry: tileGeometry(feature.type, feature.loadGeometry()), properties: feature.properties }
       if (feature.id !== undefined) out.id = feature.id
+      if (mayBeInexact(out.id) || hasInexact(out.properties)) {
+        exact ??= exactIntegers(raw)
+        exactFeature(out, exact.get(name), i)
+      }
       features.push(out)
     }
     encoded.push(mlt.encodeTile([{ name, extent: layer.extent, features }], { propertyTypes: columnTypes(features) }))
@@ -126,29 +132,52 @@ function tileGeometry (type, lines) {
   throw new Error(`a feature of unknown geometry type ${type}`)
 }
 
+// What a column's values are (columnTypes), as bits.
+const STRING = 1
+const BOOLEAN = 2
+const OTHER = 4 // (no MVT value; held by a nested column)
+const INT32 = 8
+const WIDE = 16 // a number past 32 bits or with a fraction
+const FRACTION = 32
+const INT64 = 64 // a BigInt (past 2^53: exactFeature's)
+const UINT64 = 128 // a BigInt past int64
+const NEGATIVE = 256
+const INT64_MAX = 2n ** 63n - 1n
+
+function valueBits (v) {
+  if (typeof v === 'number') {
+    // (an integer in a double past 2^63 is a fraction here: an int64 column cannot hold it)
+    if (Number.isInteger(v) && v > -(2 ** 63) && v < 2 ** 63) return (v >= -0x80000000 && v <= 0x7fffffff ? INT32 : WIDE) | (v < 0 ? NEGATIVE : 0)
+    return WIDE | FRACTION | (v < 0 ? NEGATIVE : 0)
+  }
+  if (typeof v === 'string') return STRING
+  if (typeof v === 'boolean') return BOOLEAN
+  if (typeof v === 'bigint') return (v > INT64_MAX ? UINT64 : INT64) | (v < 0n ? NEGATIVE : 0)
+  return OTHER
+}
+
 /**
  * Column types the encoder cannot infer well. A column whose values mix types (a number here, a string there: MVT
  * allows it) is a nested (MAP) column, which holds any scalar; integers past 32 bits are doubles (exact up to 2^53),
- * since int64 columns decode as BigInt, which MapLibre's expressions do not take.
+ * since int64 columns decode as BigInt, which MapLibre's expressions do not take. A column holding an integer past
+ * 2^53 (exactFeature's BigInt) is int64, or uint64 for one past 2^63, so it is written exactly; nested if it holds a
+ * fraction too, or both a negative value and one past 2^63.
  */
 function columnTypes (features) {
-  const seen = new Map() // name → 'string' | 'boolean' | 'int' | 'number' | 'mixed'
+  const seen = new Map() // name → its values' bits
   for (const { properties } of features) {
-    for (const name in properties) {
-      const v = properties[name]
-      const kind = typeof v === 'number' ? (Number.isSafeInteger(v) && v >= -0x80000000 && v <= 0x7fffffff ? 'int' : 'number') : typeof v
-      const was = seen.get(name)
-      if (was === undefined || was === kind) seen.set(name, kind)
-      else if ((was === 'int' || was === 'number') && (kind === 'int' || kind === 'number')) seen.set(name, 'number')
-      else seen.set(name, 'mixed')
-    }
+    for (const name in properties) seen.set(name, (seen.get(name) ?? 0) | valueBits(properties[name]))
   }
   // No prototype: the encoder reads propertyTypes[name], and a column named toString or constructor would find
   // Object.prototype's member there as its type (a tile MLT decoders cannot read).
   const types = Object.create(null)
-  for (const [name, kind] of seen) {
-    if (kind === 'mixed') types[name] = 'map'
-    else if (kind === 'number') types[name] = 'double'
+  for (const [name, bits] of seen) {
+    const numeric = bits & (INT32 | WIDE | INT64 | UINT64)
+    const kinds = (bits & STRING ? 1 : 0) + (bits & BOOLEAN ? 1 : 0) + (numeric ? 1 : 0)
+    if (kinds > 1 || bits & OTHER) types[name] = 'map'
+    else if (bits & UINT64) types[name] = bits & (FRACTION | NEGATIVE) ? 'map' : 'uint64'
+    else if (bits & INT64) types[name] = bits & FRACTION ? 'map' : 'int64'
+    else if (bits & WIDE) types[name] = 'double'
   }
   return types
 }
@@ -181,9 +210,9 @@ function mvtToGeoJson (tile, raw, z, x, y) {
       if (!KNOWN_TYPES.has(read.type)) continue
       const feature = read.toGeoJSON(x, y, z)
       roundCoordinates(feature.geometry.coordinates, round)
-      if (unsafeInteger(feature.id) || hasUnsafeInteger(feature.properties)) {
+      if (mayBeInexact(feature.id) || hasInexact(feature.properties)) {
         exact ??= exactIntegers(raw)
-        exactFeature(feature, exact.get(name), i)
+        if (exactFeature(feature, exact.get(name), i)) BIG.add(feature)
       }
       if (!(LAYER_KEY in feature.properties)) feature.properties[LAYER_KEY] = name
       features.push(feature)
@@ -192,27 +221,39 @@ function mvtToGeoJson (tile, raw, z, x, y) {
   return { type: 'FeatureCollection', features }
 }
 
-// 64-bit integers past 2^53 (OSM-derived ids, 64-bit values) exactly. @mapbox/vector-tile reads every varint as a JS
-// number, which rounds them (…993 becomes …992), so a client would get another feature's id. Only a feature where it
-// gave an integer past 2^53 pays for reading the tile's varints again here as BigInt; integers that fit stay numbers.
-const unsafeInteger = (v) => typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)
-const hasUnsafeInteger = (properties) => {
-  for (const key in properties) if (unsafeInteger(properties[key])) return true
+// 64-bit integers (OSM-derived ids, 64-bit values) exactly, in both variants. @mapbox/vector-tile reads every varint as
+// a JS number, which rounds those past 2^53 (…993 becomes …992), so a client would get another feature's id; and a
+// sint's zigzag varint past 2^53 loses its last bit, its sign, so -(2^52 + 1) comes out as 2^52 + 1, a safe integer.
+// An integer it gave of magnitude 2^52 or more may be either; only a feature holding one pays for reading the tile's
+// varints again here as BigInt. What they are is kept: a number where it fits, else a BigInt.
+const mayBeInexact = (v) => typeof v === 'number' && (v >= 2 ** 52 || v <= -(2 ** 52)) && Number.isInteger(v)
+const hasInexact = (properties) => {
+  for (const key in properties) if (mayBeInexact(properties[key])) return true
   return false
 }
+const exactNumber = (v) => (v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v)
 const BIG = new WeakSet() // features holding a BigInt, which geoJsonText writes as a number literal
 
-/** `feature` (toGeoJSON's, feature `i` of its layer) with its id and integer values as `layer` (exactIntegers) has them. */
+/**
+ * `feature` ({ id, properties } of feature `i` of its layer, as @mapbox/vector-tile read them) with its id and integer
+ * values as `layer` (exactIntegers) has them. Whether one is a BigInt.
+ */
 function exactFeature (feature, layer, i) {
   const read = layer?.features[i]
-  if (read === undefined) return
-  if (unsafeInteger(feature.id) && read.id !== undefined) feature.id = read.id
+  if (read === undefined) return false
+  let big = false
+  if (mayBeInexact(feature.id) && read.id !== undefined) {
+    feature.id = exactNumber(read.id)
+    big = typeof feature.id === 'bigint'
+  }
   const values = new Map() // a key's last value wins, as it does in @mapbox/vector-tile
   for (let t = 0; t + 1 < read.tags.length; t += 2) values.set(layer.keys[read.tags[t]], layer.values[read.tags[t + 1]])
   for (const [key, value] of values) {
-    if (typeof value === 'bigint' && unsafeInteger(feature.properties[key])) feature.properties[key] = value
+    if (typeof value !== 'bigint' || !mayBeInexact(feature.properties[key])) continue
+    feature.properties[key] = exactNumber(value)
+    if (typeof feature.properties[key] === 'bigint') big = true
   }
-  BIG.add(feature)
+  return big
 }
 
 /** The varint at `pos` of `buf` as a BigInt: [value, position after it]. */
@@ -340,7 +381,8 @@ function mltToGeoJson (tables, z, x, y) {
       if (!(LAYER_KEY in properties)) properties[LAYER_KEY] = table.name
       const feature = { type: 'Feature', geometry: { type, coordinates }, properties }
       const id = table.idVector?.getValue(i) ?? null
-      if (id !== null) feature.id = jsonValue(id)
+      // (a 64-bit id column is uint64, read into a BigInt64Array: 2^64 - 1 comes out as -1n)
+      if (id !== null) feature.id = jsonValue(typeof id === 'bigint' ? BigInt.asUintN(64, id) : id)
       if (typeof feature.id === 'bigint' || Object.values(properties).some((v) => typeof v === 'bigint')) BIG.add(feature)
       features.push(feature)
     }
