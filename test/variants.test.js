@@ -134,10 +134,19 @@ function assertMltMatches (mltBytes, raw, label) {
   return features
 }
 
+/** A ring's signed area in its own x/y (shoelace): > 0 counterclockwise with y up, as longitude and latitude are. */
+const signedArea = (ring) => ring.reduce((sum, [x0, y0], i) => {
+  const [x1, y1] = ring[(i + 1) % ring.length]
+  return sum + x0 * y1 - x1 * y0
+}, 0) / 2
+/** A GeoJSON geometry's polygons (each a list of rings), none for other types. */
+const polygonsOf = (g) => (g.type === 'Polygon' ? [g.coordinates] : g.type === 'MultiPolygon' ? g.coordinates : [])
+
 /**
  * Asserts that a GeoJSON FeatureCollection has the MVT's features in order: the same properties plus the layer's name
  * under LAYER_KEY (unless the feature has that property), the same geometry type, and every coordinate within one
- * unit of the tile's grid of toGeoJSON's.
+ * unit of the tile's grid of toGeoJSON's, polygons' rings by RFC 7946's right-hand rule (3.1.6: exteriors
+ * counterclockwise, holes clockwise), where toGeoJSON keeps MVT's (exteriors clockwise).
  */
 function assertGeoJsonMatches (fc, raw, z, x, y, label) {
   const mvt = new VectorTile(new PbfReader(raw))
@@ -154,6 +163,13 @@ function assertGeoJsonMatches (fc, raw, z, x, y, label) {
     assert.deepEqual(got.properties, { [LAYER_KEY]: name, ...feature.properties }, `${at}: properties`)
     assert.equal(got.id, feature.id, `${at}: id`)
     assert.equal(got.geometry.type, feature.geometry.type, `${at}: geometry type`)
+    for (const polygon of polygonsOf(got.geometry)) {
+      polygon.forEach((ring, r) => {
+        const area = signedArea(ring)
+        assert.ok(r === 0 ? area >= 0 : area <= 0, `${at}: ${r === 0 ? 'the exterior' : `hole ${r}`} runs ${area > 0 ? 'counterclockwise' : 'clockwise'}`)
+      })
+    }
+    for (const polygon of polygonsOf(feature.geometry)) polygon.forEach((ring, r) => { if (r === 0 ? signedArea(ring) < 0 : signedArea(ring) > 0) ring.reverse() })
     const unit = 360 / (2 ** z * extent)
     const a = got.geometry.coordinates.flat(3)
     const b = feature.geometry.coordinates.flat(3)

@@ -199,6 +199,28 @@ function roundCoordinates (coords, round) {
   for (const c of coords) roundCoordinates(c, round)
 }
 
+// RFC 7946's right-hand rule (3.1.6): exterior rings counterclockwise, holes clockwise. MVT's exteriors run clockwise
+// on screen, which they still do in longitude and latitude (north up either way), and toGeoJSON keeps whichever way
+// a tile's rings run. Each ring is turned by the sign of its area in the output's own coordinates (after rounding), so a
+// tile of either winding comes out right; a ring of no area is left as it is.
+function ringArea (ring) {
+  let twice = 0
+  for (let i = 0, j = ring.length - 1; i < ring.length; j = i++) twice += (ring[j][0] - ring[i][0]) * (ring[j][1] + ring[i][1])
+  return twice // (twice the area, > 0 counterclockwise with y up)
+}
+
+function rightHandRings (rings) {
+  for (let r = 0; r < rings.length; r++) {
+    const area = ringArea(rings[r])
+    if (r === 0 ? area < 0 : area > 0) rings[r].reverse()
+  }
+}
+
+function rightHandRule (geometry) {
+  if (geometry.type === 'Polygon') rightHandRings(geometry.coordinates)
+  else if (geometry.type === 'MultiPolygon') for (const polygon of geometry.coordinates) rightHandRings(polygon)
+}
+
 function mvtToGeoJson (tile, raw, z, x, y) {
   const features = []
   let exact = null // the tile's 64-bit integers, read once if a feature needs them
@@ -210,6 +232,7 @@ function mvtToGeoJson (tile, raw, z, x, y) {
       if (!KNOWN_TYPES.has(read.type)) continue
       const feature = read.toGeoJSON(x, y, z)
       roundCoordinates(feature.geometry.coordinates, round)
+      if (read.type === 3) rightHandRule(feature.geometry)
       if (mayBeInexact(feature.id) || hasInexact(feature.properties)) {
         exact ??= exactIntegers(raw)
         if (exactFeature(feature, exact.get(name), i)) BIG.add(feature)
@@ -380,6 +403,7 @@ function mltToGeoJson (tables, z, x, y) {
       }
       if (!(LAYER_KEY in properties)) properties[LAYER_KEY] = table.name
       const feature = { type: 'Feature', geometry: { type, coordinates }, properties }
+      rightHandRule(feature.geometry)
       const id = table.idVector?.getValue(i) ?? null
       // (a 64-bit id column is uint64, read into a BigInt64Array: 2^64 - 1 comes out as -1n)
       if (id !== null) feature.id = jsonValue(typeof id === 'bigint' ? BigInt.asUintN(64, id) : id)
