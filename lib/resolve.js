@@ -34,11 +34,15 @@ export function resolveTileJson (catalog, name, query) {
  * The format a vector set's TileJSON asks tiles in, from its `encoding` query parameter (MapLibre GL JS's name for
  * a vector source's tile format): 'mlt' for `?encoding=mlt` (MVT sets' tiles as `.mlt` variants, MLT sets' own), else
  * the set's own format. BadRequest for another value, and for `mvt` of an MLT set (no MVT is made of MLT).
- * Undefined for sets that are not vector sets (a COG's `encoding` is one of its own options).
+ * Undefined for sets that are not vector sets: a COG's `encoding` is one of its own options (checked by the set); a set
+ * that takes no options is told it has none (BadRequest), not answered as if it were not there.
  */
 export function tileJsonFormat (entry, query) {
   const format = entry.source.format
-  if (format !== 'pbf' && format !== 'mlt') return undefined
+  if (format !== 'pbf' && format !== 'mlt') {
+    if (query?.encoding !== undefined && !takesQuery(entry.source)) throw new BadRequest(`${entry.id} has ${format ?? 'no vector'} tiles: encoding ('mvt' or 'mlt') is an option of vector sets`)
+    return undefined
+  }
   const asked = query?.encoding
   if (asked === undefined || asked === (format === 'pbf' ? 'mvt' : 'mlt')) return format
   if (asked === 'mlt') return 'mlt'

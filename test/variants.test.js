@@ -621,7 +621,13 @@ test('TileJSON ?encoding=mlt: .mlt tile URLs and "encoding": "mlt", valid TileJS
     const res = await app.inject({ url })
     assert.equal(res.statusCode, 400, url)
   }
-  assert.equal((await app.inject({ url: '/photo.json?encoding=mlt' })).json().encoding, undefined, 'not a vector set: not its option')
+  // Not a vector set: not its option, told so (it was the PNG TileJSON, as if MLT had been given).
+  for (const url of ['/photo.json?encoding=mlt', '/photo.json?encoding=bogus', '/photo.json?encoding=mvt', '/data/photo.json?encoding=mlt', '/text.json?encoding=mlt']) {
+    const res = await app.inject({ url })
+    assert.equal(res.statusCode, 400, url)
+    assert.match(res.json().message, /^(photo has png|text has json) tiles: encoding \('mvt' or 'mlt'\) is an option of vector sets$/, url)
+  }
+  assert.equal((await app.inject({ url: '/photo.json' })).statusCode, 200)
   if (needs(t, HAVE_SCHEMA, '../shared/schemas is not present')) {
     assertValidTileJson(tj, { label: 'rich ?encoding=mlt' })
     assertValidTileJson(stored, { label: 'stored-mlt' })
