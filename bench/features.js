@@ -25,16 +25,14 @@ import autocannon from 'autocannon'
 import { startPostgis, runSql } from '../test/helpers/postgres.js'
 import { freePort, startTileCannon } from './servers.js'
 import { cpuSeconds, findTaskset, pin } from './cpu.js'
+import { UsageError, cpuOption, numberListOption, numberOption, readArgs, refuse } from './args.js'
 
 const HERE = fileURLToPath(import.meta.url)
 const GEOSERVER = { reqs: [80, 310], ms: [17, 142] } // published GeoJSON figures, 4-32 concurrent requests
 const LIMIT = 200
 
+const SCRIPT = 'bench/features.js'
 const args = process.argv.slice(2)
-const take = (flag, fallback) => {
-  const i = args.indexOf(flag)
-  return i === -1 ? fallback : args.splice(i, 2)[1]
-}
 
 /** The ceiling: node:http, pg, the statement tile-cannon would run; rows buffered by pg, joined, written once. */
 async function ceiling (url, port, byKey) {
@@ -110,8 +108,9 @@ const USAGE = `Usage: node bench/features.js [options]
   --bench-cpus LIST    pin the servers and the client to these (e.g. 0)
   --duration S         seconds per level and server (default 8)
   --connections LIST   concurrent requests, comma-separated (default 4,8,16,32)
-  --order LIST         key (stable paging, the default), none (the spatial index's order), or both (default key,none)
-  --points N --lines N rows generated (default 200000 and 100000)
+  --order LIST         key (stable paging, the default), none (the spatial index's order), or both (key,none: the
+                       default)
+  --points N --lines N rows generated (default 200000 and 100000; too few, and no box holds a full page: refused)
   --layout L           random (default: rows in id order, scattered) or clustered (rows in geometry order, as osm2pgsql
                        writes them)
   -h, --help`
@@ -131,7 +130,9 @@ async function fullPages (base, paths) {
   const kept = []
   let bytes = 0
   for (const p of paths) {
-    const body = await fetch(base + p).then((r) => r.text())
+    const res = await fetch(base + p)
+    const body = await res.text()
+    if (!res.ok) throw new Error(`tile-cannon answered ${res.status} to ${p}: ${body.slice(0, 200)}`)
     if (JSON.parse(body).numberReturned === LIMIT) {
       kept.push(p)
       bytes += body.length
@@ -152,29 +153,48 @@ function load (base, paths, connections, duration) {
   })
 }
 
+/** The command line, every value checked (nothing is started before); a mistake throws a UsageError. */
+function options (argv) {
+  const values = readArgs(argv, {
+    'db-cpus': { type: 'string' },
+    'bench-cpus': { type: 'string' },
+    duration: { type: 'string', default: '8' },
+    connections: { type: 'string', default: '4,8,16,32' },
+    order: { type: 'string', default: 'key,none' },
+    points: { type: 'string', default: '200000' },
+    lines: { type: 'string', default: '100000' },
+    layout: { type: 'string', default: 'random' },
+    help: { type: 'boolean', short: 'h', default: false },
+  })
+  if (values.help) return { help: true }
+  const orders = values.order === 'both' ? ['key', 'none'] : values.order.split(',')
+  if (!orders.every((o) => o === 'key' || o === 'none') || new Set(orders).size < orders.length) throw new UsageError(`--order takes key, none or both (key,none), not '${values.order}'`)
+  if (values.layout !== 'random' && values.layout !== 'clustered') throw new UsageError(`--layout is random or clustered, not '${values.layout}'`)
+  return {
+    dbCpus: cpuOption('db-cpus', values['db-cpus']),
+    benchCpus: cpuOption('bench-cpus', values['bench-cpus']),
+    duration: numberOption('duration', values.duration, { min: 0, above: true }),
+    levels: numberListOption('connections', values.connections, { min: 1, integer: true }),
+    orders,
+    points: numberOption('points', values.points, { min: 1, integer: true }),
+    lines: numberOption('lines', values.lines, { min: 1, integer: true }),
+    layout: values.layout,
+  }
+}
+
 async function main () {
-  if (args.includes('-h') || args.includes('--help')) {
-    console.log(USAGE)
-    return
+  let opts
+  try {
+    opts = options(args)
+  } catch (err) {
+    refuse(SCRIPT, err.message)
   }
-  const dbCpus = take('--db-cpus')
-  const benchCpus = take('--bench-cpus')
-  const duration = Number(take('--duration', '8'))
-  const levels = take('--connections', '4,8,16,32').split(',').map(Number)
-  const orders = take('--order', 'key,none').split(',')
-  const points = Number(take('--points', '200000'))
-  const lines = Number(take('--lines', '100000'))
-  const layout = take('--layout', 'random')
-  if (layout !== 'random' && layout !== 'clustered') {
-    console.error(`bench/features.js: --layout is random or clustered, not '${layout}'`)
-    process.exit(2)
-  }
+  if (opts.help) return console.log(USAGE)
+  const { dbCpus, benchCpus, duration, levels, orders, points, lines, layout } = opts
   const db = await startPostgis({ cpus: dbCpus })
-  if (db === null) {
-    console.error('bench/features.js: PostgreSQL with PostGIS is not installed (Debian: postgresql postgresql-15-postgis-3) and DATABASE_URL is not set')
-    process.exit(2)
-  }
+  if (db === null) refuse(SCRIPT, 'PostgreSQL with PostGIS is not installed (Debian: postgresql postgresql-15-postgis-3) and DATABASE_URL is not set')
   const servers = []
+  const dir = mkdtempSync(join(os.tmpdir(), 'tile-cannon-bench-'))
   try {
     let started = Date.now()
     await runSql(db.url, DATA(points, lines))
@@ -183,7 +203,6 @@ async function main () {
     await runSql(db.url, 'VACUUM ANALYZE osm_lines')
     console.error(`data: ${points} points, ${lines} lines, ${layout}, in ${((Date.now() - started) / 1000).toFixed(1)} s`)
     if (benchCpus !== undefined) pin(process.pid, benchCpus) // the client beside the servers, off the database's cores
-    const dir = mkdtempSync(join(os.tmpdir(), 'tile-cannon-bench-'))
     for (const order of orders) {
       const config = join(dir, `${order}.json`)
       writeFileSync(config, JSON.stringify({ features: { orderByKey: order === 'key' } }))
@@ -191,13 +210,18 @@ async function main () {
       servers.push({ name: 'tile-cannon', order, ...cannon })
       servers.push({ name: 'ceiling', order, ...(await startCeiling(db.url, benchCpus, order === 'key')) })
     }
-    rmSync(dir, { recursive: true, force: true })
     const workloads = []
     for (const [table, w, h, seed] of [['osm_points', 0.012, 0.008, 1], ['osm_lines', 0.012, 0.008, 2]]) {
       const { paths, bytes } = await fullPages(servers[0].base, boxes(table, 600, w, h, seed))
       workloads.push({ table, paths, bytes })
     }
+    // The bench measures full pages only: with too few rows no box holds one, and there is nothing to ask.
+    const empty = workloads.filter((w) => w.paths.length === 0)
+    if (empty.length) {
+      throw new UsageError(`no box of ${empty.map((w) => w.table).join(' or ')} holds a full page of ${LIMIT} features with --points ${points} --lines ${lines}: give more rows (the defaults are 200000 and 100000)`)
+    }
     const rows = []
+    const failures = []
     for (const { table, paths, bytes } of workloads) {
       for (const connections of levels) {
         for (const server of servers) {
@@ -207,18 +231,33 @@ async function main () {
           const r = await load(server.base, paths, connections, duration)
           const cpu = cpuSeconds(server.child.pid) - cpu0
           const answered = r['2xx']
-          if (r.non2xx > 0 || r.errors > 0) console.error(`${server.name} ${table} c${connections}: ${r.non2xx} non-2xx, ${r.errors} errors`)
+          if (r.non2xx > 0 || r.errors > 0) {
+            failures.push(`${server.name} (${server.order} order) ${table} c${connections}: ${r.non2xx} non-2xx, ${r.errors} errors`)
+            console.error(failures.at(-1))
+          }
           rows.push({ table, connections, order: server.order, server: server.name, reqs: answered / ((Date.now() - started) / 1000), ms: r.latency.average, cpuUs: (cpu / answered) * 1e6, bytes })
           console.error(`${table} c${connections} ${server.name} (${server.order} order): ${rows.at(-1).reqs.toFixed(0)} req/s, ${r.latency.average.toFixed(1)} ms`)
         }
       }
     }
     report(rows, { duration, orders, dbCpus, benchCpus, workloads })
+    // A server that failed requests was not answering the pages asked for: its figures do not count.
+    if (failures.length) {
+      console.error(`${SCRIPT}: some requests failed or were not answered 2xx, those figures are not comparable: ${failures.join('; ')}`)
+      process.exitCode = 1
+    }
+  } catch (err) {
+    console.error(`${SCRIPT}: ${err instanceof UsageError ? err.message : err.stack}`)
+    process.exitCode = err instanceof UsageError ? 2 : 1
   } finally {
     for (const s of servers) await s.stop().catch(() => {})
-    await db.stop()
+    await db.stop().catch(() => {}) // DATABASE_URL's server gone: its database cannot be dropped, nothing else to do
+    rmSync(dir, { recursive: true, force: true })
   }
 }
+
+/** A figure to `digits` places; '–' where there is none (no request answered: a CPU per request of x/0). */
+const fixed = (n, digits) => (Number.isFinite(n) ? n.toFixed(digits) : '–')
 
 function report (rows, { duration, orders, dbCpus, benchCpus, workloads }) {
   const load = os.loadavg().map((v) => v.toFixed(2)).join(' ')
@@ -232,8 +271,8 @@ function report (rows, { duration, orders, dbCpus, benchCpus, workloads }) {
     console.log('|---|---|---|---|---|---|---|---|---|---|')
     for (const tc of rows.filter((r) => r.order === order && r.server === 'tile-cannon')) {
       const ceil = rows.find((r) => r.order === order && r.server === 'ceiling' && r.table === tc.table && r.connections === tc.connections)
-      console.log(`| ${tc.table} | ${tc.connections} | ${tc.reqs.toFixed(0)} | ${tc.ms.toFixed(1)} | ${tc.cpuUs.toFixed(0)} | ${ceil.reqs.toFixed(0)} | ${ceil.ms.toFixed(1)} | ${ceil.cpuUs.toFixed(0)} | ` +
-        `${(tc.reqs / ceil.reqs).toFixed(2)}× | ${(tc.reqs / GEOSERVER.reqs[1]).toFixed(1)}× |`)
+      console.log(`| ${tc.table} | ${tc.connections} | ${fixed(tc.reqs, 0)} | ${fixed(tc.ms, 1)} | ${fixed(tc.cpuUs, 0)} | ${fixed(ceil.reqs, 0)} | ${fixed(ceil.ms, 1)} | ${fixed(ceil.cpuUs, 0)} | ` +
+        `${fixed(tc.reqs / ceil.reqs, 2)}× | ${fixed(tc.reqs / GEOSERVER.reqs[1], 1)}× |`)
     }
   }
   console.log(`\nGeoServer (published): ${GEOSERVER.reqs[0]}-${GEOSERVER.reqs[1]} req/s, ${GEOSERVER.ms[0]}-${GEOSERVER.ms[1]} ms at 4-32 concurrent requests.`)
