@@ -240,7 +240,7 @@ export function table (cases) {
 }
 
 async function main () {
-  let values, wanted, workers
+  let values, wanted, workers, common, serverCpus
   try {
     ({ values } = parseArgs({
       options: {
@@ -269,16 +269,19 @@ async function main () {
     workers = Number(values.workers)
     if (!Number.isInteger(workers) || workers < 1) throw new UsageError('--workers must be a whole number ≥ 1')
     if (values['titiler-pid'] !== undefined && (values.titiler === undefined || !/^\d+$/.test(values['titiler-pid']))) throw new UsageError('--titiler-pid wants the process id of the titiler given with --titiler')
+    if (values.titiler !== undefined && !/^https?:\/\/[^/]+/.test(values.titiler)) throw new UsageError('--titiler wants the base URL of a running titiler, like http://127.0.0.1:8000')
+    // run.js's own options, shared by every case: checked here, with the others, before anything is made or started
+    // (its parse gives the servers' cores too).
+    common = ['--cache', 'off', '--duration', values.duration, '--warmup', values.warmup, '--connections', values.connections,
+      '--rounds', values.rounds, '--tiles', values.tiles, '--client', values.client]
+    ;({ serverCpus } = parse(common))
   } catch (err) {
-    console.error(`bench: ${err.message}\n\n${USAGE}`)
+    // A mistake in the command line: one line and exit 2, whichever option it is.
+    console.error(`bench/raster-analysis.js: ${err.message}${err.code?.startsWith('ERR_PARSE_ARGS') ? ' (see --help)' : ''}`)
     process.exit(2)
   }
   const started = []
   try {
-    // run.js's own options, shared by every case (checked here once; its parse gives the servers' cores too).
-    const common = ['--cache', 'off', '--duration', values.duration, '--warmup', values.warmup, '--connections', values.connections,
-      '--rounds', values.rounds, '--tiles', values.tiles, '--client', values.client]
-    const { serverCpus } = parse(common)
     const cases = CASES.filter((c) => wanted.includes(c.id)).map((c) => ({ ...c, queryString: parseQuery(c.query).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&') }))
     const loadBefore = os.loadavg()
 
