@@ -61,6 +61,8 @@ async function ceiling (url, port, byKey) {
     }
   }).listen(port, '127.0.0.1', () => process.send('ready'))
   process.on('SIGTERM', () => provider.close().finally(() => process.exit(0)))
+  // The bench gone (killed, or ended without stopping it): its IPC channel closes, and the ceiling goes with it.
+  process.on('disconnect', () => provider.close().finally(() => process.exit(0)))
 }
 
 /** A deterministic PRNG (mulberry32): every run and every server asks the same boxes. */

@@ -4,10 +4,10 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readdirSync } from 'node:fs'
+import { readFileSync, readdirSync } from 'node:fs'
 import { needs } from './helpers/app.js'
 import { startPostgis } from './helpers/postgres.js'
-import { HAVE_POSTGRES, NO_POSTGRES, assertRefused, envIn, leftovers, runIn, script, tmpDir } from './helpers/bench-scripts.js'
+import { HAVE_POSTGRES, NO_POSTGRES, assertRefused, envIn, leftovers, processesUsing, runIn, script, tmpDir } from './helpers/bench-scripts.js'
 
 test('bench/features.js: --help at once; a bad or unknown option is one line and exit 2; no database started', (t) => {
   const tmp = tmpDir(t)
@@ -62,3 +62,34 @@ test('bench/features.js: a run whose answers failed (the database gone) says whi
   assert.doesNotMatch(stdout, /Infinity|NaN/)
   assert.deepEqual(leftovers(tmp), [])
 })
+
+test('bench/features.js killed: its ceiling server goes with it, not left running', async (t) => {
+  if (!needs(t, HAVE_POSTGRES, NO_POSTGRES)) return
+  const tmp = tmpDir(t)
+  const db = await startPostgis()
+  t.after(() => db.stop())
+  const child = spawn(process.execPath, [script('features.js'), '--points', '20000', '--lines', '20000', '--duration', '5', '--connections', '2', '--order', 'key'],
+    { env: envIn(tmp, { DATABASE_URL: db.adminUrl }), stdio: ['ignore', 'ignore', 'pipe'] })
+  t.after(() => child.kill('SIGKILL'))
+  // Killed while the ceiling is being measured (up and answering), once its first level is done.
+  let stderr = ''
+  const measuring = new Promise((resolve) => child.stderr.on('data', (d) => {
+    stderr += d
+    if (/ ceiling \(key order\): \d+ req\/s/.test(stderr)) resolve()
+  }))
+  await Promise.race([measuring, once(child, 'exit')])
+  // The ceiling: a fork of features.js given the database's URL (the test's own database: no other run's).
+  const server = new URL(db.adminUrl).host
+  const ceilings = () => processesUsing('--ceiling').filter((pid) => {
+    try { return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(server) } catch { return false } // (gone meanwhile)
+  })
+  const started = ceilings()
+  assert.equal(started.length, 1, `the ceiling server is running: ${stderr}`)
+  t.after(() => { for (const pid of started) try { process.kill(pid, 'SIGKILL') } catch {} })
+  child.kill('SIGKILL')
+  await once(child, 'exit')
+  const gone = Date.now() + 5000
+  while (ceilings().length > 0 && Date.now() < gone) await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.deepEqual(ceilings(), [], 'no ceiling server left running')
+})
+
