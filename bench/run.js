@@ -9,9 +9,9 @@ import os from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
-import { StartError, findNginx, startBaseline, startNginx, startPgHttp, startTileCannon } from './servers.js'
+import { StartError, findNginx, startBaseline, startNginx, startPgHttp, startTileCannon, stopAll } from './servers.js'
 import { cpuSeconds, findTaskset, otherCpus, parseCpuList, pin } from './cpu.js'
-import { findWrk, wrk } from './wrk.js'
+import { findWrk, stopWrk, wrk } from './wrk.js'
 import { mirror } from './mirror.js'
 import { createProvider } from '../lib/sources/postgis/index.js'
 import { fill, findTiles } from './tiles.js'
@@ -368,9 +368,29 @@ async function getJson (url) {
   return res.json()
 }
 
+/** The signal that stopped the run (SIGINT, SIGTERM), once one has: nothing more is measured nor reported. */
+let interrupted = null
+class Interrupted extends Error {}
+const SIGNAL_EXIT = { SIGINT: 130, SIGTERM: 143 }
+
 export async function run (opts) {
   const started = []
   const tmp = mkdtempSync(join(os.tmpdir(), 'tile-cannon-bench-'))
+  let cleaning = null
+  const cleanup = () => (cleaning ??= (async () => {
+    stopWrk()
+    await Promise.all([...started.map((s) => s.stop()), stopAll()])
+    rmSync(tmp, { recursive: true, force: true })
+  })())
+  // Ctrl-C, or a kill of the bench's process alone: what it started (servers still starting too, nginx, wrk) is
+  // stopped and its folder removed, as at the end of a run, then it exits 130 or 143. A second signal ends it at once.
+  const onSignal = (signal) => {
+    interrupted = signal
+    process.stderr.write(`${process.stderr.isTTY ? '\r\x1b[K' : ''}bench: ${signal}: stopping the servers it started\n`)
+    cleanup().finally(() => process.exit(SIGNAL_EXIT[signal]))
+  }
+  process.once('SIGINT', onSignal)
+  process.once('SIGTERM', onSignal)
   try {
     const machine = { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}`, loadBefore: os.loadavg() }
     if (opts.client === 'wrk' && !findWrk()) throw new UsageError('--client wrk: wrk is not installed (Debian: apt-get install wrk)')
@@ -485,6 +505,7 @@ export async function run (opts) {
         for (const z of set.zooms) {
           for (const server of order) {
             const key = set.id ?? set.name
+            if (interrupted !== null) throw new Interrupted()
             if (server.direct) {
               const source = server.direct(set)
               if (!source) continue
@@ -566,8 +587,13 @@ export async function run (opts) {
     })
     return report
   } finally {
-    await Promise.all(started.map((s) => s.stop()))
-    rmSync(tmp, { recursive: true, force: true })
+    if (interrupted === null) {
+      process.off('SIGINT', onSignal)
+      process.off('SIGTERM', onSignal)
+    }
+    await cleanup()
+    // A signal during the run: its handler exits once everything is stopped; nothing is reported meanwhile.
+    if (interrupted !== null) await new Promise(() => {})
   }
 }
 

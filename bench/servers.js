@@ -26,6 +26,40 @@ function taskset () {
   return bin
 }
 
+/**
+ * Every server process started here and not yet gone: a bench stopped by a signal stops them all (stopAll), those
+ * still starting too, whose callers have no handle on them yet.
+ */
+const running = new Set()
+
+/** Stops every server started here that is still running. */
+export async function stopAll () {
+  await Promise.all([...running].map((s) => s.stop()))
+}
+
+const gone = (child) => child.exitCode !== null || child.signalCode !== null
+
+/**
+ * Sends `signal` to `child` and waits for it to exit; after `graceMs`, SIGKILL (a server stuck in its shutdown must
+ * not hold the bench's exit).
+ */
+async function ended (child, signal, graceMs = 5000) {
+  if (gone(child)) return
+  const exited = once(child, 'exit')
+  child.kill(signal)
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
+  await exited
+  clearTimeout(timer)
+}
+
+/** `child` in `running` until it exits; `stop` ends it. */
+function track (child, signal) {
+  const entry = { child, stop: () => ended(child, signal) }
+  running.add(entry)
+  child.once('exit', () => running.delete(entry))
+  return entry
+}
+
 /** A server that exited before it was ready; `exitCode` 2 is tile-cannon's for bad flags, configuration or paths. */
 export class StartError extends Error {
   constructor (message, exitCode) {
@@ -42,22 +76,23 @@ async function forkReady (script, args, { timeoutMs = 60_000, env, cpus = null }
   const pinned = cpus === null ? {} : { execPath: taskset(), execArgv: ['-c', cpus, process.execPath, ...process.execArgv] }
   // TILE_CANNON_EXIT_WITH_PARENT: the server closes when this process dies (its IPC channel closes), however it dies.
   const child = fork(script, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, TILE_CANNON_EXIT_WITH_PARENT: '1', ...env }, ...pinned })
+  const { stop } = track(child, 'SIGTERM')
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} did not start in ${timeoutMs / 1000} s`)), timeoutMs)
-    child.on('message', (m) => { if (m === 'ready') { clearTimeout(timer); resolve() } })
-    child.on('exit', (code) => { clearTimeout(timer); reject(new StartError(`${basename(script)} exited with ${code}: ${stderr.trim().split('\n').pop() ?? ''}`, code)) })
-  })
-  child.removeAllListeners('exit')
-  return {
-    child,
-    async stop () {
-      if (child.exitCode !== null) return
-      child.kill('SIGTERM')
-      await once(child, 'exit')
-    },
+  let onExit
+  try {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new StartError(`${basename(script)} did not start in ${timeoutMs / 1000} s`)), timeoutMs)
+      child.on('message', (m) => { if (m === 'ready') { clearTimeout(timer); resolve() } })
+      onExit = (code) => { clearTimeout(timer); reject(new StartError(`${basename(script)} exited with ${code}: ${stderr.trim().split('\n').pop() ?? ''}`, code)) }
+      child.on('exit', onExit)
+    })
+  } catch (err) {
+    await stop() // one that never got ready is not left running
+    throw err
   }
+  child.off('exit', onExit)
+  return { child, stop }
 }
 
 /** tile-cannon on `data` (files, folders or URLs), on a free 127.0.0.1 port; `flags`: more of its command line. */
@@ -69,9 +104,9 @@ export async function startTileCannon (data, { cache = true, cpus = null, flags 
 }
 
 /** The bare node:http baseline, mirroring the answers at `urls` (a JSON file of { urls, headers }). */
-export async function startBaseline (listFile, { cpus = null } = {}) {
+export async function startBaseline (listFile, { cpus = null, timeoutMs } = {}) {
   const port = await freePort()
-  const proc = await forkReady(join(HERE, 'baseline.js'), [listFile, String(port)], { cpus })
+  const proc = await forkReady(join(HERE, 'baseline.js'), [listFile, String(port)], { cpus, timeoutMs })
   return { ...proc, base: `http://127.0.0.1:${port}` }
 }
 
@@ -80,6 +115,15 @@ export async function startPgHttp (url, { cpus = null } = {}) {
   const port = await freePort()
   const proc = await forkReady(join(HERE, 'pg-http.js'), [url, String(port)], { cpus })
   return { ...proc, base: `http://127.0.0.1:${port}` }
+}
+
+/** util-linux's setpriv where it is on PATH, or null. */
+function findSetpriv () {
+  for (const dir of (process.env.PATH ?? '').split(':').concat('/usr/bin')) {
+    const bin = join(dir || '.', 'setpriv')
+    if (existsSync(bin)) return bin
+  }
+  return null
 }
 
 /** True when an nginx binary is on PATH (or at the usual Debian place). */
@@ -150,27 +194,29 @@ http {
   mkdirSync(join(dir, 'tmp'), { recursive: true })
   const argv = [bin, '-p', dir, '-c', conf, '-g', 'daemon off;']
   if (cpus !== null) argv.unshift(taskset(), '-c', cpus)
+  // nginx has no IPC channel to close when the bench dies: setpriv (util-linux) gives its master a parent-death
+  // signal, kept through taskset's and nginx's exec, so a bench killed outright (SIGKILL, out of memory) takes it along
+  // (SIGTERM: nginx's fast shutdown, its worker too). Without setpriv it outlives such a bench.
+  const setpriv = findSetpriv()
+  if (setpriv !== null) argv.unshift(setpriv, '--pdeathsig', 'TERM')
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] })
+  // SIGQUIT: nginx's graceful shutdown, its worker finishing the requests under way.
+  const { stop } = track(child, 'SIGQUIT')
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
   const base = `http://127.0.0.1:${port}`
   for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error(`nginx exited: ${stderr.trim().split('\n').pop()}`)
+    if (gone(child)) throw new StartError(`nginx exited: ${stderr.trim().split('\n').pop()}`)
     try {
       await fetch(base)
       break
     } catch {
-      if (i > 100) throw new Error('nginx did not start')
+      if (i > 100) {
+        await stop()
+        throw new StartError('nginx did not start in 5 s')
+      }
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
   }
-  return {
-    child,
-    base,
-    async stop () {
-      if (child.exitCode !== null) return
-      child.kill('SIGQUIT')
-      await once(child, 'exit')
-    },
-  }
+  return { child, base, stop }
 }

@@ -98,6 +98,14 @@ export function parseWrk (text) {
   return out
 }
 
+// wrk runs under way: a bench stopped by a signal ends them (stopWrk) rather than leave them loading for their duration.
+const running = new Set()
+
+/** Ends the wrk runs under way. */
+export function stopWrk () {
+  for (const child of running) child.kill('SIGTERM')
+}
+
 /**
  * One wrk run over `paths` on `origin`: `threads` threads, `connections` connections, `duration` whole seconds,
  * pinned to `cpus` (a taskset list) when given. `scriptFile` is where the Lua script is written.
@@ -109,6 +117,8 @@ export async function wrk (origin, paths, { duration, connections, threads = 1, 
   const args = ['-t', String(threads), '-c', String(connections), '-d', `${duration}s`, '--timeout', '10s', '--latency', '-s', scriptFile, origin]
   const [cmd, argv] = cpus === null ? [bin, args] : [findTaskset() ?? 'taskset', ['-c', cpus, bin, ...args]]
   const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] })
+  running.add(child)
+  child.on('close', () => running.delete(child))
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (d) => { stdout += d })

@@ -3,7 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -251,7 +251,6 @@ test('bench --client wrk: pinned away from the servers, req/s and bytes agree wi
   // A server started with cpus runs there, every thread of it.
   const pinned = await startTileCannon([dir], { cpus: '0' })
   t.after(() => pinned.stop())
-  const { readdirSync } = await import('node:fs')
   for (const task of readdirSync(`/proc/${pinned.child.pid}/task`)) assert.equal(affinity(`${pinned.child.pid}/task/${task}`), '0')
 
   // The raw size of each answer (status line, headers and body, as wrk counts bytes), asked as wrk asks: keep-alive.
@@ -343,4 +342,66 @@ test('bench --query and --titiler: the same options reach both, in titiler\'s sp
   assert.equal(url.searchParams.get('resampling'), 'bilinear')
   assert.equal(url.searchParams.get('reproject'), 'bilinear')
   assert.deepEqual(url.searchParams.getAll('bidx'), ['1', '2', '3'])
+})
+
+/** The pids of every process under `pid` (children, theirs, …), from /proc. */
+function descendants (pid) {
+  const parents = new Map()
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      // The command may hold spaces and parentheses: the ppid is the second field after the last ')'.
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
+    } catch {}
+  }
+  const out = []
+  const walk = (p) => { for (const [child, parent] of parents) if (parent === p) { out.push(child); walk(child) } }
+  walk(pid)
+  return out
+}
+const alive = (pid) => { try { process.kill(pid, 0); return true } catch { return false } }
+
+/** The bench started with `args` (TMPDIR `tmp`), resolved once its stderr says it measures: { child, exited }. */
+async function benchMeasuring (args, tmp) {
+  const child = spawn(process.execPath, [RUN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TMPDIR: tmp } })
+  let stderr = ''
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal, stderr })))
+  await new Promise((resolve, reject) => {
+    child.stderr.on('data', (d) => { stderr += d; if (/\[1\/\d+\]/.test(stderr)) resolve() })
+    exited.then(() => reject(new Error(`the bench ended before measuring: ${stderr}`)))
+  })
+  return { child, exited }
+}
+
+test('bench stopped by SIGINT or SIGTERM to its process alone: every server it started (nginx too) is stopped, its folder removed, exit 130/143; killed outright, nginx goes too', async (t) => {
+  const { findNginx } = await import('../bench/servers.js')
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'a.mbtiles'), { tiles: vectorTiles(pyramid(0, 2, 4)) })
+  const tmp = join(dir, 'tmp')
+  mkdirSync(tmp)
+  const nginx = findNginx() !== null
+  const args = ['--data', join(dir, 'a.mbtiles'), '--zooms', '2', '--duration', '5', '--warmup', '0', '--connections', '2', '--baseline', ...(nginx ? ['--nginx'] : [])]
+  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+    const { child, exited } = await benchMeasuring(args, tmp)
+    const under = descendants(child.pid)
+    t.after(() => { for (const pid of under) if (alive(pid)) process.kill(pid, 'SIGKILL') })
+    assert.ok(under.length >= (nginx ? 4 : 2), `tile-cannon, the baseline${nginx ? ', nginx and its worker' : ''}: ${under}`)
+    child.kill(signal)
+    const res = await exited
+    assert.equal(res.code, code, res.stderr)
+    assert.match(res.stderr, new RegExp(`bench: ${signal}: stopping the servers it started\\n$`))
+    assert.deepEqual(under.filter(alive), [], `${signal}: nothing the bench started is left`)
+    assert.deepEqual(readdirSync(tmp), [], `${signal}: the bench's folder is removed`)
+  }
+  if (!needs(t, nginx, 'nginx is not installed (apt-get install nginx-light)')) return
+  // SIGKILL: no handler runs; the node servers close with their IPC channel, nginx on its parent-death signal.
+  const { child, exited } = await benchMeasuring(args, tmp)
+  const under = descendants(child.pid)
+  t.after(() => { for (const pid of under) if (alive(pid)) process.kill(pid, 'SIGKILL') })
+  child.kill('SIGKILL')
+  await exited
+  const deadline = Date.now() + 10_000
+  while (under.some(alive) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+  assert.deepEqual(under.filter(alive), [], 'SIGKILL: nothing the bench started is left')
 })
