@@ -4,21 +4,27 @@ import { request } from 'node:http'
 
 const DROP = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding'])
 
-const get = (url, headers) => new Promise((resolve, reject) => {
-  request(url, { headers }, (res) => {
+// A server that stops answering must not hold the bench (or the baseline's start) for ever.
+const TIMEOUT_MS = 10_000
+
+const get = (url, headers, timeoutMs) => new Promise((resolve, reject) => {
+  const req = request(url, { headers }, (res) => {
     const chunks = []
     res.on('data', (c) => chunks.push(c))
     res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }))
     res.on('error', reject)
-  }).on('error', reject).end()
+  }).on('error', (err) => reject(err.code ? new Error(`${url}: ${err.code}`) : err)) // ECONNRESET…, or the timeout's
+  // Idle for timeoutMs, before the answer or within its body.
+  req.setTimeout(timeoutMs, () => req.destroy(new Error(`${url} did not answer in ${timeoutMs / 1000} s`)))
+  req.end()
 })
 
 /** @returns {Promise<Map<string, {status: number, head: object, body: Buffer}>>} path → answer */
-export async function mirror (urls, headers) {
+export async function mirror (urls, headers, { timeoutMs = TIMEOUT_MS } = {}) {
   const answers = new Map()
   for (let i = 0; i < urls.length; i += 64) {
     await Promise.all(urls.slice(i, i + 64).map(async (url) => {
-      const res = await get(url, headers)
+      const res = await get(url, headers, timeoutMs)
       const head = {}
       for (const [k, v] of Object.entries(res.headers)) if (!DROP.has(k)) head[k] = v
       answers.set(new URL(url).pathname, { status: res.status, head, body: res.body })

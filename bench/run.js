@@ -459,7 +459,13 @@ export async function run (opts) {
     if (opts.nginx) {
       if (!findNginx()) throw new UsageError('--nginx: nginx is not installed (Debian: apt-get install nginx-light)')
       progress('starting the nginx static-file baseline…')
-      const nginx = await startNginx(await mirror(urls, opts.headers), join(tmp, 'nginx'), { cpus })
+      let answers
+      try {
+        answers = await mirror(urls, opts.headers)
+      } catch (err) {
+        throw new UsageError(`--nginx: cannot read the answers to mirror: ${err.message}`)
+      }
+      const nginx = await startNginx(answers, join(tmp, 'nginx'), { cpus })
       started.push(nginx)
       servers.unshift({ name: 'nginx static files', template: (set) => reference.template(set).replace(origin, nginx.base) })
     }

@@ -405,3 +405,48 @@ test('bench stopped by SIGINT or SIGTERM to its process alone: every server it s
   while (under.some(alive) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
   assert.deepEqual(under.filter(alive), [], 'SIGKILL: nothing the bench started is left')
 })
+
+/** A node:http server on 127.0.0.1 that takes requests and never answers them. */
+async function hangingServer (t) {
+  const { createServer } = await import('node:http')
+  const server = createServer(() => {})
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => { server.closeAllConnections(); server.close() })
+  return `http://127.0.0.1:${server.address().port}`
+}
+
+/** Processes whose command line holds `text`. */
+function processesWith (text) {
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(text) } catch { return false }
+  }).map(Number)
+}
+
+test('the node:http baseline over a server that stops answering: mirror gives up, a start that times out is killed, and it goes with its bench while it waits', { timeout: 30_000 }, async (t) => {
+  const { StartError, startBaseline } = await import('../bench/servers.js')
+  const { mirror } = await import('../bench/mirror.js')
+  const hanging = await hangingServer(t)
+  await assert.rejects(mirror([`${hanging}/t/0/0/0`], {}, { timeoutMs: 300 }), { message: `${hanging}/t/0/0/0 did not answer in 0.3 s` })
+
+  const dir = tempDir(t)
+  const listFile = join(dir, 'urls.json')
+  writeFileSync(listFile, JSON.stringify({ urls: [`${hanging}/t/0/0/0`], headers: {} }))
+  t.after(() => { for (const pid of processesWith(listFile)) process.kill(pid, 'SIGKILL') })
+  await assert.rejects(startBaseline(listFile, { timeoutMs: 1500 }), (err) => err instanceof StartError && err.message === 'baseline.js did not start in 1.5 s')
+  assert.deepEqual(processesWith(listFile), [], 'the baseline that did not start is not left running')
+
+  // A bench killed while its baseline reads the answers: the baseline goes too (its IPC channel closed).
+  const file = join(dir, 'parent.mjs')
+  writeFileSync(file, `const { startBaseline } = await import(${JSON.stringify(pathToFileURL(join(ROOT, 'bench', 'servers.js')).href)}); await startBaseline(${JSON.stringify(listFile)})`)
+  const parent = spawn(process.execPath, [file], { stdio: 'ignore' })
+  t.after(() => parent.kill('SIGKILL'))
+  let deadline = Date.now() + 10_000
+  while (processesWith(listFile).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+  const [baseline] = processesWith(listFile)
+  assert.ok(baseline, 'the baseline started')
+  await new Promise((resolve) => setTimeout(resolve, 300)) // into its mirror()
+  parent.kill('SIGKILL')
+  deadline = Date.now() + 5000
+  while (alive(baseline) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+  assert.equal(alive(baseline), false, 'the baseline went with its bench')
+})
