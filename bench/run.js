@@ -14,7 +14,7 @@ import { cpuSeconds, findTaskset, otherCpus, parseCpuList, pin } from './cpu.js'
 import { findWrk, stopWrk, wrk } from './wrk.js'
 import { mirror } from './mirror.js'
 import { createProvider } from '../lib/sources/postgis/index.js'
-import { fill, findTiles } from './tiles.js'
+import { UnreachableError, askTile, describeRefused, fill, findTiles } from './tiles.js'
 import { markdown, svgChart } from './report.js'
 
 const USAGE = `Usage: node bench/run.js [options]
@@ -427,17 +427,22 @@ export async function run (opts) {
     // Tiles per set and zoom, found on the first server; every server gets the same list.
     for (const set of sets) {
       const probeTemplate = instances.length ? ourTemplate(instances[0].base, set) : opts.servers[0].template
+      const probeName = instances.length ? instances[0].name : opts.servers[0].name
       set.tiles = {}
       set.zooms = opts.zooms ?? defaultZooms(set.tilejsonData)
       for (const z of set.zooms) {
         progress(`finding tiles of ${set.id ?? set.name} at z${z}…`)
+        const refused = new Map()
         let found
         try {
-          found = await findTiles(probeTemplate, set.tilejsonData, z, { want: opts.tiles, headers: opts.headers })
+          found = await findTiles(probeTemplate, set.tilejsonData, z, { want: opts.tiles, headers: opts.headers, refused })
         } catch (err) {
-          throw new UsageError(`cannot reach ${probeTemplate.replace('{z}/{x}/{y}', '…')}: ${why(err)}`)
+          if (err instanceof UnreachableError) throw new UsageError(`${probeName}: ${err.message}`)
+          throw err
         }
-        if (found.length === 0) throw new UsageError(`${set.id ?? set.name} has no tiles at z${z} (within its bounds): pick other --zooms`)
+        // Absent tiles (404, 204) are what a zoom without data answers; anything else is said, as the likelier reason.
+        const odd = [...refused.keys()].some((k) => k !== '404' && k !== '204')
+        if (found.length === 0) throw new UsageError(`${set.id ?? set.name} has no tiles at z${z} (within its bounds)${odd ? `: ${probeName} answered ${describeRefused(refused)}, none a tile` : ': pick other --zooms'}`)
         set.tiles[z] = found
       }
     }

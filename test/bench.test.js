@@ -450,3 +450,43 @@ test('the node:http baseline over a server that stops answering: mirror gives up
   while (alive(baseline) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
   assert.equal(alive(baseline), false, 'the baseline went with its bench')
 })
+
+/** A node:http server on 127.0.0.1 answering with `handler`; its base URL. */
+async function serve (t, handler) {
+  const { createServer } = await import('node:http')
+  const server = createServer(handler)
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => { server.closeAllConnections(); server.close() })
+  return `http://127.0.0.1:${server.address().port}`
+}
+const TILE = Buffer.from([0x1a, 0x02, 0x78, 0x02]) // the start of an MVT layer: what the finder takes for a tile
+const benchAsync = (args) => new Promise((resolve) => {
+  const child = spawn(process.execPath, [RUN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => { stdout += d })
+  child.stderr.on('data', (d) => { stderr += d })
+  child.on('exit', (status) => resolve({ status, stdout, stderr }))
+})
+
+test('bench finder: a redirect, an HTML page or an empty 200 is not a tile; a server that never answers is said in seconds, by name; one reset is not "cannot reach"', { timeout: 60_000 }, async (t) => {
+  const redirect = await serve(t, (req, res) => res.writeHead(302, { location: '/elsewhere' + req.url }).end())
+  const html = await serve(t, (req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>not found</html>'))
+  const empty = await serve(t, (req, res) => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end())
+  const hanging = await hangingServer(t)
+  let resets = 0
+  const flaky = await serve(t, (req, res) => {
+    if (req.url === '/1/0/0' && resets++ === 0) return req.socket.destroy() // one request's connection reset
+    res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(TILE)
+  })
+  const args = (name, base) => ['--server', `${name}=${base}/{z}/{x}/{y}`, '--zooms', '1', '--duration', '1', '--warmup', '0', '--connections', '2']
+  const [r, h, e, never, reset] = await Promise.all([benchAsync(args('r', redirect)), benchAsync(args('h', html)), benchAsync(args('e', empty)), benchAsync(args('never', hanging)), benchAsync(args('flaky', flaky))])
+  assert.equal(r.status, 1, r.stderr)
+  assert.match(r.stderr, /^bench: r has no tiles at z1 \(within its bounds\): r answered 302 ×4, none a tile$/m)
+  assert.match(h.stderr, /^bench: h has no tiles at z1 \(within its bounds\): h answered text\/html ×4, none a tile$/m)
+  assert.match(e.stderr, /^bench: e has no tiles at z1 \(within its bounds\): e answered empty ×4, none a tile$/m)
+  assert.equal(never.status, 1, never.stderr)
+  assert.match(never.stderr, new RegExp(`^bench: never: ${hanging}/1/\\d/\\d did not answer in 5 s$`, 'm'))
+  assert.equal(reset.status, 0, reset.stderr)
+  for (const res of [r, h, e, never, reset]) assert.doesNotMatch(res.stderr, /at .*\.js:\d+/)
+})
