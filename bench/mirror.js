@@ -19,7 +19,7 @@ const get = (url, headers, timeoutMs) => new Promise((resolve, reject) => {
   req.end()
 })
 
-/** @returns {Promise<Map<string, {status: number, head: object, body: Buffer}>>} path → answer */
+/** @returns {Promise<Map<string, {status: number, head: object, body: Buffer}>>} path and query → answer */
 export async function mirror (urls, headers, { timeoutMs = TIMEOUT_MS } = {}) {
   const answers = new Map()
   for (let i = 0; i < urls.length; i += 64) {
@@ -27,7 +27,10 @@ export async function mirror (urls, headers, { timeoutMs = TIMEOUT_MS } = {}) {
       const res = await get(url, headers, timeoutMs)
       const head = {}
       for (const [k, v] of Object.entries(res.headers)) if (!DROP.has(k)) head[k] = v
-      answers.set(new URL(url).pathname, { status: res.status, head, body: res.body })
+      // Keyed as a request line names it (the path and the query: an API key in a --server template), which is what the
+      // node:http baseline looks answers up by; nginx serves files by the path alone.
+      const { pathname, search } = new URL(url)
+      answers.set(pathname + search, { status: res.status, head, body: res.body })
     }))
   }
   return answers

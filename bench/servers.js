@@ -143,7 +143,8 @@ export async function startNginx (answers, dir, { cpus = null } = {}) {
   const port = await freePort()
   const root = join(dir, 'root')
   const headersBySet = new Map()
-  for (const [path, a] of answers) {
+  for (const [target, a] of answers) {
+    const path = target.split('?')[0] // nginx serves a file by the path alone
     const file = join(root, ...path.split('/').filter(Boolean).map(decodeURIComponent))
     mkdirSync(dirname(file), { recursive: true })
     writeFileSync(file, a.body)

@@ -490,3 +490,19 @@ test('bench finder: a redirect, an HTML page or an empty 200 is not a tile; a se
   assert.equal(reset.status, 0, reset.stderr)
   for (const res of [r, h, e, never, reset]) assert.doesNotMatch(res.stderr, /at .*\.js:\d+/)
 })
+
+test('bench --baseline and --nginx mirror a --server whose template has a query (an API key)', async (t) => {
+  const { findNginx, startTileCannon } = await import('../bench/servers.js')
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'a.mbtiles'), { tiles: vectorTiles(pyramid(0, 1, 2)) })
+  const other = await startTileCannon([dir])
+  t.after(() => other.stop())
+  const json = join(dir, 'r.json')
+  const nginx = findNginx() !== null
+  const res = await benchAsync(['--server', `keyed=${other.base}/a/{z}/{x}/{y}?key=abc`, '--tilejson', `${other.base}/a.json`, '--baseline', ...(nginx ? ['--nginx'] : []),
+    '--zooms', '1', '--duration', '1', '--warmup', '0', '--connections', '2', '--json', json])
+  assert.equal(res.status, 0, res.stderr)
+  const report = JSON.parse(readFileSync(json, 'utf8'))
+  assert.deepEqual(report.servers, ['node:http baseline', ...(nginx ? ['nginx static files'] : []), 'keyed'])
+  for (const [server, r] of Object.entries(report.sets[0].rows[0].results)) assert.ok(r.requests > 0 && r.non2xx === 0 && r.errors === 0, `${server}: ${JSON.stringify(r)}`)
+})
