@@ -215,7 +215,7 @@ function defaultZooms (tilejson) {
 }
 
 /** One autocannon run over `paths` (cycled by a shared counter, so connections never move in lockstep). */
-function load (origin, paths, { duration, connections, headers }) {
+function load (origin, paths, { duration, connections, headers, timeout = 10 }) {
   let next = 0
   return new Promise((resolve, reject) => {
     const instance = autocannon({
@@ -223,6 +223,7 @@ function load (origin, paths, { duration, connections, headers }) {
       connections,
       duration,
       headers,
+      timeout, // s, as wrk's --timeout
       requests: [{ setupRequest: (req) => ({ ...req, path: paths[next++ % paths.length] }) }],
     }, (err, result) => (err ? reject(err) : resolve(result)))
     autocannon.track(instance, { renderProgressBar: false, renderResultsTable: false, renderLatencyTable: false })
@@ -231,15 +232,16 @@ function load (origin, paths, { duration, connections, headers }) {
 
 /**
  * One measurement with the chosen client, as the bench's figures: req/s, bytes/s, mean and p99 latency (ms), errors
- * (socket errors and timeouts), non-2xx answers and the requests answered.
+ * (socket errors and timeouts: autocannon's errors count its timeouts already), non-2xx answers and the requests
+ * answered.
  */
-async function measure (origin, paths, opts, duration, scriptFile) {
+export async function measure (origin, paths, opts, duration, scriptFile) {
   if (opts.client === 'wrk') {
     const r = await wrk(origin, paths, { duration, connections: opts.connections, threads: opts.threads, headers: opts.headers, cpus: opts.clientCpus, scriptFile })
     return { rps: r.rps, throughput: r.throughput, latencyAvg: r.latencyAvg, latencyP99: r.latencyP99, errors: r.errors, non2xx: r.non2xx, requests: r.requests }
   }
   const r = await load(origin, paths, { ...opts, duration })
-  return { rps: r.requests.average, throughput: r.throughput.average, latencyAvg: r.latency.average, latencyP99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx, requests: r.requests.total }
+  return { rps: r.requests.average, throughput: r.throughput.average, latencyAvg: r.latency.average, latencyP99: r.latency.p99, errors: r.errors, non2xx: r.non2xx, requests: r.requests.total }
 }
 
 /**

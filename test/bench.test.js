@@ -506,3 +506,12 @@ test('bench --baseline and --nginx mirror a --server whose template has a query 
   assert.deepEqual(report.servers, ['node:http baseline', ...(nginx ? ['nginx static files'] : []), 'keyed'])
   for (const [server, r] of Object.entries(report.sets[0].rows[0].results)) assert.ok(r.requests > 0 && r.non2xx === 0 && r.errors === 0, `${server}: ${JSON.stringify(r)}`)
 })
+
+test('bench with autocannon: a request that times out is one error', { timeout: 30_000 }, async (t) => {
+  const { measure } = await import('../bench/run.js')
+  let received = 0
+  const base = await serve(t, () => { received++ }) // never answers
+  const r = await measure(base, ['/0/0/0'], { client: 'autocannon', connections: 1, headers: {}, timeout: 1 }, 3.5)
+  // One connection, a 1 s timeout over 3.5 s: three timed out, the fourth was still waiting at the end.
+  assert.ok(r.errors >= 1 && r.errors <= received && r.errors >= received - 1, `${r.errors} errors for ${received} requests unanswered`)
+})
