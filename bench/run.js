@@ -4,9 +4,9 @@
 // baseline in the same run so results read as ratios on a noisy machine, with each server's CPU per request (the figure
 // a saturated client cannot blur); --client wrk drives the load from a separate process pinned to its own core, so
 // req/s are server-bound too. See bench/README.md.
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
-import { basename, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import autocannon from 'autocannon'
 import { StartError, findNginx, startBaseline, startNginx, startPgHttp, startTileCannon, stopAll } from './servers.js'
@@ -610,6 +610,26 @@ export async function run (opts) {
   }
 }
 
+/** Why a report cannot be written at `file` (a folder that is not there, or not writable, a folder at the path), or null. */
+function unwritable (file) {
+  try {
+    if (statSync(file).isDirectory()) return 'is a folder'
+    accessSync(file, constants.W_OK)
+    return null
+  } catch (err) {
+    if (err.code === 'EACCES') return 'cannot be written (EACCES)'
+    if (err.code !== 'ENOENT') return `cannot be written (${err.code ?? err.message})`
+  }
+  const dir = dirname(resolve(file))
+  try {
+    if (!statSync(dir).isDirectory()) return `${dir} is not a folder`
+    accessSync(dir, constants.W_OK)
+    return null
+  } catch (err) {
+    return err.code === 'ENOENT' ? `its folder ${dir} does not exist` : `its folder ${dir} cannot be written (${err.code ?? err.message})`
+  }
+}
+
 async function main () {
   let opts
   try {
@@ -619,14 +639,33 @@ async function main () {
     process.exit(2)
   }
   if (opts.help) return console.log(USAGE)
+  // Where the report goes is checked before the run, not found wrong after it.
+  for (const name of ['json', 'chart']) {
+    const why = opts[name] === undefined ? null : unwritable(opts[name])
+    if (why !== null) {
+      console.error(`bench: --${name} ${opts[name]}: ${why}`)
+      process.exit(2)
+    }
+  }
   try {
     const report = await run(opts)
-    if (opts.json) writeFileSync(opts.json, JSON.stringify(report, null, 2))
-    if (opts.chart) writeFileSync(opts.chart, svgChart(report))
-    if (opts.markdown || !opts.json) console.log(markdown(report))
+    // A file that cannot be written after all (its folder removed during the run): the tables are printed anyway.
+    const failedWrites = []
+    const write = (name, text) => {
+      try {
+        writeFileSync(opts[name], text)
+      } catch (err) {
+        failedWrites.push(`bench: --${name} ${opts[name]}: cannot write it (${err.code ?? err.message})`)
+      }
+    }
+    if (opts.json) write('json', JSON.stringify(report, null, 2))
+    if (opts.chart) write('chart', svgChart(report))
+    if (opts.markdown || !opts.json || failedWrites.length) console.log(markdown(report))
     console.log(`machine: ${report.machine.cpu}, ${report.machine.cores} cores, Node ${report.machine.node}, load ${report.machine.loadBefore.map((l) => l.toFixed(2)).join(' ')} → ${report.machine.loadAfter.map((l) => l.toFixed(2)).join(' ')}`)
     const o = report.options
     console.log(`client: ${o.client}${o.client === 'wrk' ? ` (${o.threads} thread${o.threads > 1 ? 's' : ''})` : ''}, ${o.connections} connections, ${o.clientCpus === null ? 'unpinned' : `on core(s) ${o.clientCpus}`}; servers started by the bench ${o.serverCpus === null ? 'unpinned' : `on core(s) ${o.serverCpus}`}`)
+    for (const line of failedWrites) console.error(line)
+    if (failedWrites.length) process.exitCode = 1
     // A server answering errors or non-2xx was not serving the tiles asked for: its figures do not count.
     const failed = report.sets.some((s) => s.rows.some((r) => Object.values(r.results).some((x) => x.errors > 0 || x.non2xx > 0)))
     if (failed) {

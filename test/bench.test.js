@@ -3,7 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -514,4 +514,34 @@ test('bench with autocannon: a request that times out is one error', { timeout: 
   const r = await measure(base, ['/0/0/0'], { client: 'autocannon', connections: 1, headers: {}, timeout: 1 }, 3.5)
   // One connection, a 1 s timeout over 3.5 s: three timed out, the fourth was still waiting at the end.
   assert.ok(r.errors >= 1 && r.errors <= received && r.errors >= received - 1, `${r.errors} errors for ${received} requests unanswered`)
+})
+
+test('bench --json, --chart: a path that cannot be written is refused before the run; one that fails after it still prints the tables', async (t) => {
+  const dir = tempDir(t)
+  const started = Date.now()
+  const noFolder = bench(['--json', join(dir, 'nonexistent', 'r.json'), '--duration', '1'])
+  assert.equal(noFolder.status, 2)
+  assert.equal(noFolder.stderr, `bench: --json ${join(dir, 'nonexistent', 'r.json')}: its folder ${join(dir, 'nonexistent')} does not exist\n`)
+  const folder = bench(['--chart', dir, '--duration', '1'])
+  assert.equal(folder.status, 2)
+  assert.equal(folder.stderr, `bench: --chart ${dir}: is a folder\n`)
+  assert.ok(Date.now() - started < 5000, 'refused before anything ran')
+
+  // The folder goes during the run: the figures are not lost.
+  writeMbtiles(join(dir, 'a.mbtiles'), { tiles: vectorTiles(pyramid(0, 1, 2)) })
+  const out = join(dir, 'out')
+  mkdirSync(out)
+  const child = spawn(process.execPath, [RUN, '--data', join(dir, 'a.mbtiles'), '--zooms', '1', '--duration', '1', '--warmup', '0', '--connections', '2', '--json', join(out, 'r.json')], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => { stdout += d })
+  child.stderr.on('data', (d) => {
+    stderr += d
+    if (/\[1\/1\]/.test(stderr)) rmSync(out, { recursive: true, force: true })
+  })
+  const [status] = await once(child, 'exit')
+  assert.equal(status, 1, stderr)
+  assert.match(stdout, /### Summary/)
+  assert.equal(stderr.split('\n').at(-2), `bench: --json ${join(out, 'r.json')}: cannot write it (ENOENT)`)
+  assert.doesNotMatch(stderr, /at .*\.js:\d+/)
 })
