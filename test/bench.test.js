@@ -545,3 +545,14 @@ test('bench --json, --chart: a path that cannot be written is refused before the
   assert.equal(stderr.split('\n').at(-2), `bench: --json ${join(out, 'r.json')}: cannot write it (ENOENT)`)
   assert.doesNotMatch(stderr, /at .*\.js:\d+/)
 })
+
+test('bench with autocannon: latencies of a sub-millisecond server are to the fraction of a ms (Little\'s law agrees)', async (t) => {
+  const { measure } = await import('../bench/run.js')
+  const base = await serve(t, (req, res) => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(TILE))
+  const r = await measure(base, ['/0/0/0', '/1/0/0'], { client: 'autocannon', connections: 2, headers: {} }, 1)
+  // Little's law: with 2 requests always out, each takes 2 / (req/s) on average, at most (the client's own time
+  // between an answer and the next request is in the law's figure, not in the latency).
+  const little = (2 / r.rps) * 1000
+  assert.ok(r.latencyAvg > little * 0.3 && r.latencyAvg <= little * 1.05, `mean ${r.latencyAvg} ms, Little's law ${little} ms`)
+  assert.ok(r.latencyP99 >= r.latencyAvg && r.latencyP99 > 0, `p99 ${r.latencyP99} ms`)
+})
