@@ -653,6 +653,22 @@ async function main () {
     process.exit(2)
   }
   if (opts.help) return console.log(USAGE)
+  // A process that is not there would be measured as nothing, its CPU columns "–", silently.
+  const running = (pid) => {
+    try {
+      process.kill(pid, 0)
+      return true
+    } catch (err) {
+      return err.code === 'EPERM' // there, another user's
+    }
+  }
+  const pids = [...opts.servers.filter((s) => s.pid !== undefined).map((s) => [`--pid ${s.name}=${s.pid}`, s.pid]), [`--pid titiler=${opts.titilerPid}`, opts.titilerPid], [`--db-pid ${opts.dbPid}`, opts.dbPid]]
+  for (const [flag, pid] of pids) {
+    if (pid !== null && !running(pid)) {
+      console.error(`bench: ${flag}: no process ${pid} is running`)
+      process.exit(2)
+    }
+  }
   // Where the report goes is checked before the run, not found wrong after it.
   for (const name of ['json', 'chart']) {
     const why = opts[name] === undefined ? null : unwritable(opts[name])

@@ -556,3 +556,15 @@ test('bench with autocannon: latencies of a sub-millisecond server are to the fr
   assert.ok(r.latencyAvg > little * 0.3 && r.latencyAvg <= little * 1.05, `mean ${r.latencyAvg} ms, Little's law ${little} ms`)
   assert.ok(r.latencyP99 >= r.latencyAvg && r.latencyP99 > 0, `p99 ${r.latencyP99} ms`)
 })
+
+test('bench --pid or --db-pid of a process that is not running: refused before the run, one line, exit 2', async (t) => {
+  const gone = spawn(process.execPath, ['-e', ''])
+  await once(gone, 'exit')
+  const base = await serve(t, (req, res) => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(TILE))
+  const res = await benchAsync(['--server', `x=${base}/{z}/{x}/{y}`, '--pid', `x=${gone.pid}`, '--zooms', '0', '--duration', '1', '--warmup', '0'])
+  assert.equal(res.status, 2)
+  assert.equal(res.stderr, `bench: --pid x=${gone.pid}: no process ${gone.pid} is running\n`)
+  const db = await benchAsync(['--server', `x=${base}/{z}/{x}/{y}`, '--db-pid', String(gone.pid), '--zooms', '0', '--duration', '1', '--warmup', '0'])
+  assert.equal(db.status, 2)
+  assert.equal(db.stderr, `bench: --db-pid ${gone.pid}: no process ${gone.pid} is running\n`)
+})
