@@ -444,6 +444,7 @@ export async function run (opts) {
     for (const set of sets) {
       const probeTemplate = instances.length ? ourTemplate(instances[0].base, set) : opts.servers[0].template
       const probeName = instances.length ? instances[0].name : opts.servers[0].name
+      Object.assign(set, { probeTemplate, probeName })
       set.tiles = {}
       set.zooms = opts.zooms ?? defaultZooms(set.tilejsonData)
       for (const z of set.zooms) {
@@ -472,6 +473,23 @@ export async function run (opts) {
       if (!instances.length) throw new UsageError('--titiler compares with tile-cannon on the same files: give them with --data')
       for (const set of sets) set.titiler = await titilerTemplate(opts.titiler, set, data, instances[0].base, opts.query)
       servers.push({ name: 'titiler', template: (set) => set.titiler, pid: opts.titilerPid })
+    }
+    // Every other server is asked one of the tiles before any is measured: one that is down, or answers something
+    // else than a tile, is said now rather than benched at 0 req/s for every zoom.
+    for (const set of sets) {
+      const [z, x, y] = set.tiles[set.zooms[0]][0]
+      for (const server of servers.slice(instances.length ? 1 : 0)) {
+        if (server.template(set) === set.probeTemplate) continue
+        const url = fill(server.template(set), z, x, y)
+        let why
+        try {
+          why = await askTile(url, { headers: opts.headers })
+        } catch (err) {
+          if (err instanceof UnreachableError) throw new UsageError(`${server.name}: ${err.message}`)
+          throw err
+        }
+        if (why !== null) throw new UsageError(`${server.name} answered ${why} to ${url}, where ${set.probeName} answered a tile`)
+      }
     }
     // Baselines answer the first server's paths with its very answers, so the same path list works for them.
     const reference = servers[0]

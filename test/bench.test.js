@@ -568,3 +568,20 @@ test('bench --pid or --db-pid of a process that is not running: refused before t
   assert.equal(db.status, 2)
   assert.equal(db.stderr, `bench: --db-pid ${gone.pid}: no process ${gone.pid} is running\n`)
 })
+
+test('bench --data with a --server that is down, or answers no tile: one line naming it before anything is measured', async (t) => {
+  const { freePort } = await import('../bench/servers.js')
+  const dir = tempDir(t)
+  writeMbtiles(join(dir, 'a.mbtiles'), { tiles: vectorTiles(pyramid(0, 1, 2)) })
+  const closed = await freePort()
+  const missing = await serve(t, (req, res) => res.writeHead(404).end())
+  const args = (template) => ['--data', dir, '--server', `other=${template}`, '--zooms', '1', '--duration', '5', '--warmup', '0', '--connections', '2']
+  const started = Date.now()
+  const [down, notFound] = await Promise.all([benchAsync(args(`http://127.0.0.1:${closed}/a/{z}/{x}/{y}`)), benchAsync(args(`${missing}/a/{z}/{x}/{y}`))])
+  assert.equal(down.status, 1)
+  assert.match(down.stderr, new RegExp(`^bench: other: cannot reach http://127\\.0\\.0\\.1:${closed}/a/1/\\d/\\d: ECONNREFUSED$`, 'm'))
+  assert.equal(notFound.status, 1)
+  assert.match(notFound.stderr, new RegExp(`^bench: other answered 404 to ${missing}/a/1/\\d/\\d, where tile-cannon answered a tile$`, 'm'))
+  for (const res of [down, notFound]) assert.doesNotMatch(res.stderr, /\[1\/\d+\]|at .*\.js:\d+/, 'nothing measured, no stack')
+  assert.ok(Date.now() - started < 5000 + 10_000, 'not benched for --duration 5 per server')
+})
