@@ -627,7 +627,9 @@ export async function run (opts) {
       const firstCpuPerRequest = meanCpu(set.rows.map((r) => r.results[report.cpuReference]))
       return report.servers.map((server) => {
         const rows = set.rows.map((r) => r.results[server])
-        return { location: set.location, server, rps: mean(rows, 'rps'), firstRps, throughput: mean(rows, 'throughput'), latencyAvg: mean(rows, 'latencyAvg'), cpuPerRequest: meanCpu(rows), firstCpuPerRequest }
+        // Requests that failed or were answered other than 2xx: the averages are not of tiles served.
+        const failed = { errors: sum(rows, 'errors'), non2xx: sum(rows, 'non2xx') }
+        return { location: set.location, server, rps: mean(rows, 'rps'), firstRps, throughput: mean(rows, 'throughput'), latencyAvg: mean(rows, 'latencyAvg'), cpuPerRequest: meanCpu(rows), firstCpuPerRequest, ...(failed.errors || failed.non2xx ? { failed } : {}) }
       })
     })
     return report
@@ -715,9 +717,9 @@ async function main () {
     for (const line of failedWrites) console.error(line)
     if (failedWrites.length) process.exitCode = 1
     // A server answering errors or non-2xx was not serving the tiles asked for: its figures do not count.
-    const failed = report.sets.some((s) => s.rows.some((r) => Object.values(r.results).some((x) => x.errors > 0 || x.non2xx > 0)))
-    if (failed) {
-      console.error('bench: some requests failed or were not answered 2xx (see Errors and Non-2xx): those figures are not comparable')
+    const failed = [...new Set(report.summary.filter((s) => s.failed).map((s) => s.server))]
+    if (failed.length) {
+      console.error(`bench: some requests to ${failed.join(', ')} failed or were not answered 2xx (see Errors and Non-2xx): those figures are not comparable`)
       process.exitCode = 1
     }
   } catch (err) {

@@ -585,3 +585,25 @@ test('bench --data with a --server that is down, or answers no tile: one line na
   for (const res of [down, notFound]) assert.doesNotMatch(res.stderr, /\[1\/\d+\]|at .*\.js:\d+/, 'nothing measured, no stack')
   assert.ok(Date.now() - started < 5000 + 10_000, 'not benched for --duration 5 per server')
 })
+
+test('bench: a server whose answers turn to errors during the run is marked in the Summary and the chart, and named on stderr', async (t) => {
+  let broken = false
+  const base = await serve(t, (req, res) => {
+    if (broken) return res.writeHead(500, { 'content-type': 'text/plain' }).end('oops')
+    res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(TILE)
+  })
+  const dir = tempDir(t)
+  const chart = join(dir, 'c.svg')
+  const child = spawn(process.execPath, [RUN, '--server', `flaky=${base}/{z}/{x}/{y}`, '--zooms', '1', '--duration', '1', '--warmup', '0', '--connections', '2', '--chart', chart], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => { stdout += d })
+  child.stderr.on('data', (d) => { stderr += d; if (/\[1\/1\]/.test(stderr)) broken = true })
+  const [status] = await once(child, 'exit')
+  assert.equal(status, 1, stderr)
+  const summary = stdout.split('### Summary')[1]
+  assert.match(summary, /\| flaky ⚠ not comparable: [\d,]+ non-2xx \| /)
+  assert.match(stderr, /^bench: some requests to flaky failed or were not answered 2xx \(see Errors and Non-2xx\): those figures are not comparable$/m)
+  const svg = readFileSync(chart, 'utf8')
+  assert.match(svg, /<rect [^>]*fill="url\(#failed\)"[^>]*class="failed"><title>flaky z1: \d+ req\/s ⚠ not comparable: \d+ non-2xx<\/title>/)
+})
