@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import pino from 'pino'
 import sharp from 'sharp'
 import { makeApp, needs } from './helpers/app.js'
-import { tempDir } from './helpers/data.js'
+import { tempDir, z8RasterPy } from './helpers/data.js'
 import { loadConfig } from '../lib/config.js'
 import { buildApp } from '../lib/app.js'
 
@@ -117,17 +117,7 @@ test('a mask in a .msk sidecar is read as an internal mask is: transparent where
 
 // `wide.tif`: 4096 px over z8 tile 135/91 in blocks of 256, overviews 2…16 inside, the mask (a disc hidden) in a .msk
 // written after them, so it holds the full image's only: every overview level samples its 256 blocks.
-const WIDE_SCRIPT = `
-import math, sys
-import numpy as np, rasterio
-from rasterio.enums import Resampling
-from rasterio.transform import from_origin
-d = sys.argv[1]
-W = 2 * math.pi * 6378137.0
-size = W / 2 ** 8
-yy, xx = np.mgrid[0:4096, 0:4096]
-prof = dict(driver='GTiff', width=4096, height=4096, count=1, dtype='uint8', crs='EPSG:3857', tiled=True, blockxsize=256,
-            blockysize=256, compress='deflate', transform=from_origin(-W / 2 + 135 * size, W / 2 - 91 * size, size / 4096, size / 4096))
+const WIDE_SCRIPT = `${z8RasterPy(4096)}
 with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False):
     with rasterio.open(f'{d}/wide.tif', 'w', **prof) as f:
         f.write(((xx // 16 + yy // 16) % 200 + 40).astype('u1'), 1)
@@ -165,19 +155,9 @@ test('a level sampling the .msk reads each of its blocks once: the next level do
 // the file in a.tif.ovr and of the mask in a.tif.msk.ovr, where the stripes average to valid (sampling the .msk at a
 // coarser scale, every sample falls on a stripe: all hidden). `b.tif`: the same, its .msk.ovr in blocks of 128, not
 // the .ovr's 256. rio-tiler's mask (1 valid) for each tile asked.
-const MASK_OVR_SCRIPT = `
-import json, math, os, shutil, sys, warnings
-warnings.filterwarnings('ignore')
-import numpy as np, rasterio
-from rasterio.enums import Resampling
-from rasterio.transform import from_origin
+const MASK_OVR_SCRIPT = `${z8RasterPy(2048)}
 from rio_tiler.io import Reader
-d, tiles = sys.argv[1], sys.argv[2:]
-W = 2 * math.pi * 6378137.0
-size = W / 2 ** 8
-yy, xx = np.mgrid[0:2048, 0:2048]
-prof = dict(driver='GTiff', width=2048, height=2048, count=1, dtype='uint8', crs='EPSG:3857', tiled=True, blockxsize=256,
-            blockysize=256, compress='deflate', transform=from_origin(-W / 2 + 135 * size, W / 2 - 91 * size, size / 2048, size / 2048))
+tiles = sys.argv[2:]
 valid = ~(((xx + yy) % 8 < 3) | ((xx - 700) ** 2 + (yy - 1200) ** 2 < 500 ** 2))
 for name, blocks in [('a', 256), ('b', 128)]:
     with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False), rasterio.open(f'{d}/{name}.tif', 'w', **prof) as f:
@@ -196,14 +176,21 @@ for name in ['a', 'b']:
 print(json.dumps(out))
 `
 
+// The 8×, 4× and 2× overviews read 1:1, and the full resolution.
+const MASK_OVR_TILES = ['8/135/91', '9/270/182', '10/541/365', '11/1080/728']
+
+/** MASK_OVR_SCRIPT's files written in `dir`, and rio-tiler's masks of MASK_OVR_TILES over them (by set, then tile). */
+function maskOvrFiles (dir) {
+  const run = spawnSync(RIO_PYTHON, ['-c', MASK_OVR_SCRIPT, dir, ...MASK_OVR_TILES], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 })
+  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
+  return JSON.parse(run.stdout)
+}
+
 test('a .msk.ovr beside a .msk is read as the mask\'s overview levels: transparent where rio-tiler masks at every zoom, in the .ovr\'s blocks or its own; added at a reload, it is read', async (t) => {
   if (!needs(t, HAVE_RIO_TILER, NO_RIO_TILER)) return
   const dir = tempDir(t)
-  // The 8×, 4× and 2× overviews read 1:1, and the full resolution.
-  const tiles = ['8/135/91', '9/270/182', '10/541/365', '11/1080/728']
-  const run = spawnSync(RIO_PYTHON, ['-c', MASK_OVR_SCRIPT, dir, ...tiles], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 })
-  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
-  const reference = JSON.parse(run.stdout)
+  const reference = maskOvrFiles(dir)
+  const tiles = MASK_OVR_TILES
   assert.deepEqual(reference.a.files, ['a.tif', 'a.tif.msk', 'a.tif.msk.ovr', 'a.tif.ovr'], 'GDAL reads the .msk.ovr')
   // a.tif opens without its .msk.ovr: the reload that sees it added re-opens the set in every worker.
   renameSync(join(dir, 'a.tif.msk.ovr'), join(dir, 'aside'))
@@ -256,10 +243,8 @@ async function folderServer (t, dir, denied = []) {
 test('a remote COG\'s .msk, .msk.ovr and .ovr are read as a local one\'s, each looked for once an open, not by every worker; none there (404, 403) is no sidecar, quietly', async (t) => {
   if (!needs(t, HAVE_RIO_TILER, NO_RIO_TILER)) return
   const dir = tempDir(t)
-  const tiles = ['8/135/91', '9/270/182', '10/541/365', '11/1080/728']
-  const run = spawnSync(RIO_PYTHON, ['-c', MASK_OVR_SCRIPT, dir, ...tiles], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20 })
-  assert.equal(run.status, 0, `rio-tiler failed: ${run.stderr}`)
-  const reference = JSON.parse(run.stdout).a
+  const tiles = MASK_OVR_TILES
+  const reference = maskOvrFiles(dir).a
   copyFileSync(join(dir, 'a.tif'), join(dir, 'plain.tif')) // no sidecars: its .msk a 404, its .ovr a 403
   const store = await folderServer(t, dir, ['plain.tif.ovr'])
   const logs = []

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import sharp from 'sharp'
 import { makeApp, needs } from './helpers/app.js'
-import { tempDir } from './helpers/data.js'
+import { tempDir, z8RasterPy } from './helpers/data.js'
 
 const RIO_PYTHON = process.env.RIO_TILER_PYTHON || 'python3'
 const HAVE_RASTERIO = spawnSync(RIO_PYTHON, ['-c', 'import rasterio'], { stdio: 'ignore' }).status === 0
@@ -18,17 +18,7 @@ const NO_RASTERIO = 'rasterio is not installed (pip install rio-tiler, or set RI
 // `a.tif` (in `folder/`): 4096 px over z8 tile 135/91, no overviews and no mask. Beside copies of it: `m.tif.msk`, a
 // mask hiding diagonal stripes (an eighth of a z12 tile or more), and `o.tif.ovr`, its overviews 2…16 (gdaladdo -ro), which
 // serve z8 (without them a z8 tile would read 16 Mpx: a 404).
-const SCRIPT = `
-import math, os, shutil, sys
-import numpy as np, rasterio
-from rasterio.enums import Resampling
-from rasterio.transform import from_origin
-d = sys.argv[1]
-W = 2 * math.pi * 6378137.0
-size = W / 2 ** 8
-yy, xx = np.mgrid[0:4096, 0:4096]
-prof = dict(driver='GTiff', width=4096, height=4096, count=1, dtype='uint8', crs='EPSG:3857', tiled=True, blockxsize=256,
-            blockysize=256, compress='deflate', transform=from_origin(-W / 2 + 135 * size, W / 2 - 91 * size, size / 4096, size / 4096))
+const SCRIPT = `${z8RasterPy(4096)}
 with rasterio.open(f'{d}/folder/a.tif', 'w', **prof) as f:
     f.write(((xx // 16 + yy // 16) % 200 + 40).astype('u1'), 1)
 for name in ['m', 'o']:

@@ -116,14 +116,7 @@ test('a store whose servers give one object different ETags (two nodes behind on
 })
 
 test('an object replaced by one of the same size moments after its set opened is read anew, never mixed with the old (not taken for servers that disagree)', async (t) => {
-  const dir = tempDir(t)
-  // Two archives of one size whose tiles lie elsewhere: tile 3 is 100 bytes longer in the second, tile 4 as much shorter.
-  const version = (n, shift) => {
-    const tiles = pyramid(0, 2).map(([z, x, y], i) => ({ z, x, y, data: makeMvt(z, x, y, { pad: 'x'.repeat(600 + (i === 3 ? shift : i === 4 ? -shift : 0)) + n }) }))
-    return { tiles, file: writePmtiles(join(dir, `v${n}.pmtiles`), { tiles, tileCompression: 'none', internalCompression: 'none' }) }
-  }
-  const [one, two] = [version(1, 0), version(2, 100)]
-  assert.equal(one.file.length, two.file.length, 'the same size')
+  const [one, two] = sameSizeVersions(tempDir(t))
   let current = one
   let etag = '"a"'
   const server = createServer((req, res) => {
@@ -206,14 +199,7 @@ test('a URL with user:password@ is read with HTTP Basic auth, and the password s
 })
 
 test('an object with no ETag and no Last-Modified replaced by one of the same size is re-opened once revalidateMs has passed: its tiles are the new ones, not old directories over new bytes', async (t) => {
-  const dir = tempDir(t)
-  // Two archives of one size whose tiles lie elsewhere: tile 3 is 100 bytes longer in the second, tile 4 as much shorter.
-  const version = (n, shift) => {
-    const tiles = pyramid(0, 2).map(([z, x, y], i) => ({ z, x, y, data: makeMvt(z, x, y, { pad: 'x'.repeat(600 + (i === 3 ? shift : i === 4 ? -shift : 0)) + n }) }))
-    return { tiles, file: writePmtiles(join(dir, `v${n}.pmtiles`), { tiles, tileCompression: 'none', internalCompression: 'none' }) }
-  }
-  const [one, two] = [version(1, 0), version(2, 100)]
-  assert.equal(one.file.length, two.file.length, 'the same size')
+  const [one, two] = sameSizeVersions(tempDir(t))
   let current = one
   const server = createServer((req, res) => { // no validator at all
     const [, a, b] = /bytes=(\d+)-(\d+)/.exec(req.headers.range)
@@ -240,3 +226,17 @@ test('an object with no ETag and no Last-Modified replaced by one of the same si
   assert.deepEqual(res.rawPayload, two.tiles[4].data, 'the new object\'s tile, read where its directory says')
   for (const tile of two.tiles) assert.deepEqual((await app.inject({ url: `/plain/${tile.z}/${tile.x}/${tile.y}.mvt` })).rawPayload, tile.data)
 })
+
+/**
+ * Two archives of one size written in `dir` whose tiles lie elsewhere: tile 3 is 100 bytes longer in the second, tile
+ * 4 as much shorter. → [{ tiles, file }, { tiles, file }]
+ */
+function sameSizeVersions (dir) {
+  const version = (n, shift) => {
+    const tiles = pyramid(0, 2).map(([z, x, y], i) => ({ z, x, y, data: makeMvt(z, x, y, { pad: 'x'.repeat(600 + (i === 3 ? shift : i === 4 ? -shift : 0)) + n }) }))
+    return { tiles, file: writePmtiles(join(dir, `v${n}.pmtiles`), { tiles, tileCompression: 'none', internalCompression: 'none' }) }
+  }
+  const versions = [version(1, 0), version(2, 100)]
+  assert.equal(versions[0].file.length, versions[1].file.length, 'the same size')
+  return versions
+}

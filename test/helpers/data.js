@@ -201,3 +201,22 @@ async function pmtilesTiles (path) {
   await walk(header.rootDirectoryOffset, header.rootDirectoryLength)
   return out
 }
+
+/**
+ * The start of a Python script (rasterio, numpy) for the COG sidecar tests: `d` (its first argument, the folder to
+ * write in), `prof`, the profile of an n × n px GeoTIFF over z8 tile 135/91 (EPSG:3857, blocks of 256, deflate), and
+ * `yy, xx`, its pixel grids.
+ */
+export const z8RasterPy = (n) => `
+import json, math, os, shutil, sys, warnings
+warnings.filterwarnings('ignore')
+import numpy as np, rasterio
+from rasterio.enums import Resampling
+from rasterio.transform import from_origin
+d = sys.argv[1]
+W = 2 * math.pi * 6378137.0
+size = W / 2 ** 8
+yy, xx = np.mgrid[0:${n}, 0:${n}]
+prof = dict(driver='GTiff', width=${n}, height=${n}, count=1, dtype='uint8', crs='EPSG:3857', tiled=True, blockxsize=256,
+            blockysize=256, compress='deflate', transform=from_origin(-W / 2 + 135 * size, W / 2 - 91 * size, size / ${n}, size / ${n}))
+`
