@@ -254,7 +254,6 @@ const hasInexact = (properties) => {
   for (const key in properties) if (mayBeInexact(properties[key])) return true
   return false
 }
-const exactNumber = (v) => (v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v)
 const BIG = new WeakSet() // features holding a BigInt, which geoJsonText writes as a number literal
 
 /**
@@ -266,14 +265,14 @@ function exactFeature (feature, layer, i) {
   if (read === undefined) return false
   let big = false
   if (mayBeInexact(feature.id) && read.id !== undefined) {
-    feature.id = exactNumber(read.id)
+    feature.id = jsonValue(read.id)
     big = typeof feature.id === 'bigint'
   }
   const values = new Map() // a key's last value wins, as it does in @mapbox/vector-tile
   for (let t = 0; t + 1 < read.tags.length; t += 2) values.set(layer.keys[read.tags[t]], layer.values[read.tags[t + 1]])
   for (const [key, value] of values) {
     if (typeof value !== 'bigint' || !mayBeInexact(feature.properties[key])) continue
-    feature.properties[key] = exactNumber(value)
+    feature.properties[key] = jsonValue(value)
     if (typeof feature.properties[key] === 'bigint') big = true
   }
   return big
@@ -397,9 +396,13 @@ function mltToGeoJson (tables, z, x, y) {
       else if (type === 'MultiLineString' || type === 'Polygon') coordinates = lines.map((l) => l.map(project))
       else coordinates = classifyRings(lines).map((rings) => rings.map((l) => l.map(project)))
       const properties = Object.create(null)
+      let big = false
       for (const column of columns) {
         const value = column.getValue(i)
-        if (value !== null) properties[column.name] = jsonValue(value)
+        if (value === null) continue
+        const json = jsonValue(value)
+        properties[column.name] = json
+        if (typeof json === 'bigint') big = true
       }
       if (!(LAYER_KEY in properties)) properties[LAYER_KEY] = table.name
       const feature = { type: 'Feature', geometry: { type, coordinates }, properties }
@@ -407,15 +410,21 @@ function mltToGeoJson (tables, z, x, y) {
       const id = table.idVector?.getValue(i) ?? null
       // (a 64-bit id column is uint64, read into a BigInt64Array: 2^64 - 1 comes out as -1n)
       if (id !== null) feature.id = jsonValue(typeof id === 'bigint' ? BigInt.asUintN(64, id) : id)
-      if (typeof feature.id === 'bigint' || Object.values(properties).some((v) => typeof v === 'bigint')) BIG.add(feature)
+      if (big || typeof feature.id === 'bigint') BIG.add(feature)
       features.push(feature)
     }
   }
   return { type: 'FeatureCollection', features }
 }
 
-/** MLT's 64-bit integers decode as BigInt: a number when it fits, else kept, for geoJsonText to write exactly. */
+const MIN_SAFE_BIGINT = BigInt(Number.MIN_SAFE_INTEGER)
+const MAX_SAFE_BIGINT = BigInt(Number.MAX_SAFE_INTEGER)
+
+/**
+ * A 64-bit integer read as BigInt (MLT's, or a tile's varint read again by exactIntegers): a number when it fits, else
+ * kept, for geoJsonText to write exactly.
+ */
 function jsonValue (v) {
   if (typeof v !== 'bigint') return v
-  return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v
+  return v >= MIN_SAFE_BIGINT && v <= MAX_SAFE_BIGINT ? Number(v) : v
 }
