@@ -516,7 +516,7 @@ async function sidecarTiff (src, ending, what, remote, found) {
     return await GeoTIFF.fromSource(source)
   } catch (err) {
     source?.close()
-    throw new RasterError(`the ${what} beside the file (${basename(path)}) ${what === 'mask' ? 'is' : 'are'} not a readable TIFF: ${err.message}`)
+    throw unreadableSidecar(src, ending, what, err)
   }
 }
 
@@ -558,10 +558,15 @@ async function remoteSidecarTiff (src, ending, what, remote, found) {
   } catch (err) {
     reader.close()
     if (err instanceof Unavailable) throw err
-    throw new RasterError(`the ${what} beside the file (${sidecarName(src, ending)}) ${what === 'mask' ? 'is' : 'are'} not a readable TIFF: ${err.message}`)
+    throw unreadableSidecar(src, ending, what, err)
   }
   found[ending] = reader.version
   return tiff
+}
+
+/** A sidecar of `src` there but not a TIFF geotiff.js reads (`what` it is: 'mask', 'overviews', …). */
+function unreadableSidecar (src, ending, what, err) {
+  return new RasterError(`the ${what} beside the file (${sidecarName(src, ending)}) ${what === 'mask' ? 'is' : 'are'} not a readable TIFF: ${err.message}`)
 }
 
 /** The name of a sidecar of `src` for a message: the file's name (a URL's last path segment) and `ending`. */
@@ -582,27 +587,26 @@ async function describe (tiff, src, remote, maskTiff, openOverviews, openMaskOve
     else if (i === 0 || type & 1) images.push(image)
   }
   // The .msk's images (every one a mask, whatever its subfile type), for levels without an internal mask: GDAL reads
-  // the internal one first.
-  const sidecarMasks = []
-  for (let i = 0, n = maskTiff === null ? 0 : await maskTiff.getImageCount(); i < n; i++) sidecarMasks.push(await maskTiff.getImage(i))
+  // the internal one first. Each → the ending of the file it is in.
+  const sidecarMasks = new Map()
+  for (let i = 0, n = maskTiff === null ? 0 : await maskTiff.getImageCount(); i < n; i++) sidecarMasks.set(await maskTiff.getImage(i), '.msk')
   // A .msk without overviews inside: GDAL reads the mask's overview levels from the .msk.ovr beside it (gdaladdo's,
   // where it did not write into the .msk), rather than sample the full-resolution mask for every overview.
   let maskOvrTiff = null
-  const maskOverviews = new Set() // (of sidecarMasks)
-  if (sidecarMasks.length === 1 && (maskOvrTiff = await openMaskOverviews()) !== null) {
-    const [W, H] = [sidecarMasks[0].getWidth(), sidecarMasks[0].getHeight()]
+  if (sidecarMasks.size === 1 && (maskOvrTiff = await openMaskOverviews()) !== null) {
+    const [full] = sidecarMasks.keys()
+    const [W, H] = [full.getWidth(), full.getHeight()]
     for (let i = 0, n = await maskOvrTiff.getImageCount(); i < n; i++) {
       const image = await maskOvrTiff.getImage(i)
       if (!(image.getWidth() < W && image.getHeight() < H)) continue // (not an overview of the .msk: GDAL would not use it either)
-      sidecarMasks.push(image)
-      maskOverviews.add(image)
+      sidecarMasks.set(image, '.msk.ovr')
     }
   }
   /** A sidecar's mask image as the mask of `image` (sidecarMask), or null: a .msk.ovr's in other blocks is sampled 1:1. */
   const sidecarLevelMask = (image) => {
-    const mask = sidecarMasks.find((m) => sameSize(m, image))
-    if (maskOverviews.has(mask) && !(mask.fileDirectory.hasTag('TileWidth') && mask.getTileWidth() === image.getTileWidth() && mask.getTileHeight() === image.getTileHeight())) return null
-    return sidecarMask(mask, image, maskOverviews.has(mask) ? '.msk.ovr' : '.msk')
+    const mask = [...sidecarMasks.keys()].find((m) => sameSize(m, image))
+    const ending = sidecarMasks.get(mask)
+    return sidecarMask(mask, image, ending, { otherBlocksSampled: ending === '.msk.ovr' })
   }
   const base = images[0]
   const fd = base.fileDirectory
@@ -681,13 +685,13 @@ async function describe (tiff, src, remote, maskTiff, openOverviews, openMaskOve
   // however many overviews the file has, unless a .msk.ovr is beside it; a .ovr's overviews have none beside an
   // internal mask) reads it by nearest sample, as GDAL reads a mask band at a coarser scale. The file's own masks
   // first, as GDAL reads them first.
-  const finerMasks = [...masks.filter((m) => m.fileDirectory.hasTag('TileWidth')), ...sidecarMasks]
+  const finerMasks = [...masks.filter((m) => m.fileDirectory.hasTag('TileWidth')), ...sidecarMasks.keys()]
   if (finerMasks.length > 0) {
     for (const level of levels) {
       if (level.mask !== null) continue
       const finer = finerMasks.filter((m) => m.getWidth() >= level.width && m.getHeight() >= level.height)
         .sort((a, b) => a.getWidth() - b.getWidth())[0]
-      if (finer !== undefined) level.maskFrom = { image: sidecarMasks.includes(finer) ? sidecarMask(finer, finer, maskOverviews.has(finer) ? '.msk.ovr' : '.msk') : finer, fx: finer.getWidth() / level.width, fy: finer.getHeight() / level.height }
+      if (finer !== undefined) level.maskFrom = { image: sidecarMasks.has(finer) ? sidecarMask(finer, finer, sidecarMasks.get(finer)) : finer, fx: finer.getWidth() / level.width, fy: finer.getHeight() / level.height }
     }
   }
 
@@ -787,13 +791,15 @@ async function sidecarOverviews (ovrTiff, base, type, name) {
 
 /**
  * A .msk image as the mask of `image` (null for none): one byte a pixel, in blocks the size of the image's, which
- * blocks.js reads beside the image's own (GDAL writes them so).
+ * blocks.js reads beside the image's own (GDAL writes them so). One in other blocks is refused, or with
+ * `otherBlocksSampled` is null: the level then samples it as a finer mask, 1:1.
  */
-function sidecarMask (mask, image, ending = '.msk') {
+function sidecarMask (mask, image, ending = '.msk', { otherBlocksSampled = false } = {}) {
   if (mask === undefined) return null
   const fd = mask.fileDirectory
   const blocks = fd.hasTag('TileWidth') ? [mask.getTileWidth(), mask.getTileHeight()] : null
   if (blocks === null || blocks[0] !== image.getTileWidth() || blocks[1] !== image.getTileHeight()) {
+    if (otherBlocksSampled) return null
     throw new RasterError(`the mask beside the file (${ending}) is not in blocks of the file's ${image.getTileWidth()} × ${image.getTileHeight()} pixels: rewrite the file with its mask inside (\`gdal_translate -of COG\`)`)
   }
   if (mask.getSamplesPerPixel() !== 1 || mask.getBitsPerSample() > 8) throw new RasterError(`the mask beside the file (${ending}) is not a mask (one band of at most 8 bits)`)
