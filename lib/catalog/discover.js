@@ -11,6 +11,9 @@ import { Slots } from './slots.js'
 
 const exists = (path) => stat(path).then(() => true, () => false)
 
+/** A stat's error for a path that is not there (as against there but out of reach: EACCES on a folder above it). */
+export const isMissing = (err) => err.code === 'ENOENT' || err.code === 'ENOTDIR'
+
 export const isUrl = (s) => /^[a-z][a-z0-9+.-]*:\/\//i.test(s)
 
 /** The spec of one URL or file path (its kind undefined when none serves it). */
@@ -101,8 +104,10 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
       // Still a spec: the catalog opens nothing for it now, and the watcher serves the file once it appears. There but
       // out of reach (a folder above it cannot be searched) is not missing: kept as a path given is, below.
       const reach = await stat(path).then(() => null, (err) => err)
-      if (reach?.code === 'ENOENT' || reach?.code === 'ENOTDIR') missing.push(`${options.path} (sets.${id}.path)`)
-      else if (reach !== null) unserved.push({ path: `${options.path} (sets.${id}.path)`, why: cannotSearch(reach), folder: path })
+      if (reach !== null) {
+        if (isMissing(reach)) missing.push(`${options.path} (sets.${id}.path)`)
+        else unserved.push({ path: `${options.path} (sets.${id}.path)`, why: cannotSearch(reach), folder: path })
+      }
       specs.push({ ...pathSpec(config, path, id), id })
     }
   }
@@ -128,7 +133,7 @@ export async function discoverSpecs (config, log, unlisted = [], missing = [], u
     } catch (err) {
       // Not there; or there, but a folder above it cannot be searched now (EACCES: a mount glitch, a permissions slip):
       // kept as a folder that cannot be listed is (its sets served on from their open handles), not said to be missing.
-      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') missing.push(item)
+      if (isMissing(err)) missing.push(item)
       else unserved.push({ path: item, why: cannotSearch(err), folder: path })
       continue
     }

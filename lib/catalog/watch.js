@@ -6,7 +6,7 @@ import { lstatSync, readlinkSync, statSync, watch } from 'node:fs'
 import { readdir, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { KINDS, kindForFile } from '../sources/index.js'
-import { claimed, isUrl, specOf } from './discover.js'
+import { claimed, isMissing, isUrl, specOf } from './discover.js'
 
 const sameFile = (a, b) => a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino
 export const isWriting = (path) => kindForFile(path)?.writing?.(path) ?? false
@@ -58,10 +58,10 @@ export class FileWatcher {
       info = await stat(path)
     } catch (err) {
       // Its folder cannot be searched now (EACCES: a permissions slip, see setUnlisted): kept, served from its handle.
-      if (known && err.code !== 'ENOENT' && err.code !== 'ENOTDIR') return
+      if (known && !isMissing(err)) return
     }
-    // A folder that is one set (a mosaic of its files): re-opened, whatever changed in it (its own stat may not say).
-    const folderSet = known !== undefined && info?.isDirectory() === true
+    // A folder that is one set (a mosaic of its files): (re-)opened, whatever changed in it (its own stat may not say).
+    const folderSet = info?.isDirectory() === true && (known !== undefined || this.mosaics.has(path))
     if (info === null || (!info.isFile() && !folderSet)) {
       if (known) this.registry.remove(known)
       if (info === null && linkTarget(path) !== null) this.brokenLink({ path: dirname(path), name: basename(path), link: path })
@@ -69,7 +69,7 @@ export class FileWatcher {
     }
     this.broken.delete(path)
     if (folderSet) {
-      await this.open(path, known.id, undefined, slots)
+      await this.open(path, known?.id, this.configuredIds.get(path), slots)
       return
     }
     // A new file of a kind that shares its extension with other documents (.json): only one the kind claims.
@@ -182,7 +182,7 @@ export class FileWatcher {
     this.listed(folder, unlisted.path)
     if (names === null) return this.schedule(folder, 0)
     // A folder configured as one set (`sets.<id>.path`, `mosaic: true`) that could not be reached: that set, re-opened.
-    if (this.mosaics.has(folder)) return this.open(folder, this.registry.byPath.get(folder)?.id, this.configuredIds.get(folder))
+    if (this.mosaics.has(folder)) return this.refresh(folder)
     // New files opened, replaced ones re-opened, those gone dropped, as the watch would have seen them.
     const known = [...this.registry.byPath.keys()].filter((path) => dirname(path) === folder)
     for (const path of new Set([...names.filter((name) => kindForFile(name)).map((name) => join(folder, name)), ...known])) this.schedule(path, 0)
@@ -297,9 +297,7 @@ export class FileWatcher {
     if (!isPresent(path)) return this.awaitPath(path) // a folder on the way to it, or gone again
     this.log.info({ path }, 'path found: serving it')
     this.follow(path)
-    const id = this.configuredIds.get(path)
-    if (this.mosaics.has(path) && isFolder(path)) return this.open(path, undefined, id)
-    if (id === undefined && isFolder(path)) { // a served folder: each tileset file in it, as the watch sees new ones
+    if (!this.configuredIds.has(path) && isFolder(path)) { // a served folder: each tileset file in it, as the watch sees new ones
       for (const name of (await readdir(path)).sort()) if (kindForFile(name)) this.schedule(join(path, name), 0)
       return
     }
