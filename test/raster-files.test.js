@@ -145,3 +145,35 @@ test('with watching on, a COG replaced or deleted on a quiet server is let go by
   await draw('a')
   await draw('c')
 })
+
+test('a COG set closed (reloaded or removed) leaves open the file a folder mosaic over it still reads; the mosaic closed, the workers let it go', { timeout: 60_000 }, async (t) => {
+  if (!needs(t, HAVE_FIXTURES, NO_FIXTURES)) return
+  if (!needs(t, HAVE_PROC, 'counting the workers\' descriptors needs Linux /proc')) return
+  const { folder, file } = cogInFolder(t)
+  const other = join(tempDir(t), 'other.tif') // a set of its own that keeps the pool (and its worker) running
+  copyFileSync(join(FIXTURES, 'cog', 'cog.tif'), other)
+  const rasterPool = createRasterPool({ threads: 1, blockCacheMB: 1 })
+  t.after(() => rasterPool.close())
+  const keeper = await openCog({ id: 'other', path: other }, { rasterPool })
+  t.after(() => keeper.close())
+  const cog = await openCog({ id: 'utm', path: file }, { rasterPool })
+  t.after(() => cog.close())
+  const mosaic = await openMosaic({ id: 'tiles', path: folder }, { rasterPool })
+  t.after(() => mosaic.close())
+  assert.deepEqual(await hammer([cog, mosaic], 300), [])
+  assert.equal(descriptorsOn(file), 1, 'the file is open once')
+
+  // The COG set goes (as a reload or removal closes it): the mosaic still reads the file, under the same key.
+  await cog.close()
+  await sleep(200) // (a retirement reaches the worker on its event loop)
+  assert.equal(descriptorsOn(file), 1, 'the mosaic\'s file is still open: not closed under it, to be reopened cold')
+  assert.deepEqual(await hammer([mosaic], 300), [])
+  assert.equal(descriptorsOn(file), 1, 'and is the same one')
+
+  // The mosaic goes too: nothing reads the file, and the worker, still running for the other set, closes it.
+  await mosaic.close()
+  let open
+  for (const until = Date.now() + 2000; Date.now() < until; await sleep(50)) if ((open = descriptorsOn(file)) === 0) break
+  assert.equal(open, 0, 'closed once no set reads it')
+  assert.equal(descriptorsOn(other), 1, 'the other set\'s file stays open')
+})

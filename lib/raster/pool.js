@@ -20,7 +20,9 @@ let pools = 0 // numbers each pool's retirement channel: a process may run sever
 /**
  * A pool started on demand: `acquire(key)` (a COG set opening the dataset of workers' key `key`) returns the running
  * pool's `{ run(task) }`, starting it if need be; `release(key)` (that set closing) tells every worker to close that
- * dataset once no open set holds its key, and stops the pool once no set uses it; `close()` stops it for good.
+ * dataset once no open set holds its key, and stops the pool once no set uses it; `close()` stops it for good. A
+ * mosaic holds each of its parts' keys through the same count (`hold(key)`, `unhold(key)`): a file that a COG set and a
+ * mosaic both read stays open in the workers while either still does.
  * @param {{ threads: number, blockCacheMB: number, s3?: object, taskTimeLimitMs?: number, heapLimitMB?: number, replacedCloseMs?: number }} raster
  *   config.raster, and config.s3 for remote COGs (the limits and replacedCloseMs, worker.js: tests only)
  */
@@ -34,6 +36,22 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimi
   const retireChannel = `tile-cannon-raster-retired-${process.pid}-${++pools}`
   const retirements = new BroadcastChannel(retireChannel)
   retirements.unref()
+
+  /** Another holder of workers' key `key`: a COG set, or a mosaic (which acquired the pool) for each part's key. */
+  function hold (key) {
+    if (!closed) holders.set(key, (holders.get(key) ?? 0) + 1)
+  }
+
+  /** A holder of `key` let go: the last one tells every worker to close that dataset. */
+  function unhold (key) {
+    if (!holders.has(key)) return
+    const left = holders.get(key) - 1
+    if (left > 0) holders.set(key, left)
+    else {
+      holders.delete(key)
+      retirements.postMessage({ retired: key })
+    }
+  }
 
   function start () {
     const started = new Piscina({
@@ -121,21 +139,16 @@ export function createRasterPool ({ threads, blockCacheMB, s3 = {}, taskTimeLimi
         runner = timed(pool)
       }
       users++
-      if (key !== undefined) holders.set(key, (holders.get(key) ?? 0) + 1)
+      if (key !== undefined) hold(key)
       return runner
     },
     async release (key) {
-      if (key !== undefined && holders.has(key)) {
-        const left = holders.get(key) - 1
-        if (left > 0) holders.set(key, left)
-        else {
-          holders.delete(key)
-          retirements.postMessage({ retired: key })
-        }
-      }
+      if (key !== undefined) unhold(key)
       if (users > 0) users--
       if (users === 0) await stop()
     },
+    hold,
+    unhold,
     async close () {
       closed = true
       users = 0

@@ -20,11 +20,12 @@ sharp.cache(false)
 const REMOTE = { s3: workerData?.s3 } // remote COGs: the object storage settings (config.s3)
 // Open datasets, keyed by what a file is (rendered-set.js localKey: its path, size, time and inode, and its sidecars'),
 // so that every set reading an unchanged file (a COG set and the mosaics over it) shares one open file and its decoded
-// blocks. One is closed when the main thread says its key is retired (the last COG set reading it closed: replaced,
-// reloaded or removed; pool.js release), when idle for 10 minutes (a deleted file's space is freed), and when the
-// previous one of a path opened under a new key (a replaced file or sidecar), REPLACED_CLOSE_MS later
-// (workerData.replacedCloseMs: tests only). None is closed while a task uses it: a read of a closed descriptor fails
-// (EBADF), or reads whatever file reused its number.
+// blocks. One is closed when the main thread says its key is retired (the last set holding it, a COG set or a mosaic
+// reading it as a part, closed: replaced, reloaded or removed; pool.js unhold), when idle for 10 minutes (a deleted
+// file's space is freed), and when the previous one of a path opened under a new key (a replaced file or sidecar while
+// the old set still serves, so its key is still held), REPLACED_CLOSE_MS later (workerData.replacedCloseMs: tests
+// only). None is closed while a task uses it: a read of a closed descriptor fails (EBADF), or reads whatever file
+// reused its number.
 const REPLACED_CLOSE_MS = workerData?.replacedCloseMs ?? 30_000
 const latest = new Map() // path or URL → key of the newest dataset
 // 256: a mosaic's tile may read a few dozen parts, and its neighbours mostly the same ones.

@@ -93,17 +93,56 @@ export async function open (spec, context = {}) {
   }
   if (!info.isDirectory() && extname(spec.path).toLowerCase() !== '.json') throw new Error('a mosaic is a folder of COGs (mosaic: true) or a MosaicJSON or STAC .json file')
   const workers = rasterPool.acquire()
+  const keys = partKeys(rasterPool)
   try {
     const log = leftOutLog(spec.id, context.log)
     // Per set (sets.<id>.overzoom), else the server's (raster.overzoom).
     const overzoom = spec.overzoom ?? context.raster?.overzoom ?? DEFAULT_OVERZOOM
     const built = info.isDirectory()
-      ? await folderMosaic(spec, workers, log, overzoom)
-      : await documentMosaic(spec, context, workers, log, overzoom)
-    return mosaicSet(spec, context, workers, rasterPool, built, log)
+      ? await folderMosaic(spec, workers, keys, log, overzoom)
+      : await documentMosaic(spec, context, workers, keys, log, overzoom)
+    return mosaicSet(spec, context, workers, rasterPool, keys, built, log)
   } catch (err) {
+    keys.letGo()
     await rasterPool.release()
     throw err
+  }
+}
+
+/**
+ * The workers' keys of a mosaic's parts, each held in the pool (pool.js hold) from when its source is made until the
+ * mosaic closes or the part is given another key: a file the mosaic reads stays open in the workers when a COG set
+ * reading it too (the same key) closes, and is closed by them once neither reads it.
+ */
+function partKeys (rasterPool) {
+  const held = new Map() // key → the part's path or URL
+  const hold = (key, where) => {
+    if (held.has(key)) return
+    held.set(key, where)
+    rasterPool.hold(key)
+  }
+  return {
+    /** A part's source (sourceOf), its key held. */
+    source (where, openedAt) {
+      const src = sourceOf(where, openedAt)
+      hold(src.key, src.path ?? src.url)
+      return src
+    },
+    /** Local part `path` read under `key` from now on (a deleted file's fresh key): its earlier keys let go. */
+    rekey (path, key) {
+      for (const [old, where] of held) {
+        if (where === path && old !== key) {
+          held.delete(old)
+          rasterPool.unhold(old)
+        }
+      }
+      hold(key, path)
+    },
+    /** Every key let go: the mosaic closed (or failed to open). */
+    letGo () {
+      for (const key of held.keys()) rasterPool.unhold(key)
+      held.clear()
+    },
   }
 }
 
@@ -184,7 +223,7 @@ function unionLonLat (list) {
 // ---- a folder of COGs -------------------------------------------------------------------------------------------
 
 /** Every COG directly in the folder, in name order (the order `first` takes them in), each described at open. */
-async function folderMosaic (spec, workers, log, overzoom) {
+async function folderMosaic (spec, workers, keys, log, overzoom) {
   const folder = spec.path
   const names = (await readdir(folder)).filter((n) => !n.startsWith('.') && COG_EXTENSIONS.includes(extname(n).toLowerCase())).sort()
   const openedAt = Date.now()
@@ -192,7 +231,7 @@ async function folderMosaic (spec, workers, log, overzoom) {
     const path = join(folder, name)
     const file = await stat(path).catch(() => null)
     if (!file?.isFile()) return null
-    const src = sourceOf({ path, file, sidecars: await sidecarStamp(path) }, openedAt)
+    const src = keys.source({ path, file, sidecars: await sidecarStamp(path) }, openedAt)
     const info = await describePart(workers, src, name, log)
     return info === null ? null : { name, src, info, file }
   }))
@@ -240,7 +279,7 @@ async function folderMosaic (spec, workers, log, overzoom) {
 
 // ---- documents: MosaicJSON and STAC -----------------------------------------------------------------------------
 
-async function documentMosaic (spec, context, workers, log, overzoom) {
+async function documentMosaic (spec, context, workers, keys, log, overzoom) {
   const { size } = await stat(spec.path)
   if (size > MAX_DOCUMENT_BYTES) throw new Error(`${basename(spec.path)} is larger than ${MAX_DOCUMENT_BYTES / 2 ** 20} MiB`)
   let doc
@@ -254,7 +293,7 @@ async function documentMosaic (spec, context, workers, log, overzoom) {
   const roots = await dataRoots(spec, context)
   const base = dirname(spec.path)
   const read = type === 'mosaicjson' ? mosaicJson : stacMosaic
-  return read(doc, spec, { workers, log, roots, base, overzoom })
+  return read(doc, spec, { workers, keys, log, roots, base, overzoom })
 }
 
 /**
@@ -302,7 +341,7 @@ const intZoom = (v) => Number.isInteger(v) && v >= 0 && v <= MAX_ZOOM
  * asset lists in priority order; `asset_prefix` goes before each asset. A tile at or past quadkey_zoom takes the
  * list of the quadkey it lies in; a coarser one the lists of the quadkeys in it, in quadkey order, each asset once.
  */
-async function mosaicJson (doc, spec, { workers, log, roots, base, overzoom }) {
+async function mosaicJson (doc, spec, { workers, keys, log, roots, base, overzoom }) {
   const { minzoom, maxzoom } = doc
   if (!intZoom(minzoom) || !intZoom(maxzoom) || minzoom > maxzoom) throw new Error('MosaicJSON needs integer minzoom and maxzoom (0-30), minzoom <= maxzoom')
   const qz = intZoom(doc.quadkey_zoom) ? doc.quadkey_zoom : minzoom // past maxzoom too (cogeo-mosaic writes such)
@@ -334,7 +373,7 @@ async function mosaicJson (doc, spec, { workers, log, roots, base, overzoom }) {
   const located = await Promise.all(refs.map((ref) => locatePart(ref, base, roots)))
   const parts = located.map((where, i) => {
     if (where.reason !== undefined) { log(refs[i], where.reason); return null }
-    return { name: refs[i], srcs: [sourceOf(where, openedAt)] }
+    return { name: refs[i], srcs: [keys.source(where, openedAt)] }
   })
   // The data's description (bands, type, statistics): the first part that can be read. The others are opened by the
   // workers when a tile needs them, never here: a mosaic may have thousands.
@@ -443,7 +482,7 @@ function itemBounds (item) {
  * default asset is `visual` where there is one, else the first COG asset; each asset is described from the first item
  * that has it, which gives its bands (stacked assets are bands in the order asked) and the set's zooms.
  */
-async function stacMosaic (doc, spec, { workers, log, roots, base, overzoom }) {
+async function stacMosaic (doc, spec, { workers, keys, log, roots, base, overzoom }) {
   const features = doc.type === 'FeatureCollection' ? doc.features : [doc]
   const openedAt = Date.now()
   const names = []
@@ -457,7 +496,7 @@ async function stacMosaic (doc, spec, { workers, log, roots, base, overzoom }) {
       if (!isCogAsset(asset)) continue
       const where = await locatePart(asset.href, base, roots)
       if (where.reason !== undefined) { log(`${label}/${name}`, where.reason); continue }
-      srcs.set(name, sourceOf(where, openedAt))
+      srcs.set(name, keys.source(where, openedAt))
     }
     return srcs.size === 0 ? null : { label, srcs, boxes: mercatorBoxes(bounds), lonLat: bounds, feature: item }
   }))).filter((item) => item !== null)
@@ -590,7 +629,7 @@ function stackedMeta (metas, bands) {
 
 // ---- the set ----------------------------------------------------------------------------------------------------
 
-function mosaicSet (spec, context, workers, rasterPool, built, log) {
+function mosaicSet (spec, context, workers, rasterPool, keys, built, log) {
   const { meta } = built
   const stac = built.type === 'STAC' ? built : null
   const oneStack = { bands: [colourBands(meta)], dtypes: [meta.dtype], meta }
@@ -642,7 +681,10 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
   const noticed = (mark, path, id) => {
     mark.check = null
     if (id === 'gone') {
-      if (mark.id !== 'gone') mark.key = `${path}#gone@${Date.now()}`
+      if (mark.id !== 'gone') {
+        mark.key = `${path}#gone@${Date.now()}`
+        if (!closed) keys.rekey(path, mark.key) // (every source of the path takes it before its next read)
+      }
       mark.id = 'gone'
     } else if (mark.id === null) {
       mark.id = id
@@ -749,6 +791,7 @@ function mosaicSet (spec, context, workers, rasterPool, built, log) {
     async close () {
       if (closed) return
       closed = true
+      keys.letGo()
       await rasterPool.release()
     },
   }
